@@ -1,0 +1,59 @@
+# Toolplane — make targets. `make help` lists them.
+SHELL := /bin/bash
+BUF   := go tool -modfile=tools/go.mod buf
+GO    ?= go
+export CGO_ENABLED ?= 0
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+.PHONY: generate
+generate: ## format protos and regenerate gen/ (Go, gateway, merged OpenAPI)
+	$(BUF) format -w proto
+	$(BUF) generate
+	cp gen/openapi/toolplane.swagger.json internal/gateway/openapi.json
+
+.PHONY: check-generated
+check-generated: generate ## regenerate and fail if gen/ differs from what is committed
+	@git add -N gen internal/gateway/openapi.json >/dev/null 2>&1 || true
+	@if ! git diff --quiet -- gen internal/gateway/openapi.json; then \
+	  echo "check-generated: gen/ is out of date with proto/ (run make generate and commit):"; \
+	  git diff --stat -- gen internal/gateway/openapi.json; exit 1; fi
+	@echo "check-generated: gen/ is up to date"
+
+.PHONY: lint
+lint: ## go vet, buf lint, buf format check
+	$(GO) vet ./...
+	$(BUF) lint
+	$(BUF) format -d --exit-code proto
+
+.PHONY: breaking
+breaking: ## buf breaking + http.yaml diff against the release baseline (report-only before the first release)
+	scripts/breaking.sh
+
+.PHONY: build
+build: ## build bin/toolplane (static, CGO off)
+	$(GO) build -trimpath -ldflags "-s -w -X github.com/toolplane/toolplane/internal/version.Version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/toolplane ./cmd/toolplane
+
+.PHONY: test
+test: ## unit, handler, store and contract tests with -race (needs scripts/install-npm.sh)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 25m ./...
+
+.PHONY: test-e2e
+test-e2e: build ## end-to-end tests: the real binary on loopback ports, both topologies
+	CGO_ENABLED=1 $(GO) test -race -count=1 -tags e2e -timeout 20m ./tests/e2e/...
+
+.PHONY: run
+run: build ## all-in-one on sqlite in ./data
+	bin/toolplane serve --data-dir ./data
+
+.PHONY: bench
+bench: ## benchmarks (ratios against in-run baselines)
+	$(GO) test -run '^$$' -bench . -benchmem ./bench/... ./internal/search/... ./services/...
+
+.PHONY: eval
+eval: build ## search evaluation on the toolret DEV sets
+	scripts/eval.sh
