@@ -1,0 +1,568 @@
+package search
+
+import (
+	"context"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Mode selects the ranker for ranked text (issue 4 SearchTools modes). The
+// zero value is ModeAuto, so SEARCH_MODE_UNSPECIFIED maps to the default.
+type Mode int
+
+const (
+	// ModeAuto fuses BM25F and semantic rankings (Options.Fusion).
+	ModeAuto Mode = iota
+	// ModeRegex is DeerFlow's algorithm (deerflow-reference §2.3).
+	ModeRegex
+	// ModeBM25 is BM25F over name, title, description, parameters, server.
+	ModeBM25
+	// ModeSemantic is cosine similarity of centred sentence vectors.
+	ModeSemantic
+)
+
+// String returns "auto", "regex", "bm25" or "semantic".
+func (m Mode) String() string {
+	switch m {
+	case ModeRegex:
+		return "regex"
+	case ModeBM25:
+		return "bm25"
+	case ModeSemantic:
+		return "semantic"
+	case ModeAuto:
+		return "auto"
+	default:
+		return "mode(" + string(rune('0'+int(m)%10)) + ")"
+	}
+}
+
+// ParseMode parses "auto", "regex", "bm25" or "semantic" (case-insensitive).
+// The error matches ErrInvalidQuery with Field "mode".
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "auto", "":
+		return ModeAuto, nil
+	case "regex":
+		return ModeRegex, nil
+	case "bm25":
+		return ModeBM25, nil
+	case "semantic":
+		return ModeSemantic, nil
+	}
+	return 0, queryErr("mode", "unknown mode %q (want auto, regex, bm25 or semantic)", s)
+}
+
+// Request is one search.
+type Request struct {
+	// Query is the raw query (see ParseQuery for the forms and limits).
+	Query string
+	// Mode selects the ranker for ranked text.
+	Mode Mode
+	// Limit caps ranked and +required results; <= 0 means DefaultLimit.
+	// select: ignores it (MaxSelectResults). The library sets no maximum;
+	// the catalog enforces its per-caller cap.
+	Limit int
+	// Candidates, when non-nil, restricts the search to these names
+	// (unknown names are ignored; an empty non-nil slice matches nothing).
+	Candidates []string
+}
+
+// Result is one hit.
+type Result struct {
+	// Name is the document's exposed name.
+	Name string
+	// Score is the ranker's score: REGEX 2 (name match) or 1, or the match
+	// count for `+required` text; BM25 the BM25F score; SEMANTIC the cosine
+	// similarity; AUTO the fused score; 0 for select: and for `+required`
+	// hits that the rest did not match.
+	Score float64
+	// Matched names the fields that matched: "name", "title",
+	// "description", "parameters", "server", and "semantic" for a semantic
+	// match.
+	Matched []string
+}
+
+// Response is the outcome of a search.
+type Response struct {
+	// Query is the parsed query.
+	Query Query
+	// Results are ordered best first (select: in catalog order).
+	Results []Result
+	// Truncated is set when a select: matched more than MaxSelectResults.
+	Truncated bool
+	// Degraded, when non-empty, says why AUTO ran lexical-only (e.g. the
+	// query could not be embedded).
+	Degraded string
+}
+
+// Search runs req. Invalid input returns an error matching ErrInvalidQuery;
+// SEMANTIC with a failing Embedder returns an *EmbedError; anything that
+// simply matches nothing returns an empty Response.
+func (s *Snapshot) Search(ctx context.Context, req Request) (*Response, error) {
+	if req.Mode < ModeAuto || req.Mode > ModeSemantic {
+		return nil, queryErr("mode", "unknown mode %d", int(req.Mode))
+	}
+	q, err := ParseQuery(req.Query)
+	if err != nil {
+		return nil, err
+	}
+	resp := &Response{Query: q}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	var mask []bool
+	if req.Candidates != nil {
+		mask = make([]bool, len(s.slots))
+		for _, name := range req.Candidates {
+			if slot, ok := s.byName[name]; ok {
+				mask[slot] = true
+			}
+		}
+	}
+	switch q.Kind {
+	case KindEmpty:
+		return resp, nil
+	case KindSelect:
+		s.selectNames(q.Names, mask, resp)
+		return resp, nil
+	case KindRequired:
+		if mask == nil {
+			mask = make([]bool, len(s.slots))
+			for _, slot := range s.order {
+				mask[slot] = true
+			}
+		}
+		any := false
+		for slot, ok := range mask {
+			if ok && !strings.Contains(s.slots[slot].lowerName, q.Required) {
+				mask[slot] = false
+			}
+			any = any || mask[slot]
+		}
+		if !any {
+			return resp, nil
+		}
+		if q.Text != "" {
+			if err := s.rank(ctx, q.Text, req.Mode, mask, limit, true, resp); err != nil {
+				return nil, err
+			}
+		}
+		// The required filter is the match; ranked hits come first, the
+		// other required matches follow in catalog order (deerflow §2.3).
+		if len(resp.Results) < limit {
+			seen := make(map[string]struct{}, len(resp.Results))
+			for _, r := range resp.Results {
+				seen[r.Name] = struct{}{}
+			}
+			for _, slot := range s.order {
+				if len(resp.Results) >= limit {
+					break
+				}
+				if !mask[slot] {
+					continue
+				}
+				name := s.slots[slot].doc.Name
+				if _, ok := seen[name]; ok {
+					continue
+				}
+				resp.Results = append(resp.Results, Result{Name: name, Matched: []string{"name"}})
+			}
+		}
+		return resp, nil
+	default:
+		if err := s.rank(ctx, q.Text, req.Mode, mask, limit, false, resp); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+}
+
+func (s *Snapshot) selectNames(names []string, mask []bool, resp *Response) {
+	want := make(map[int32]struct{}, min(len(names), len(s.slots)))
+	for _, n := range names {
+		if slot, ok := s.byName[n]; ok && (mask == nil || mask[slot]) {
+			want[slot] = struct{}{}
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	for _, slot := range s.order {
+		if _, ok := want[slot]; !ok {
+			continue
+		}
+		if len(resp.Results) == MaxSelectResults {
+			resp.Truncated = true
+			return
+		}
+		resp.Results = append(resp.Results, Result{Name: s.slots[slot].doc.Name, Matched: []string{"name"}})
+	}
+}
+
+// rank ranks text in mode over the masked documents (nil mask = all).
+// countRegex selects the `+required` REGEX scoring (match counts).
+func (s *Snapshot) rank(ctx context.Context, text string, mode Mode, mask []bool, limit int, countRegex bool, resp *Response) error {
+	switch mode {
+	case ModeRegex:
+		res, err := s.regexRank(text, mask, limit, countRegex)
+		resp.Results = res
+		return err
+	case ModeBM25:
+		sc := s.bm25(text, mask)
+		defer sc.release()
+		resp.Results = s.topResults(sc.hits, sc.scores, sc.fields, false, limit)
+		return nil
+	case ModeSemantic:
+		sc := getScratch(len(s.slots))
+		defer sc.release()
+		ok, err := s.semantic(ctx, text, mask, sc)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if s.ix.embErr != nil {
+				resp.Degraded = "semantic: " + s.ix.embErr.Error()
+			}
+			return nil
+		}
+		resp.Results = s.topResults(sc.hits, sc.scores, sc.fields, true, limit)
+		return nil
+	default:
+		return s.auto(ctx, text, mask, limit, resp)
+	}
+}
+
+// regexRank is DeerFlow's search (deerflow-reference §2.3): the text is a
+// case-insensitive RE2 pattern over "<name> <description>", an invalid
+// pattern is matched literally; a hit scores 2 when the pattern also
+// matches the name, else 1 (countRegex: the number of matches); stable
+// order, ties in catalog order.
+func (s *Snapshot) regexRank(text string, mask []bool, limit int, countRegex bool) ([]Result, error) {
+	if n := utf8.RuneCountInString(text); n > MaxRegexChars {
+		return nil, queryErr("query", "regex pattern is %d characters, longer than %d", n, MaxRegexChars)
+	}
+	re, err := regexp.Compile("(?i)" + text)
+	if err != nil {
+		re = regexp.MustCompile("(?i)" + regexp.QuoteMeta(text))
+	}
+	type hit struct {
+		slot  int32
+		score float64
+		name  bool
+	}
+	var hits []hit
+	for _, slot := range s.order {
+		if mask != nil && !mask[slot] {
+			continue
+		}
+		d := s.slots[slot]
+		if countRegex {
+			if n := len(re.FindAllStringIndex(d.regexText, -1)); n > 0 {
+				hits = append(hits, hit{slot: slot, score: float64(n), name: re.MatchString(d.doc.Name)})
+			}
+			continue
+		}
+		if !re.MatchString(d.regexText) {
+			continue
+		}
+		h := hit{slot: slot, score: 1}
+		if re.MatchString(d.doc.Name) {
+			h.score, h.name = 2, true
+		}
+		hits = append(hits, h)
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return 0
+	})
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	out := make([]Result, len(hits))
+	for i, h := range hits {
+		m := []string{"description"}
+		if h.name {
+			m = []string{"name"}
+			if re.MatchString(s.slots[h.slot].doc.Description) {
+				m = append(m, "description")
+			}
+		}
+		out[i] = Result{Name: s.slots[h.slot].doc.Name, Score: h.score, Matched: m}
+	}
+	return out, nil
+}
+
+// scratch holds per-query accumulators indexed by slot.
+type scratch struct {
+	scores []float32
+	fields []uint8 // matched-field bit set; bit numFields = semantic
+	hits   []int32 // slots with a non-zero entry
+}
+
+var scratchPool sync.Pool
+
+func getScratch(n int) *scratch {
+	sc, _ := scratchPool.Get().(*scratch)
+	if sc == nil {
+		sc = &scratch{}
+	}
+	if cap(sc.scores) < n {
+		sc.scores = make([]float32, n)
+		sc.fields = make([]uint8, n)
+	}
+	sc.scores = sc.scores[:n]
+	sc.fields = sc.fields[:n]
+	sc.hits = sc.hits[:0]
+	return sc
+}
+
+func (sc *scratch) release() {
+	for _, h := range sc.hits {
+		sc.scores[h] = 0
+		sc.fields[h] = 0
+	}
+	sc.hits = sc.hits[:0]
+	scratchPool.Put(sc)
+}
+
+const semanticBit = 1 << numFields
+
+// bm25 scores text with BM25F (Lucene idf ln(1+(N-df+0.5)/(df+0.5)); each
+// distinct query term once).
+func (s *Snapshot) bm25(text string, mask []bool) *scratch {
+	sc := getScratch(len(s.slots))
+	if s.live == 0 {
+		return sc
+	}
+	k1 := float32(s.ix.opts.BM25.K1)
+	n := float64(s.live)
+	for _, t := range queryTerms(text) {
+		list := s.postings[t]
+		if len(list) == 0 {
+			continue
+		}
+		df := float64(len(list))
+		idf := float32(math.Log(1 + (n-df+0.5)/(df+0.5)))
+		for _, p := range list {
+			if mask != nil && !mask[p.slot] {
+				continue
+			}
+			nm := &s.norm[p.slot]
+			var tf float32
+			var bits uint8
+			for f := range numFields {
+				if p.tf[f] != 0 {
+					tf += float32(p.tf[f]) * nm[f]
+					bits |= 1 << f
+				}
+			}
+			if sc.scores[p.slot] == 0 {
+				sc.hits = append(sc.hits, p.slot)
+			}
+			sc.scores[p.slot] += idf * tf * (k1 + 1) / (k1 + tf)
+			sc.fields[p.slot] |= bits
+		}
+	}
+	return sc
+}
+
+// queryVector embeds text and centres it; ok is false when semantic ranking
+// is unavailable (disabled, no vectors, or the text has no known words).
+func (s *Snapshot) queryVector(ctx context.Context, text string) (qv []float32, qMu, qNorm float32, ok bool, err error) {
+	if s.ix.embedder == nil || s.nVec == 0 {
+		return nil, 0, 0, false, nil
+	}
+	vecs, err := s.ix.embedder.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, 0, 0, false, &EmbedError{Op: "query", Err: err}
+	}
+	if len(vecs) != 1 {
+		return nil, 0, 0, false, &EmbedError{Op: "query", Err: errWrongCount}
+	}
+	qv = unit(vecs[0])
+	if qv == nil || len(qv) != s.dim {
+		return nil, 0, 0, false, nil
+	}
+	qMu = dot(qv, s.mu)
+	qNorm = float32(math.Sqrt(math.Max(0, 1-2*float64(qMu)+float64(s.muMu))))
+	if qNorm == 0 {
+		return nil, 0, 0, false, nil
+	}
+	return qv, qMu, qNorm, true, nil
+}
+
+var errWrongCount = &QueryError{Field: "embedder", Reason: "returned a wrong number of vectors"}
+
+// semantic fills sc with centred cosine similarities at or above
+// MinSemanticScore.
+func (s *Snapshot) semantic(ctx context.Context, text string, mask []bool, sc *scratch) (bool, error) {
+	qv, qMu, qNorm, ok, err := s.queryVector(ctx, text)
+	if err != nil || !ok {
+		return false, err
+	}
+	minScore := float32(s.ix.opts.MinSemanticScore)
+	for _, slot := range s.order {
+		if mask != nil && !mask[slot] {
+			continue
+		}
+		d := s.slots[slot]
+		if len(d.vec) != s.dim || s.dNorm[slot] == 0 {
+			continue
+		}
+		cos := (dot(qv, d.vec) - qMu - s.dMu[slot] + s.muMu) / (qNorm * s.dNorm[slot])
+		if cos < minScore || cos <= 0 && minScore >= 0 {
+			continue
+		}
+		sc.scores[slot] = cos
+		sc.fields[slot] = semanticBit
+		sc.hits = append(sc.hits, slot)
+	}
+	return true, nil
+}
+
+// auto fuses BM25F and semantic rankings (Options.Fusion).
+func (s *Snapshot) auto(ctx context.Context, text string, mask []bool, limit int, resp *Response) error {
+	lex := s.bm25(text, mask)
+	defer lex.release()
+	sem := getScratch(len(s.slots))
+	defer sem.release()
+	ok, err := s.semantic(ctx, text, mask, sem)
+	if err != nil {
+		resp.Degraded = err.Error()
+	} else if !ok && s.ix.embErr != nil {
+		resp.Degraded = "semantic: " + s.ix.embErr.Error()
+	}
+	if !ok || len(sem.hits) == 0 {
+		resp.Results = s.topResults(lex.hits, lex.scores, lex.fields, false, limit)
+		return nil
+	}
+	depth := s.ix.opts.SemanticDepth
+	semTop := s.topSlots(sem.hits, sem.scores, depth)
+	fused := getScratch(len(s.slots))
+	defer fused.release()
+	add := func(slot int32, v float32, bits uint8) {
+		if fused.fields[slot] == 0 && fused.scores[slot] == 0 {
+			fused.hits = append(fused.hits, slot)
+		}
+		fused.scores[slot] += v
+		fused.fields[slot] |= bits
+	}
+	switch s.ix.opts.Fusion {
+	case FusionRRF:
+		k := float32(s.ix.opts.RRFK)
+		lexTop := s.topSlots(lex.hits, lex.scores, max(depth, limit))
+		for r, slot := range lexTop {
+			add(slot, 1/(k+float32(r+1)), lex.fields[slot])
+		}
+		for r, slot := range semTop {
+			add(slot, 1/(k+float32(r+1)), semanticBit)
+		}
+	default:
+		w := float32(s.ix.opts.SemanticWeight)
+		var maxLex float32
+		for _, slot := range lex.hits {
+			maxLex = max(maxLex, lex.scores[slot])
+		}
+		for _, slot := range lex.hits {
+			add(slot, (1-w)*lex.scores[slot]/maxLex, lex.fields[slot])
+		}
+		for _, slot := range semTop {
+			add(slot, w*sem.scores[slot], semanticBit)
+		}
+	}
+	resp.Results = s.topResults(fused.hits, fused.scores, fused.fields, false, limit)
+	return nil
+}
+
+// better orders by score descending, then catalog position (deterministic).
+func (s *Snapshot) better(scores []float32, a, b int32) bool {
+	if scores[a] != scores[b] {
+		return scores[a] > scores[b]
+	}
+	return s.pos[a] < s.pos[b]
+}
+
+// topSlots returns the k best hits, best first, using a bounded min-heap.
+func (s *Snapshot) topSlots(hits []int32, scores []float32, k int) []int32 {
+	if k <= 0 {
+		return nil
+	}
+	h := make([]int32, 0, min(k, len(hits)))
+	// worse(i, j): h[i] ranks below h[j] — the heap root is the worst kept.
+	worse := func(i, j int) bool { return s.better(scores, h[j], h[i]) }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			m := l
+			if r := l + 1; r < len(h) && worse(r, l) {
+				m = r
+			}
+			if !worse(m, i) {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for _, slot := range hits {
+		if len(h) < k {
+			h = append(h, slot)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !worse(i, p) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+			continue
+		}
+		if s.better(scores, slot, h[0]) {
+			h[0] = slot
+			down(0)
+		}
+	}
+	slices.SortFunc(h, func(a, b int32) int {
+		if s.better(scores, a, b) {
+			return -1
+		}
+		return 1
+	})
+	return h
+}
+
+func (s *Snapshot) topResults(hits []int32, scores []float32, fields []uint8, _ bool, limit int) []Result {
+	top := s.topSlots(hits, scores, limit)
+	out := make([]Result, len(top))
+	for i, slot := range top {
+		out[i] = Result{Name: s.slots[slot].doc.Name, Score: float64(scores[slot]), Matched: matchedNames(fields[slot])}
+	}
+	return out
+}
+
+func matchedNames(bits uint8) []string {
+	var out []string
+	for f := range numFields {
+		if bits&(1<<f) != 0 {
+			out = append(out, fieldNames[f])
+		}
+	}
+	if bits&semanticBit != 0 {
+		out = append(out, "semantic")
+	}
+	return out
+}

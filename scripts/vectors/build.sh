@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Rebuilds internal/search/vectors/words.bin: 100-dimension static word vectors
+# trained with Debian's fasttext on "corpus A" of ../shared/design/SEARCH-NOTES.md:
+#   - Debian long package descriptions (apt's English translation index, main),
+#   - WordNet glosses (wordnet-base: data.{noun,verb,adj,adv}).
+# Then converts the text .vec into the compact int8 binary that internal/search
+# embeds (see scripts/vectors/convert and internal/search/vectors/LICENSES.md).
+#
+# Needs root (apt-get) or the two packages already installed. Takes ~5 min on
+# 2 cores. Training with 2 threads is not bit-for-bit reproducible: the result
+# is committed; set THREADS=1 for a reproducible (about 2x slower) run.
+#
+# Usage: scripts/vectors/build.sh [WORKDIR]   (run from the repository root)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+WORK="${1:-$(mktemp -d /tmp/toolplane-vectors.XXXXXX)}"
+THREADS="${THREADS:-2}"
+OUT="$ROOT/internal/search/vectors/words.bin"
+mkdir -p "$WORK"
+echo "workdir: $WORK"
+
+if ! command -v fasttext >/dev/null || [ ! -d /usr/share/wordnet ]; then
+  apt-get update -o Acquire::Languages=en
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends fasttext wordnet-base
+fi
+# Make sure the English translation index is present.
+apt-get update -o Acquire::Languages=en >/dev/null
+
+: >"$WORK/raw.txt"
+found=0
+for f in /var/lib/apt/lists/*_main_i18n_Translation-en*; do
+  [ -e "$f" ] || continue
+  found=1
+  # apt-helper cat-file decompresses whatever apt stored (lz4, xz, gz, plain).
+  /usr/lib/apt/apt-helper cat-file "$f" | awk '
+    /^Description-en:/ { inblk=1; sub(/^Description-en: */, ""); print; next }
+    /^ / && inblk { line=$0; if (line == " .") next; print line; next }
+    { inblk=0 }' >>"$WORK/raw.txt"
+done
+if [ "$found" = 0 ]; then
+  echo "no Translation-en index under /var/lib/apt/lists" >&2
+  exit 1
+fi
+echo "debian description lines: $(wc -l <"$WORK/raw.txt")"
+
+for pos in noun verb adj adv; do
+  # Data lines start with an 8-digit offset; the gloss follows " | ".
+  grep -E '^[0-9]{8} ' "/usr/share/wordnet/data.$pos" | sed -n 's/^.* | //p' >>"$WORK/raw.txt"
+done
+echo "with wordnet glosses: $(wc -l <"$WORK/raw.txt")"
+
+# Lowercase, split on non-alphanumerics, deduplicate lines.
+tr '[:upper:]' '[:lower:]' <"$WORK/raw.txt" | sed -E 's/[^a-z0-9]+/ /g; s/^ +//; s/ +$//' |
+  awk 'length($0) > 0 && !seen[$0]++' >"$WORK/train.txt"
+echo "training words: $(wc -w <"$WORK/train.txt")"
+
+fasttext skipgram -input "$WORK/train.txt" -output "$WORK/vec" \
+  -dim 100 -epoch 5 -minCount 5 -maxn 0 -thread "$THREADS"
+
+cd "$ROOT"
+go run ./scripts/vectors/convert -in "$WORK/vec.vec" -corpus "$WORK/train.txt" -out "$OUT"
+ls -l "$OUT"
