@@ -1,0 +1,22 @@
+package catalog
+
+import "github.com/toolplane/toolplane/internal/auth"
+
+// Classes returns the access class of every RPC of the service, checked by the
+// shared interceptor before validation and the handler (ARCHITECTURE §5).
+func (s *Server) Classes() map[string]auth.Class {
+	return map[string]auth.Class{
+		"/toolplane.catalog.v1.CatalogService/ListTools":      auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/GetTool":        auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/SearchTools":    auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/GetCatalog":     auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/WatchCatalog":   auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/CallTool":       auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/CallToolStream": auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/ListServers":    auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/GetServer":      auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/UpdateServer":   auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/ReplaceServers": auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/ReloadServers":  auth.ClassAdmin,
+	}
+}
