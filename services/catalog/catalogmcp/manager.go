@@ -1,0 +1,254 @@
+package catalogmcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
+)
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	Options
+	// PoolCap is the LRU cap of per-scope sessions (default 32).
+	PoolCap int
+	// PoolIdleTTL closes a per-scope session idle this long (default 10 min).
+	PoolIdleTTL time.Duration
+	// Lookup resolves `$VAR` (default os.LookupEnv).
+	Lookup func(string) (string, bool)
+	// OnChange runs (from one goroutine, coalesced) after any server's
+	// state or tools changed.
+	OnChange func()
+}
+
+// Manager reconciles the configured servers with running supervisors and
+// routes calls to the right session.
+type Manager struct {
+	opts ManagerOptions
+	pool *Pool
+
+	mu     sync.RWMutex
+	order  []*Supervisor
+	byName map[string]*Supervisor
+	closed bool
+
+	changed chan struct{}
+	stopN   chan struct{}
+	wgN     sync.WaitGroup
+}
+
+// ErrUnknownServer is returned for a server name not in the configuration.
+var ErrUnknownServer = errors.New("unknown server")
+
+// ErrStatic is returned for a call to a static server's tool.
+var ErrStatic = errors.New("static tools are listed and searchable but not callable")
+
+// NewManager returns an empty manager; Apply loads servers.
+func NewManager(opts ManagerOptions) *Manager {
+	if opts.PoolCap <= 0 {
+		opts.PoolCap = 32
+	}
+	if opts.PoolIdleTTL <= 0 {
+		opts.PoolIdleTTL = 10 * time.Minute
+	}
+	if opts.Lookup == nil {
+		opts.Lookup = os.LookupEnv
+	}
+	m := &Manager{opts: opts, pool: NewPool(opts.PoolCap, opts.PoolIdleTTL, opts.grace()), byName: map[string]*Supervisor{},
+		changed: make(chan struct{}, 1), stopN: make(chan struct{})}
+	m.wgN.Add(1)
+	go m.notifier()
+	return m
+}
+
+func (m *Manager) notifier() {
+	defer m.wgN.Done()
+	for {
+		select {
+		case <-m.stopN:
+			return
+		case <-m.changed:
+			if m.opts.OnChange != nil {
+				m.opts.OnChange()
+			}
+		}
+	}
+}
+
+func (m *Manager) emit() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Apply reconciles with servers (config-file order): a server whose
+// configuration is unchanged keeps its supervisor, process and sessions;
+// changed and new ones start (discovery runs in parallel, each bounded by
+// its own init timeout); removed ones stop. It returns without waiting for
+// discovery (see WaitSettled).
+func (m *Manager) Apply(servers []catalogconfig.Server) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	next := make([]*Supervisor, 0, len(servers))
+	byName := make(map[string]*Supervisor, len(servers))
+	var stale []*Supervisor
+	for _, raw := range servers {
+		if old, ok := m.byName[raw.Name]; ok && old.raw.Equal(&raw) {
+			next = append(next, old)
+			byName[raw.Name] = old
+			continue
+		}
+		sup := newSupervisor(raw.Clone(), m.opts.Lookup, m.opts.Options, m.emit)
+		next = append(next, sup)
+		byName[raw.Name] = sup
+	}
+	for name, old := range m.byName {
+		if byName[name] != old {
+			stale = append(stale, old)
+		}
+	}
+	m.order, m.byName = next, byName
+	m.mu.Unlock()
+	for _, old := range stale {
+		m.pool.RemoveServer(old.raw.Name)
+		go old.stop()
+	}
+	m.emit()
+}
+
+// WaitSettled waits until every server's first connection attempt ended or
+// ctx is done.
+func (m *Manager) WaitSettled(ctx context.Context) error {
+	m.mu.RLock()
+	sups := append([]*Supervisor(nil), m.order...)
+	m.mu.RUnlock()
+	for _, s := range sups {
+		select {
+		case <-s.Settled():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Statuses returns every server's status in config order.
+func (m *Manager) Statuses() []Status {
+	m.mu.RLock()
+	sups := append([]*Supervisor(nil), m.order...)
+	m.mu.RUnlock()
+	out := make([]Status, len(sups))
+	for i, s := range sups {
+		out[i] = s.Status()
+	}
+	return out
+}
+
+// Supervisor returns the named server's supervisor.
+func (m *Manager) Supervisor(name string) (*Supervisor, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s, ok := m.byName[name]
+	return s, ok
+}
+
+// Pool exposes the per-scope pool (for inspection).
+func (m *Manager) Pool() *Pool { return m.pool }
+
+// Call calls an original tool on server. key selects the per-scope session
+// for per_user / per_thread servers (ignored for shared ones). ctx carries
+// the call's deadline. Errors: ErrUnknownServer, ErrStatic, *NotReadyError,
+// ctx errors, *SessionError, *RPCError, or transport errors.
+func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, key ScopeKey, notify func(Notification)) (*Result, error) {
+	sup, ok := m.Supervisor(server)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownServer, server)
+	}
+	if sup.st.Type == catalogconfig.TypeStatic {
+		return nil, ErrStatic
+	}
+	cfg := sup.Expanded()
+	if cfg.Scope() == catalogconfig.ScopeShared {
+		sess, err := sup.Session()
+		if err != nil {
+			return nil, err
+		}
+		res, err := sess.CallTool(ctx, tool, args, notify)
+		var se *SessionError
+		if errors.As(err, &se) && ctx.Err() == nil && sup.st.Type != catalogconfig.TypeStdio {
+			// HTTP session unknown/expired or the SSE stream dropped:
+			// re-initialise and retry once.
+			sup.RequestReconnect()
+			if sess, err = sup.waitReady(ctx, sess); err != nil {
+				return nil, err
+			}
+			return sess.CallTool(ctx, tool, args, notify)
+		}
+		if errors.As(err, &se) && ctx.Err() == nil {
+			st := sup.Status()
+			return nil, &NotReadyError{Server: server, State: StateFailed, LastError: fmt.Sprint(se.Err, "; ", st.LastError)}
+		}
+		return res, err
+	}
+	if _, err := sup.Session(); err != nil {
+		return nil, err
+	}
+	key.Server = server
+	if cfg.Scope() == catalogconfig.ScopePerUser {
+		key.Thread = ""
+	}
+	dial := func(dctx context.Context) (*Session, error) {
+		ictx, cancel := sup.initCtx(dctx)
+		defer cancel()
+		return Connect(ictx, cfg, m.opts.Options, nil)
+	}
+	for attempt := 0; ; attempt++ {
+		sess, release, err := m.pool.Acquire(ctx, key, dial)
+		if err != nil {
+			return nil, err
+		}
+		res, err := sess.CallTool(ctx, tool, args, notify)
+		release()
+		var se *SessionError
+		if errors.As(err, &se) {
+			m.pool.Drop(key, sess)
+			if attempt == 0 && ctx.Err() == nil {
+				continue
+			}
+		}
+		return res, err
+	}
+}
+
+// Close stops every server and session; it returns once every child is gone
+// (bounded by the close grace per step).
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	sups := m.order
+	m.order, m.byName = nil, map[string]*Supervisor{}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range sups {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.stop() }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); m.pool.Close() }()
+	wg.Wait()
+	close(m.stopN)
+	m.wgN.Wait()
+	return nil
+}

@@ -1,0 +1,360 @@
+package catalogmcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
+)
+
+// State is a server's connection state.
+type State int
+
+// Server states (issue 3, "Per-server state").
+const (
+	StateUnspecified State = iota
+	// StateDisabled: `enabled: false`.
+	StateDisabled
+	// StateConnecting: starting, initialising or listing tools.
+	StateConnecting
+	// StateReady: connected and its tools are listed.
+	StateReady
+	// StateFailed: the last attempt failed or the child exited; a restart
+	// is scheduled (except for configuration errors).
+	StateFailed
+)
+
+func (s State) String() string {
+	return [...]string{"UNSPECIFIED", "DISABLED", "CONNECTING", "READY", "FAILED"}[s]
+}
+
+// Backoff bounds for restarts (issue 3: exponential, capped at 30 s).
+var (
+	BackoffInitial = 500 * time.Millisecond
+	BackoffMax     = 30 * time.Second
+	// stableAfter resets the backoff once a session stayed up this long.
+	stableAfter = 30 * time.Second
+)
+
+// ToolDef is a tool of a server with the origin server for static rows.
+type ToolDef struct {
+	Tool
+	// Origin is the server the tool belongs to: the configured server for
+	// MCP servers, the row's own `server` for static files.
+	Origin string
+}
+
+// Status is a snapshot of one server.
+type Status struct {
+	// Name is the server name; Config its configuration as written (placeholders kept).
+	Name   string
+	Config catalogconfig.Server
+	// Type is the effective type (stdio, sse, http, static).
+	Type string
+	// State, LastError (the most recent failure, kept after recovery until
+	// the next success clears it), Restarts (restarts after failures).
+	State     State
+	LastError string
+	Restarts  int
+	// ProtocolVersion and ServerInfo of the current or last session.
+	ProtocolVersion string
+	ServerInfo      mcp.Implementation
+	// Tools are the last listed tools (kept while the server is down).
+	Tools []ToolDef
+	// Listed reports that Tools were listed at least once.
+	Listed bool
+	// Pid of the discovery child (stdio), 0 otherwise.
+	Pid int
+	// Generation increases on every change of this status.
+	Generation uint64
+}
+
+// Supervisor owns one server's discovery (and shared-scope) session.
+type Supervisor struct {
+	raw  catalogconfig.Server // as written
+	cfg  catalogconfig.Server // expanded
+	opts Options
+	emit func()
+
+	mu       sync.Mutex
+	st       Status
+	sess     *Session
+	settled  chan struct{}
+	settleOn sync.Once
+	ready    chan struct{} // closed and replaced on each READY
+
+	relist    chan struct{}
+	reconnect chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// newSupervisor prepares the supervisor; start launches it.
+func newSupervisor(raw catalogconfig.Server, lookup func(string) (string, bool), opts Options, emit func()) *Supervisor {
+	s := &Supervisor{raw: raw, opts: opts, emit: emit, settled: make(chan struct{}), ready: make(chan struct{}),
+		relist: make(chan struct{}, 1), reconnect: make(chan struct{}, 1), done: make(chan struct{})}
+	s.st = Status{Name: raw.Name, Config: raw, Type: raw.EffectiveType(), State: StateConnecting}
+	return s.init(lookup)
+}
+
+func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
+	fail := func(err error) *Supervisor {
+		s.st.State, s.st.LastError = StateFailed, err.Error()
+		s.settle()
+		close(s.done)
+		return s
+	}
+	if !s.raw.IsEnabled() {
+		s.st.State = StateDisabled
+		s.settle()
+		close(s.done)
+		return s
+	}
+	if err := s.raw.Validate(); err != nil {
+		return fail(err)
+	}
+	cfg, err := catalogconfig.Expand(s.raw, lookup)
+	if err != nil {
+		return fail(err)
+	}
+	s.cfg = cfg
+	if s.st.Type == catalogconfig.TypeStatic {
+		rows, err := catalogconfig.LoadStatic(cfg.Path, cfg.Name)
+		if err != nil {
+			return fail(fmt.Errorf("mcpServers.%s.path: %w", cfg.Name, err))
+		}
+		for _, r := range rows {
+			s.st.Tools = append(s.st.Tools, ToolDef{Origin: r.Server, Tool: Tool{Name: r.Name, Title: r.Title,
+				Description: r.Description, InputSchema: r.InputSchema, OutputSchema: r.OutputSchema, Annotations: r.Annotations}})
+		}
+		s.st.State, s.st.Listed = StateReady, true
+		s.settle()
+		close(s.done)
+		return s
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.run(ctx)
+	return s
+}
+
+func (s *Supervisor) settle() { s.settleOn.Do(func() { close(s.settled) }) }
+
+// Settled is closed once the first connection attempt has ended (READY or FAILED).
+func (s *Supervisor) Settled() <-chan struct{} { return s.settled }
+
+func (s *Supervisor) update(f func(st *Status)) {
+	s.mu.Lock()
+	f(&s.st)
+	s.st.Generation++
+	s.mu.Unlock()
+	if s.emit != nil {
+		s.emit()
+	}
+}
+
+// Status returns a snapshot.
+func (s *Supervisor) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	st.Tools = append([]ToolDef(nil), s.st.Tools...)
+	return st
+}
+
+// Expanded returns the expanded configuration (zero if expansion failed).
+func (s *Supervisor) Expanded() catalogconfig.Server { return s.cfg }
+
+func (s *Supervisor) run(ctx context.Context) {
+	defer close(s.done)
+	backoff := BackoffInitial
+	sleep := func() bool {
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		backoff = min(backoff*2, BackoffMax)
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for first := true; ; first = false {
+		if !first {
+			s.update(func(st *Status) { st.State = StateConnecting; st.Restarts++ })
+		}
+		sess, tools, err := s.connect(ctx)
+		if ctx.Err() != nil {
+			if sess != nil {
+				sess.Close(s.opts.grace())
+			}
+			return
+		}
+		if err != nil {
+			s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateFailed, err.Error(), 0 })
+			s.settle()
+			if !sleep() {
+				return
+			}
+			continue
+		}
+		up := time.Now()
+		s.mu.Lock()
+		s.sess = sess
+		ready := s.ready
+		s.ready = make(chan struct{})
+		s.mu.Unlock()
+		s.update(func(st *Status) {
+			st.State, st.LastError, st.Tools, st.Listed = StateReady, "", tools, true
+			st.ProtocolVersion, st.ServerInfo, st.Pid = sess.ProtocolVersion, sess.ServerInfo, sess.Pid()
+		})
+		close(ready)
+		s.settle()
+		reason := s.serve(ctx, sess)
+		s.mu.Lock()
+		s.sess = nil
+		s.mu.Unlock()
+		sess.Close(s.opts.grace())
+		if ctx.Err() != nil {
+			return
+		}
+		s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateFailed, reason.Error(), 0 })
+		if time.Since(up) >= stableAfter {
+			backoff = BackoffInitial
+		}
+		if errors.Is(reason, errReconnect) {
+			continue
+		}
+		if !sleep() {
+			return
+		}
+	}
+}
+
+var errReconnect = errors.New("session expired; reconnecting")
+
+func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-sess.Dead():
+			return sess.Err()
+		case <-s.reconnect:
+			return errReconnect
+		case <-s.relist:
+			lctx, cancel := s.initCtx(ctx)
+			tools, err := sess.ListTools(lctx)
+			cancel()
+			if err == nil {
+				defs := make([]ToolDef, len(tools))
+				for i, t := range tools {
+					defs[i] = ToolDef{Tool: t, Origin: s.cfg.Name}
+				}
+				s.update(func(st *Status) { st.Tools = defs })
+			}
+		}
+	}
+}
+
+func (s *Supervisor) initCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d := s.cfg.InitTimeout(); d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
+
+func (s *Supervisor) connect(ctx context.Context) (*Session, []ToolDef, error) {
+	ictx, cancel := s.initCtx(ctx)
+	defer cancel()
+	sess, err := Connect(ictx, s.cfg, s.opts, s.RequestRelist)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("session_init_timeout (%s) exceeded: %w", s.cfg.InitTimeout(), err)
+		}
+		return nil, nil, err
+	}
+	tools, err := sess.ListTools(ictx)
+	if err != nil {
+		sess.Close(s.opts.grace())
+		return nil, nil, fmt.Errorf("tools/list: %w", err)
+	}
+	defs := make([]ToolDef, len(tools))
+	for i, t := range tools {
+		defs[i] = ToolDef{Tool: t, Origin: s.cfg.Name}
+	}
+	return sess, defs, nil
+}
+
+// RequestRelist asks for a tools/list re-read (notifications/tools/list_changed).
+func (s *Supervisor) RequestRelist() {
+	select {
+	case s.relist <- struct{}{}:
+	default:
+	}
+}
+
+// RequestReconnect asks for a new session (e.g. the HTTP session expired).
+func (s *Supervisor) RequestReconnect() {
+	select {
+	case s.reconnect <- struct{}{}:
+	default:
+	}
+}
+
+// NotReadyError is returned for a call to a server that is not READY.
+type NotReadyError struct {
+	Server    string
+	State     State
+	LastError string
+}
+
+func (e *NotReadyError) Error() string {
+	if e.LastError != "" {
+		return fmt.Sprintf("server %s is %s: %s", e.Server, e.State, e.LastError)
+	}
+	return fmt.Sprintf("server %s is %s", e.Server, e.State)
+}
+
+// Session returns the shared session, or a *NotReadyError.
+func (s *Supervisor) Session() (*Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil && s.st.State == StateReady {
+		return s.sess, nil
+	}
+	return nil, &NotReadyError{Server: s.st.Name, State: s.st.State, LastError: s.st.LastError}
+}
+
+// waitReady waits until the server is READY with a session other than old.
+func (s *Supervisor) waitReady(ctx context.Context, old *Session) (*Session, error) {
+	for {
+		s.mu.Lock()
+		sess, ready := s.sess, s.ready
+		ok := sess != nil && sess != old && s.st.State == StateReady
+		s.mu.Unlock()
+		if ok {
+			return sess, nil
+		}
+		select {
+		case <-ready:
+		case <-s.done:
+			return s.Session()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// stop ends the supervisor and its session; it returns when the child is gone.
+func (s *Supervisor) stop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	<-s.done
+}
