@@ -1,34 +1,67 @@
 // Package catalog is the catalog service: it owns every connection to MCP servers,
 // the tools they expose, the deferred catalog and its hash, tool search, and every
 // call to a tool (ARCHITECTURE §2.1).
+//
+// Layout: catalogconfig (extensions_config.json), catalognames (exposed
+// names, ARCHITECTURE §7), catalogmcp (MCP sessions, supervision, scope
+// pool); this package keeps an immutable snapshot of the catalog (rebuilt on
+// every change and swapped atomically, so readers never see a half-built
+// state), computes hashes (hash.go), serves the RPCs and streams changes.
 package catalog
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
+	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
 )
 
-// Config is the `catalog` section of toolplane.yaml.
-type Config struct{}
+// Version is announced to MCP servers as clientInfo.version.
+var Version = "0.1.0"
 
-// SetDefaults fills unset fields with their defaults.
-func (c *Config) SetDefaults() {}
-
-// Validate checks the section; errors name the key path.
-func (c *Config) Validate() error { return nil }
+// DefaultMaxMessageBytes is used when the environment sets no maximum.
+const DefaultMaxMessageBytes = 64 << 20
 
 // Server implements catalogv1.CatalogServiceServer.
 type Server struct {
 	catalogv1.UnimplementedCatalogServiceServer
-	cfg Config
-	env svckit.Env
-	log *slog.Logger
+	cfg    Config
+	env    svckit.Env
+	log    *slog.Logger
+	mgr    *catalogmcp.Manager
+	path   string
+	maxMsg int
+
+	snap    atomic.Pointer[snapshot]
+	buildMu sync.Mutex
+	cache   map[string]*serverCache
+
+	writeMu  sync.Mutex // serialises writes and reloads of the config file
+	fileHash atomic.Value
+
+	watchMu  sync.Mutex
+	watchers map[chan *catalogv1.CatalogEvent]struct{}
+
+	index searchIndex
+
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closeOne sync.Once
 }
 
 var (
@@ -36,7 +69,10 @@ var (
 	_ svckit.Service                 = (*Server)(nil)
 )
 
-// New builds the service from its config section and the process environment.
+// New builds the service from its config section and the process
+// environment, loads extensions_config.json and starts discovery (in the
+// background; Ready does not wait for servers, a broken server never blocks
+// the service). It starts the reload loop.
 func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -46,7 +82,47 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{cfg: cfg, env: env, log: log}, nil
+	path, err := filepath.Abs(cfg.ExtensionsConfig)
+	if err != nil {
+		return nil, fmt.Errorf("catalog.extensions_config: %w", err)
+	}
+	s := &Server{cfg: cfg, env: env, log: log, path: path, maxMsg: env.MaxMessageBytes,
+		cache: map[string]*serverCache{}, watchers: map[chan *catalogv1.CatalogEvent]struct{}{}, stop: make(chan struct{})}
+	if s.maxMsg <= 0 {
+		s.maxMsg = DefaultMaxMessageBytes
+	}
+	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
+	s.index.init()
+	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
+		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace},
+		PoolCap:     cfg.Sessions.MaxScoped,
+		PoolIdleTTL: cfg.Sessions.IdleTTL,
+		OnChange:    s.rebuild,
+	})
+	f, raw, err := catalogconfig.Load(path)
+	if err != nil {
+		s.mgr.Close()
+		return nil, fmt.Errorf("catalog.extensions_config: %s: %w", path, err)
+	}
+	s.fileHash.Store(sha256.Sum256(raw))
+	s.mgr.Apply(f.Servers)
+	s.rebuild()
+	s.wg.Add(1)
+	go s.reloadLoop()
+	return s, nil
+}
+
+// Manager exposes the connection manager (tests, benchmarks).
+func (s *Server) Manager() *catalogmcp.Manager { return s.mgr }
+
+// WaitSettled waits until every server's first connection attempt ended and
+// the catalog snapshot reflects it.
+func (s *Server) WaitSettled(ctx context.Context) error {
+	if err := s.mgr.WaitSettled(ctx); err != nil {
+		return err
+	}
+	s.rebuild()
+	return nil
 }
 
 // Name returns "catalog".
@@ -63,8 +139,119 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	return catalogv1.RegisterCatalogServiceHandler(ctx, mux, conn)
 }
 
-// Ready reports whether the service can serve.
-func (s *Server) Ready(context.Context) error { return nil }
+// Ready reports whether the service can serve: the configuration was loaded
+// (servers that fail are reported per server, not here).
+func (s *Server) Ready(context.Context) error {
+	select {
+	case <-s.stop:
+		return errors.New("catalog: closed")
+	default:
+		return nil
+	}
+}
 
-// Close releases the service's resources.
-func (s *Server) Close() error { return nil }
+// Close stops the reload loop, every MCP server and session (no child
+// process survives it) and ends watch streams.
+func (s *Server) Close() error {
+	s.closeOne.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		s.mgr.Close()
+		s.watchMu.Lock()
+		for ch := range s.watchers {
+			close(ch)
+		}
+		s.watchers = map[chan *catalogv1.CatalogEvent]struct{}{}
+		s.watchMu.Unlock()
+	})
+	return nil
+}
+
+// reloadLoop applies a content change of extensions_config.json within
+// cfg.ReloadInterval (issue 3: within 2 s). It compares content, not mtime.
+func (s *Server) reloadLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.ReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if _, _, err := s.reload(false); err != nil {
+				s.log.Warn("catalog: extensions_config reload failed; keeping the last good configuration", "path", s.path, "err", err)
+			}
+		}
+	}
+}
+
+// reload re-reads the file and applies it when its content changed (or
+// always when force). It returns the servers restarted and unchanged.
+func (s *Server) reload(force bool) (restarted, unchanged []string, err error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	raw, err := os.ReadFile(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		raw, err = nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	sum := sha256.Sum256(raw)
+	if old, ok := s.fileHash.Load().([32]byte); ok && old == sum && !force {
+		return nil, nil, nil
+	}
+	f, err := catalogconfig.Parse(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.fileHash.Store(sum)
+	r, u := s.applyLocked(f)
+	return r, u, nil
+}
+
+func (s *Server) applyLocked(f *catalogconfig.File) (restarted, unchanged []string) {
+	before := map[string]catalogconfig.Server{}
+	for _, st := range s.mgr.Statuses() {
+		before[st.Name] = st.Config
+	}
+	for _, srv := range f.Servers {
+		if old, ok := before[srv.Name]; ok && old.Equal(&srv) {
+			unchanged = append(unchanged, srv.Name)
+		} else {
+			restarted = append(restarted, srv.Name)
+		}
+	}
+	s.mgr.Apply(f.Servers)
+	s.rebuild()
+	return restarted, unchanged
+}
+
+// writeFile persists f atomically and applies it.
+func (s *Server) writeFileLocked(f *catalogconfig.File) error {
+	data, err := f.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := catalogconfig.WriteAtomic(s.path, data); err != nil {
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	s.fileHash.Store(sha256.Sum256(data))
+	s.applyLocked(f)
+	return nil
+}
+
+// loadLocked reads the current file (placeholders and unknown keys intact).
+func (s *Server) loadLocked() (*catalogconfig.File, error) {
+	raw, err := os.ReadFile(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &catalogconfig.File{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return &catalogconfig.File{}, nil
+	}
+	return catalogconfig.Parse(raw)
+}

@@ -1,5 +1,26 @@
 package catalog
 
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+)
+
+// Request limits enforced by Validate.
+const (
+	maxNameBytes   = 256
+	maxQueryBytes  = 4096
+	maxCandidates  = 100_000
+	maxServers     = 1000
+	maxCallTimeout = 24 * 3600 // seconds
+)
+
 // Validate checks a request before its handler runs (called by the shared
 // validation interceptor). It returns a gRPC status error with
 // INVALID_ARGUMENT naming the field and the reason, or nil.
@@ -7,4 +28,99 @@ func (s *Server) Validate(fullMethod string, req any) error {
 	return validateRequest(fullMethod, req)
 }
 
-func validateRequest(string, any) error { return nil }
+func invalid(field, format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+func checkName(field, v string) error {
+	switch {
+	case v == "":
+		return invalid(field, "required")
+	case len(v) > maxNameBytes:
+		return invalid(field, "longer than %d bytes", maxNameBytes)
+	case !utf8.ValidString(v):
+		return invalid(field, "not valid UTF-8")
+	}
+	return nil
+}
+
+func checkCandidates(field string, l *typev1.StringList) error {
+	if l == nil {
+		return nil
+	}
+	if len(l.GetValues()) > maxCandidates {
+		return invalid(field, "more than %d names", maxCandidates)
+	}
+	for i, v := range l.GetValues() {
+		if !utf8.ValidString(v) {
+			return invalid(fmt.Sprintf("%s.values[%d]", field, i), "not valid UTF-8")
+		}
+	}
+	return nil
+}
+
+func checkTimeout(d *durationpb.Duration) error {
+	if d == nil {
+		return nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return invalid("timeout", "%v", err)
+	}
+	if d.AsDuration() < 0 || d.GetSeconds() > maxCallTimeout {
+		return invalid("timeout", "must be between 0 and %d seconds", maxCallTimeout)
+	}
+	return nil
+}
+
+func validateRequest(_ string, req any) error {
+	switch r := req.(type) {
+	case *catalogv1.ListToolsRequest:
+		if r.GetPageSize() < 0 {
+			return invalid("page_size", "must be >= 0")
+		}
+	case *catalogv1.GetToolRequest:
+		return checkName("name", r.GetName())
+	case *catalogv1.SearchToolsRequest:
+		if len(r.GetQuery()) > maxQueryBytes {
+			return invalid("query", "longer than %d bytes", maxQueryBytes)
+		}
+		if !utf8.ValidString(r.GetQuery()) {
+			return invalid("query", "not valid UTF-8")
+		}
+		if _, ok := catalogv1.SearchMode_name[int32(r.GetMode())]; !ok {
+			return invalid("mode", "unknown value %d", r.GetMode())
+		}
+		return checkCandidates("candidates", r.GetCandidates())
+	case *catalogv1.GetCatalogRequest:
+		return checkCandidates("candidates", r.GetCandidates())
+	case *catalogv1.CallToolRequest:
+		if err := checkName("name", r.GetName()); err != nil {
+			return err
+		}
+		return checkTimeout(r.GetTimeout())
+	case *catalogv1.CallToolStreamRequest:
+		if err := checkName("name", r.GetName()); err != nil {
+			return err
+		}
+		return checkTimeout(r.GetTimeout())
+	case *catalogv1.GetServerRequest:
+		return checkName("name", r.GetName())
+	case *catalogv1.UpdateServerRequest:
+		if err := checkName("name", r.GetName()); err != nil {
+			return err
+		}
+		if r.GetServer() == nil {
+			return invalid("server", "required")
+		}
+	case *catalogv1.ReplaceServersRequest:
+		if len(r.GetServers()) > maxServers {
+			return invalid("servers", "more than %d servers", maxServers)
+		}
+		for i, c := range r.GetServers() {
+			if err := checkName(fmt.Sprintf("servers[%d].name", i), c.GetName()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

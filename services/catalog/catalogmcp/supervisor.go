@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -72,7 +73,14 @@ type Status struct {
 	Pid int
 	// Generation increases on every change of this status.
 	Generation uint64
+	// ChangedAt is when State last changed.
+	ChangedAt time.Time
+	// Instance identifies the supervisor (unique per process); ToolsVersion
+	// increases whenever Tools is replaced. Together they key caches.
+	Instance, ToolsVersion uint64
 }
+
+var instances atomic.Uint64
 
 // Supervisor owns one server's discovery (and shared-scope) session.
 type Supervisor struct {
@@ -98,7 +106,8 @@ type Supervisor struct {
 func newSupervisor(raw catalogconfig.Server, lookup func(string) (string, bool), opts Options, emit func()) *Supervisor {
 	s := &Supervisor{raw: raw, opts: opts, emit: emit, settled: make(chan struct{}), ready: make(chan struct{}),
 		relist: make(chan struct{}, 1), reconnect: make(chan struct{}, 1), done: make(chan struct{})}
-	s.st = Status{Name: raw.Name, Config: raw, Type: raw.EffectiveType(), State: StateConnecting}
+	s.st = Status{Name: raw.Name, Config: raw, Type: raw.EffectiveType(), State: StateConnecting, ChangedAt: time.Now(),
+		Instance: instances.Add(1)}
 	return s.init(lookup)
 }
 
@@ -150,7 +159,14 @@ func (s *Supervisor) Settled() <-chan struct{} { return s.settled }
 
 func (s *Supervisor) update(f func(st *Status)) {
 	s.mu.Lock()
+	prev, tools := s.st.State, s.st.Tools
 	f(&s.st)
+	if len(tools) != len(s.st.Tools) || (len(tools) > 0 && &tools[0] != &s.st.Tools[0]) {
+		s.st.ToolsVersion++
+	}
+	if s.st.State != prev {
+		s.st.ChangedAt = time.Now()
+	}
 	s.st.Generation++
 	s.mu.Unlock()
 	if s.emit != nil {

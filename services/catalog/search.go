@@ -1,0 +1,152 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/internal/search"
+)
+
+// searchIndex keeps an internal/search Index in step with the catalog
+// snapshots, incrementally: content changes are upserts, removals are
+// removes, additions at the end are upserts; only a reordering of existing
+// tools rebuilds the order (Replace, which still reuses unchanged vectors).
+// Searches never wait for an update and never see a half-built index (the
+// library swaps immutable snapshots).
+type searchIndex struct {
+	mu    sync.Mutex
+	ix    *search.Index
+	order []string
+	keys  map[string]string
+}
+
+func (si *searchIndex) init() {
+	si.ix = search.NewIndex(search.Options{})
+	si.keys = map[string]string{}
+}
+
+func docOf(e *entry, serverDesc map[string]string) search.Document {
+	names, descs := search.ParamsFromSchema(e.b.def.InputSchema)
+	return search.Document{Name: e.tool.Name, OriginalName: e.original, Server: e.tool.Server,
+		ServerDescription: serverDesc[e.server], Title: e.tool.Title, Description: e.tool.Description,
+		ParamNames: names, ParamDescriptions: descs, Keywords: e.tool.GetRouting().GetKeywords()}
+}
+
+func (si *searchIndex) update(snap *snapshot) {
+	si.mu.Lock()
+	defer si.mu.Unlock()
+	serverDesc := map[string]string{}
+	for _, st := range snap.statuses {
+		serverDesc[st.Name] = st.Config.Description
+	}
+	order := make([]string, len(snap.tools))
+	keys := make(map[string]string, len(snap.tools))
+	var changed []search.Document
+	for i, e := range snap.tools {
+		order[i] = e.tool.Name
+		k := string(e.canon) + "\x00" + e.tool.Server + "\x00" + e.tool.Title + "\x00" + serverDesc[e.server] + "\x00" + e.original
+		keys[e.tool.Name] = k
+		if si.keys[e.tool.Name] != k {
+			changed = append(changed, docOf(e, serverDesc))
+		}
+	}
+	var removed []string
+	for _, n := range si.order {
+		if _, ok := keys[n]; !ok {
+			removed = append(removed, n)
+		}
+	}
+	// The surviving old names must keep their relative order, and new names
+	// must come after them, for the incremental path to keep catalog order.
+	kept := slices.DeleteFunc(slices.Clone(si.order), func(n string) bool { _, ok := keys[n]; return !ok })
+	incremental := len(kept) <= len(order) && slices.Equal(kept, order[:len(kept)])
+	ctx := context.Background()
+	if incremental {
+		si.ix.Remove(removed...)
+		_ = si.ix.Upsert(ctx, changed...)
+	} else {
+		docs := make([]search.Document, len(snap.tools))
+		for i, e := range snap.tools {
+			docs[i] = docOf(e, serverDesc)
+		}
+		_ = si.ix.Replace(ctx, docs)
+	}
+	si.order, si.keys = order, keys
+}
+
+func searchMode(m catalogv1.SearchMode) search.Mode {
+	switch m {
+	case catalogv1.SearchMode_SEARCH_MODE_REGEX:
+		return search.ModeRegex
+	case catalogv1.SearchMode_SEARCH_MODE_BM25:
+		return search.ModeBM25
+	case catalogv1.SearchMode_SEARCH_MODE_SEMANTIC:
+		return search.ModeSemantic
+	}
+	return search.ModeAuto
+}
+
+// SearchTools ranks tools for a query (issue 4). limit <= 0 is the default
+// (5); callers that are not services are capped at 5. The hash is over the
+// candidate set (or every tool). No match is an empty result.
+func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequest) (*catalogv1.SearchToolsResponse, error) {
+	snap := s.snap.Load()
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = s.cfg.Search.DefaultLimit
+	}
+	if !auth.IsService(ctx) && limit > s.cfg.Search.MaxLimitNonService {
+		limit = s.cfg.Search.MaxLimitNonService
+	}
+	mode := req.GetMode()
+	if mode == catalogv1.SearchMode_SEARCH_MODE_UNSPECIFIED {
+		mode = catalogv1.SearchMode_SEARCH_MODE_AUTO
+	}
+	sreq := search.Request{Query: req.GetQuery(), Mode: searchMode(mode), Limit: limit}
+	var hashSet []namedElement
+	if req.GetCandidates() != nil {
+		sreq.Candidates = req.GetCandidates().GetValues()
+		if sreq.Candidates == nil {
+			sreq.Candidates = []string{}
+		}
+		seen := map[string]bool{}
+		for _, n := range sreq.Candidates {
+			if e, ok := snap.byName[n]; ok && !seen[n] {
+				seen[n] = true
+				hashSet = append(hashSet, namedElement{n, e.canon})
+			}
+		}
+	}
+	res, err := s.index.ix.Search(ctx, sreq)
+	if err != nil {
+		var qe *search.QueryError
+		if errors.As(err, &qe) {
+			return nil, statusErr(codes.InvalidArgument, catalogv1.ErrorReason_ERROR_REASON_INVALID_QUERY,
+				map[string]string{"field": qe.Field}, "%s: %s", qe.Field, qe.Reason)
+		}
+		if errors.Is(err, search.ErrEmbedding) {
+			return nil, statusErr(codes.Unavailable, catalogv1.ErrorReason_ERROR_REASON_UPSTREAM_ERROR, nil, "semantic search: %v", err)
+		}
+		return nil, err
+	}
+	out := &catalogv1.SearchToolsResponse{Truncated: res.Truncated, Mode: mode}
+	for _, r := range res.Results {
+		e, ok := snap.byName[r.Name]
+		if !ok {
+			continue // index one update ahead of or behind this snapshot
+		}
+		out.Hits = append(out.Hits, &catalogv1.SearchHit{Tool: e.tool, Score: r.Score, MatchedFields: r.Matched})
+	}
+	if req.GetCandidates() != nil {
+		out.CatalogHash = hashElements(hashSet)
+	} else {
+		out.CatalogHash = snap.hash
+	}
+	return out, nil
+}

@@ -1,0 +1,229 @@
+package catalog
+
+import (
+	"bytes"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
+	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
+	"github.com/toolplane/toolplane/services/catalog/catalognames"
+)
+
+// snapshot is an immutable view of the catalog, swapped atomically.
+type snapshot struct {
+	tools    []*entry // config order of servers, then server order
+	byName   map[string]*entry
+	statuses []catalogmcp.Status
+	hash     string // global hash
+	at       time.Time
+}
+
+// entry is one tool of a snapshot.
+type entry struct {
+	tool     *catalogv1.Tool
+	server   string // configured server: the routing key
+	original string
+	static   bool
+	canon    []byte // RFC 8785 element for the hash
+	b        *base
+}
+
+// base is the name-independent part of a tool, cached per server.
+type base struct {
+	def         catalogmcp.ToolDef
+	input       *structpb.Struct
+	output      *structpb.Struct
+	annotations *structpb.Struct
+	meta        *structpb.Struct
+	problems    []string
+	routing     *catalogv1.Routing
+	canonName   string
+	canon       []byte
+}
+
+type serverCache struct {
+	instance, version uint64
+	bases             []*base
+}
+
+func emptyHash() string { return hashElements(nil) }
+
+func (s *Server) bases(st catalogmcp.Status) []*base {
+	c := s.cache[st.Name]
+	if c != nil && c.instance == st.Instance && c.version == st.ToolsVersion {
+		return c.bases
+	}
+	bs := make([]*base, len(st.Tools))
+	for i, d := range st.Tools {
+		b := &base{def: d, input: rawStruct(d.InputSchema), output: rawStruct(d.OutputSchema),
+			annotations: rawStruct(d.Annotations), meta: rawStruct(d.Meta), problems: schemaProblems(d.InputSchema),
+			routing: routingProto(st.Config.ResolveRouting(d.Name))}
+		bs[i] = b
+	}
+	s.cache[st.Name] = &serverCache{instance: st.Instance, version: st.ToolsVersion, bases: bs}
+	return bs
+}
+
+// rebuild recomputes the snapshot from the manager's statuses, swaps it in,
+// updates the search index and notifies watchers. Concurrent calls are
+// serialised; readers keep using the previous snapshot until the swap.
+func (s *Server) rebuild() {
+	s.buildMu.Lock()
+	defer s.buildMu.Unlock()
+	statuses := s.mgr.Statuses()
+	type item struct {
+		st *catalogmcp.Status
+		b  *base
+	}
+	var items []item
+	var origs []catalognames.Original
+	live := map[string]bool{}
+	for i := range statuses {
+		st := &statuses[i]
+		live[st.Name] = true
+		if st.State == catalogmcp.StateDisabled {
+			continue
+		}
+		for _, b := range s.bases(*st) {
+			items = append(items, item{st, b})
+			origs = append(origs, catalognames.Original{Server: b.def.Origin, Tool: b.def.Name, Prefixed: st.Config.Prefixed()})
+		}
+	}
+	for name := range s.cache {
+		if !live[name] {
+			delete(s.cache, name)
+		}
+	}
+	names := catalognames.Assign(origs)
+	snap := &snapshot{tools: make([]*entry, len(items)), byName: make(map[string]*entry, len(items)), statuses: statuses, at: time.Now()}
+	els := make([]namedElement, len(items))
+	for i, it := range items {
+		b, a := it.b, names[i]
+		if b.canonName != a.Name || b.canon == nil {
+			c, err := hashElement(HashInput{Name: a.Name, Description: b.def.Description, Parameters: b.def.InputSchema})
+			if err != nil {
+				// Invalid JSON cannot come from the wire decoder; keep a
+				// deterministic stand-in rather than dropping the tool.
+				c, _ = hashElement(HashInput{Name: a.Name, Description: b.def.Description})
+			}
+			b.canonName, b.canon = a.Name, c
+		}
+		static := it.st.Type == catalogconfig.TypeStatic
+		source := catalogv1.ToolSource_TOOL_SOURCE_MCP
+		if static {
+			source = catalogv1.ToolSource_TOOL_SOURCE_STATIC
+		}
+		t := &catalogv1.Tool{Name: a.Name, OriginalName: b.def.Name, Server: b.def.Origin, Title: b.def.Title,
+			Description: b.def.Description, InputSchema: b.input, OutputSchema: b.output, Annotations: b.annotations,
+			Routing: b.routing, Source: source, Available: it.st.State == catalogmcp.StateReady, Renamed: a.Suffixed,
+			Problems: b.problems, Meta: b.meta}
+		e := &entry{tool: t, server: it.st.Name, original: b.def.Name, static: static, canon: b.canon, b: b}
+		snap.tools[i] = e
+		snap.byName[a.Name] = e
+		els[i] = namedElement{a.Name, b.canon}
+	}
+	snap.hash = hashElements(els)
+	old := s.snap.Load()
+	s.snap.Store(snap)
+	s.index.update(snap)
+	if ev := diff(old, snap); ev != nil {
+		s.broadcast(ev)
+	}
+}
+
+// diff describes the change from a to b, or nil when nothing changed.
+func diff(a, b *snapshot) *catalogv1.CatalogEvent {
+	ev := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_CHANGED, CatalogHash: b.hash, Time: timestamppb.New(b.at)}
+	oldSrv := map[string]catalogmcp.Status{}
+	for _, st := range a.statuses {
+		oldSrv[st.Name] = st
+	}
+	newSrv := map[string]bool{}
+	stateChanged := false
+	changedSrv := map[string]bool{}
+	for _, st := range b.statuses {
+		newSrv[st.Name] = true
+		o, ok := oldSrv[st.Name]
+		switch {
+		case !ok:
+			ev.ServersAdded = append(ev.ServersAdded, st.Name)
+		case !o.Config.Equal(&st.Config):
+			changedSrv[st.Name] = true
+		case o.State != st.State || o.LastError != st.LastError || o.Restarts != st.Restarts:
+			stateChanged = true
+		}
+	}
+	for _, st := range a.statuses {
+		if !newSrv[st.Name] {
+			ev.ServersRemoved = append(ev.ServersRemoved, st.Name)
+		}
+	}
+	for _, e := range b.tools {
+		o, ok := a.byName[e.tool.Name]
+		if !ok {
+			ev.ToolsAdded = append(ev.ToolsAdded, e.tool.Name)
+			changedSrv[e.server] = true
+		} else if !bytes.Equal(o.canon, e.canon) || o.server != e.server || o.original != e.original {
+			ev.ToolsChanged = append(ev.ToolsChanged, e.tool.Name)
+			changedSrv[e.server] = true
+		} else if o.tool.Available != e.tool.Available {
+			stateChanged = true
+		}
+	}
+	for _, e := range a.tools {
+		if _, ok := b.byName[e.tool.Name]; !ok {
+			ev.ToolsRemoved = append(ev.ToolsRemoved, e.tool.Name)
+			changedSrv[e.server] = true
+		}
+	}
+	for _, st := range b.statuses {
+		if changedSrv[st.Name] && !slices.Contains(ev.ServersAdded, st.Name) {
+			ev.ServersChanged = append(ev.ServersChanged, st.Name)
+		}
+	}
+	if len(ev.ServersAdded)+len(ev.ServersRemoved)+len(ev.ServersChanged)+len(ev.ToolsAdded)+len(ev.ToolsRemoved)+len(ev.ToolsChanged) > 0 {
+		return ev
+	}
+	if stateChanged {
+		ev.Type = catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_STATE
+		return ev
+	}
+	return nil
+}
+
+// subscribe registers a watcher; the channel is closed by unsubscribe or Close.
+func (s *Server) subscribe() (chan *catalogv1.CatalogEvent, *snapshot) {
+	ch := make(chan *catalogv1.CatalogEvent, 64)
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.watchers[ch] = struct{}{}
+	return ch, s.snap.Load()
+}
+
+func (s *Server) unsubscribe(ch chan *catalogv1.CatalogEvent) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if _, ok := s.watchers[ch]; ok {
+		delete(s.watchers, ch)
+		close(ch)
+	}
+}
+
+// broadcast sends ev to every watcher. A watcher whose buffer is full misses
+// the event (every event carries the current global hash, so a reader that
+// compares hashes still converges).
+func (s *Server) broadcast(ev *catalogv1.CatalogEvent) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	for ch := range s.watchers {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}

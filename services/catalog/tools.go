@@ -1,0 +1,287 @@
+package catalog
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
+)
+
+const (
+	defaultPageSize = 200
+	maxPageSize     = 1000
+)
+
+// pageToken encodes an offset into the filtered list, bound to the filter
+// so a token cannot be replayed against another one.
+func pageToken(offset int, filter string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(offset) + "|" + filter))
+}
+
+func parseToken(tok, filter string) (int, error) {
+	if tok == "" {
+		return 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return 0, errors.New("page_token: malformed")
+	}
+	var off int
+	var f string
+	if i := indexByte(b, '|'); i >= 0 {
+		off, err = strconv.Atoi(string(b[:i]))
+		f = string(b[i+1:])
+	} else {
+		err = errors.New("no separator")
+	}
+	if err != nil || off < 0 {
+		return 0, errors.New("page_token: malformed")
+	}
+	if f != filter {
+		return 0, errors.New("page_token: issued for a different filter")
+	}
+	return off, nil
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// ListTools lists tools in config-file order of their servers (tools of
+// failed servers flagged unavailable), filtered and paged.
+func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (*catalogv1.ListToolsResponse, error) {
+	snap := s.snap.Load()
+	filter := fmt.Sprintf("%s|%d|%v", req.GetServer(), req.GetSource(), req.Available)
+	off, err := parseToken(req.GetPageToken(), filter)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	size := int(req.GetPageSize())
+	if size <= 0 {
+		size = defaultPageSize
+	}
+	size = min(size, maxPageSize)
+	var match []*catalogv1.Tool
+	for _, e := range snap.tools {
+		if req.GetServer() != "" && e.server != req.GetServer() && e.tool.Server != req.GetServer() {
+			continue
+		}
+		if req.GetSource() != catalogv1.ToolSource_TOOL_SOURCE_UNSPECIFIED && e.tool.Source != req.GetSource() {
+			continue
+		}
+		if req.Available != nil && e.tool.Available != req.GetAvailable() {
+			continue
+		}
+		match = append(match, e.tool)
+	}
+	out := &catalogv1.ListToolsResponse{TotalSize: int32(len(match))}
+	if off < len(match) {
+		end := min(off+size, len(match))
+		out.Tools = match[off:end]
+		if end < len(match) {
+			out.NextPageToken = pageToken(end, filter)
+		}
+	}
+	return out, nil
+}
+
+// GetTool returns one tool by exposed name.
+func (s *Server) GetTool(_ context.Context, req *catalogv1.GetToolRequest) (*catalogv1.GetToolResponse, error) {
+	e, ok := s.snap.Load().byName[req.GetName()]
+	if !ok {
+		return nil, toolNotFound(req.GetName())
+	}
+	return &catalogv1.GetToolResponse{Tool: e.tool}, nil
+}
+
+// GetCatalog returns the hash over the candidate set (or every tool), counts
+// per server and server states (ARCHITECTURE §8).
+func (s *Server) GetCatalog(_ context.Context, req *catalogv1.GetCatalogRequest) (*catalogv1.GetCatalogResponse, error) {
+	snap := s.snap.Load()
+	out := &catalogv1.GetCatalogResponse{}
+	counts := map[string]int32{}
+	if req.GetCandidates() == nil {
+		out.CatalogHash = snap.hash
+		out.ToolCount = int32(len(snap.tools))
+		for _, e := range snap.tools {
+			counts[e.server]++
+			if e.tool.Renamed {
+				out.Renamed = append(out.Renamed, e.tool.Name)
+			}
+		}
+	} else {
+		seen := map[string]bool{}
+		var els []namedElement
+		for _, n := range req.GetCandidates().GetValues() {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			e, ok := snap.byName[n]
+			if !ok {
+				out.Unknown = append(out.Unknown, n)
+				continue
+			}
+			els = append(els, namedElement{n, e.canon})
+			counts[e.server]++
+			if e.tool.Renamed {
+				out.Renamed = append(out.Renamed, n)
+			}
+		}
+		out.CatalogHash = hashElements(els)
+		out.ToolCount = int32(len(els))
+	}
+	for _, st := range snap.statuses {
+		out.Servers = append(out.Servers, &catalogv1.ServerCount{Server: st.Name, Tools: counts[st.Name], State: stateEnum(st.State)})
+	}
+	return out, nil
+}
+
+// WatchCatalog streams a SNAPSHOT event, then every change, until the
+// client cancels or the service closes.
+func (s *Server) WatchCatalog(_ *catalogv1.WatchCatalogRequest, stream grpc.ServerStreamingServer[catalogv1.WatchCatalogResponse]) error {
+	ch, snap := s.subscribe()
+	defer s.unsubscribe(ch)
+	first := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_SNAPSHOT, CatalogHash: snap.hash, Time: timestamppb.New(snap.at)}
+	if err := stream.Send(&catalogv1.WatchCatalogResponse{Event: first}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		case ev, ok := <-ch:
+			if !ok {
+				return status.Error(codes.Unavailable, "catalog: shutting down")
+			}
+			if err := stream.Send(&catalogv1.WatchCatalogResponse{Event: ev}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// callParams are the parts of CallTool and CallToolStream requests.
+type callParams struct {
+	name    string
+	args    *structpb.Struct
+	cc      *typev1.CallContext
+	timeout *durationpb.Duration
+}
+
+// call runs one tool call: routing, scope key, timeout, error mapping and
+// the message-size check.
+func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.Notification)) (*catalogv1.CallToolResponse, error) {
+	e, ok := s.snap.Load().byName[p.name]
+	if !ok {
+		return nil, toolNotFound(p.name)
+	}
+	if e.static {
+		return nil, callError(ctx, p.name, false, catalogmcp.ErrStatic)
+	}
+	timeout := p.timeout.AsDuration()
+	if p.timeout == nil || timeout <= 0 {
+		timeout = 0
+		if sup, ok := s.mgr.Supervisor(e.server); ok {
+			exp := sup.Expanded()
+			timeout = exp.CallTimeout()
+		}
+		if timeout <= 0 {
+			timeout = s.cfg.DefaultToolCallTimeout
+		}
+	}
+	args := []byte(`{}`)
+	if p.args != nil {
+		b, err := json.Marshal(p.args.AsMap())
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "arguments: %v", err)
+		}
+		args = b
+	}
+	// The scope key comes from the authenticated, acting-for principal and
+	// a CallContext trusted only from a service credential (ARCHITECTURE §5).
+	key := catalogmcp.ScopeKey{}
+	if pr := auth.EffectivePrincipal(ctx); pr != nil {
+		key.Tenant, key.Subject = pr.GetTenant(), pr.GetSubject()
+		if key.Tenant == "" {
+			key.Tenant = "default"
+		}
+	}
+	key.Thread = auth.TrustedCallContext(ctx, p.cc).GetThreadId()
+	cctx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	defer cancel()
+	res, err := s.mgr.Call(cctx, e.server, e.original, args, key, notify)
+	if err != nil {
+		timedOut := errors.Is(context.Cause(cctx), errCallTimeout) && ctx.Err() == nil
+		return nil, callError(ctx, p.name, timedOut, err)
+	}
+	// Cheap pre-check on the raw size, then the exact check on the message.
+	if res.Size > s.maxMsg {
+		return nil, tooLarge(p.name, res.Size, s.maxMsg)
+	}
+	out := resultProto(res, e.server, e.original)
+	if n := proto.Size(out); n > s.maxMsg-1024 {
+		return nil, tooLarge(p.name, n, s.maxMsg)
+	}
+	return out, nil
+}
+
+var errCallTimeout = errors.New("tool call timeout")
+
+func tooLarge(name string, n, max int) error {
+	return statusErr(codes.ResourceExhausted, catalogv1.ErrorReason_ERROR_REASON_RESULT_TOO_LARGE,
+		map[string]string{"size": strconv.Itoa(n), "max": strconv.Itoa(max)},
+		"tool %q: result of %d bytes exceeds the maximum message size of %d bytes", name, n, max)
+}
+
+// CallTool calls a tool on its server and returns the MCP result faithfully.
+func (s *Server) CallTool(ctx context.Context, req *catalogv1.CallToolRequest) (*catalogv1.CallToolResponse, error) {
+	return s.call(ctx, callParams{req.GetName(), req.GetArguments(), req.GetCallContext(), req.GetTimeout()}, nil)
+}
+
+// CallToolStream streams the server's progress and logging notifications,
+// then the result as the last message.
+func (s *Server) CallToolStream(req *catalogv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[catalogv1.CallToolStreamResponse]) error {
+	var mu sync.Mutex
+	done := false
+	notify := func(n catalogmcp.Notification) {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		_ = stream.Send(&catalogv1.CallToolStreamResponse{Event: &catalogv1.CallToolStreamResponse_Notification{Notification: notificationProto(n)}})
+	}
+	res, err := s.call(stream.Context(), callParams{req.GetName(), req.GetArguments(), req.GetCallContext(), req.GetTimeout()}, notify)
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return stream.Send(&catalogv1.CallToolStreamResponse{Event: &catalogv1.CallToolStreamResponse_Result{Result: res}})
+}
+
+var _ = time.Second
