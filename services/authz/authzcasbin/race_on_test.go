@@ -1,0 +1,5 @@
+//go:build race
+
+package authzcasbin
+
+const raceEnabled = true
