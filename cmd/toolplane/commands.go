@@ -1,0 +1,6 @@
+package main
+
+// Client and tool sub-commands defined in the other files of this package.
+func init() {
+	extraCommands = append(extraCommands, newEvalCmd)
+}

@@ -1,0 +1,341 @@
+package auth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+)
+
+// TokenSpec is one static bearer token, known by its SHA-256 hash only.
+type TokenSpec struct {
+	// Name identifies the token in logs.
+	Name string
+	// SHA256 is the lowercase hex SHA-256 of the token.
+	SHA256 string
+	// Kind of credential.
+	Kind Kind
+	// Principal the token stands for.
+	Principal *typev1.Principal
+}
+
+// JWTSpec configures JWT verification.
+type JWTSpec struct {
+	// HMACSecret is the HS256 key; nil when a public key is used.
+	HMACSecret []byte
+	// PublicKey is an *rsa.PublicKey (RS256) or *ecdsa.PublicKey (ES256).
+	PublicKey any
+	// Issuer and Audience are checked when non-empty.
+	Issuer, Audience string
+	// Leeway tolerates clock skew.
+	Leeway time.Duration
+	// KindClaim, TenantClaim, RolesClaim, AttributesClaim name the claims.
+	KindClaim, TenantClaim, RolesClaim, AttributesClaim string
+	// DefaultKind applies when the kind claim is absent.
+	DefaultKind Kind
+}
+
+// Options configure an Authenticator.
+type Options struct {
+	// Enabled turns authentication on; off, every caller is DefaultPrincipal (admin).
+	Enabled bool
+	// Tokens are the static bearer tokens.
+	Tokens []TokenSpec
+	// JWT, when non-nil, accepts JWTs.
+	JWT *JWTSpec
+}
+
+// Authenticator turns the `authorization` metadata into an Identity.
+type Authenticator struct {
+	enabled bool
+	mu      sync.RWMutex
+	tokens  map[[32]byte]TokenSpec
+	jwt     *JWTSpec
+	parser  *jwt.Parser
+}
+
+// NewAuthenticator builds an Authenticator. Token hashes must be 64 hex characters.
+func NewAuthenticator(o Options) (*Authenticator, error) {
+	a := &Authenticator{enabled: o.Enabled, tokens: map[[32]byte]TokenSpec{}, jwt: o.JWT}
+	for _, t := range o.Tokens {
+		b, err := hex.DecodeString(t.SHA256)
+		if err != nil || len(b) != 32 {
+			return nil, fmt.Errorf("token %q: sha256 must be 64 hex characters", t.Name)
+		}
+		a.tokens[[32]byte(b)] = t
+	}
+	if o.JWT != nil {
+		opts := []jwt.ParserOption{jwt.WithExpirationRequired(), jwt.WithLeeway(o.JWT.Leeway)}
+		switch {
+		case o.JWT.HMACSecret != nil:
+			opts = append(opts, jwt.WithValidMethods([]string{"HS256"}))
+		case o.JWT.PublicKey != nil:
+			switch o.JWT.PublicKey.(type) {
+			case *rsa.PublicKey:
+				opts = append(opts, jwt.WithValidMethods([]string{"RS256"}))
+			case *ecdsa.PublicKey:
+				opts = append(opts, jwt.WithValidMethods([]string{"ES256"}))
+			default:
+				return nil, errors.New("jwt: public key must be RSA or ECDSA")
+			}
+		default:
+			return nil, errors.New("jwt: no key")
+		}
+		if o.JWT.Issuer != "" {
+			opts = append(opts, jwt.WithIssuer(o.JWT.Issuer))
+		}
+		if o.JWT.Audience != "" {
+			opts = append(opts, jwt.WithAudience(o.JWT.Audience))
+		}
+		a.parser = jwt.NewParser(opts...)
+	}
+	return a, nil
+}
+
+// Enabled reports whether authentication is on.
+func (a *Authenticator) Enabled() bool { return a.enabled }
+
+// AddToken registers a plaintext token in memory (hashed at once); used for
+// the service token the all-in-one process mints for its own runtime.
+func (a *Authenticator) AddToken(name, token string, kind Kind, p *typev1.Principal) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.tokens[sha256.Sum256([]byte(token))] = TokenSpec{Name: name, Kind: kind, Principal: p}
+}
+
+// HashToken returns the lowercase hex SHA-256 of a token, as auth.tokens[].sha256 wants it.
+func HashToken(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+func unauthenticated(msg string) error { return status.Error(codes.Unauthenticated, msg) }
+
+// Authenticate resolves the caller from incoming metadata. Errors are
+// UNAUTHENTICATED (missing, unknown, malformed, expired or badly signed
+// credential) or PERMISSION_DENIED (acting-for metadata from a credential
+// that is not a service credential, or malformed acting-for metadata).
+func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	acting := md.Get(ActingForHeader)
+	var id Identity
+	if !a.enabled {
+		id = Identity{Principal: DefaultPrincipal(), Kind: KindService}
+	} else {
+		authz := md.Get("authorization")
+		if len(authz) == 0 {
+			return Identity{}, unauthenticated("missing credential: send `authorization: Bearer <token>`")
+		}
+		scheme, cred, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
+		if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(cred) == "" {
+			return Identity{}, unauthenticated("malformed authorization metadata: want `Bearer <token>`")
+		}
+		cred = strings.TrimSpace(cred)
+		var err error
+		id, err = a.credential(cred)
+		if err != nil {
+			return Identity{}, err
+		}
+	}
+	if len(acting) > 0 {
+		if !id.Service() {
+			return Identity{}, status.Errorf(codes.PermissionDenied, "%s metadata is only accepted from service credentials", ActingForHeader)
+		}
+		p, err := ParseActingFor(acting[0])
+		if err != nil {
+			return Identity{}, status.Errorf(codes.PermissionDenied, "%s: %v", ActingForHeader, err)
+		}
+		id.ActingFor = p
+	}
+	return id, nil
+}
+
+func (a *Authenticator) credential(cred string) (Identity, error) {
+	sum := sha256.Sum256([]byte(cred))
+	a.mu.RLock()
+	var found *TokenSpec
+	for k, t := range a.tokens {
+		if subtle.ConstantTimeCompare(k[:], sum[:]) == 1 {
+			t := t
+			found = &t
+		}
+	}
+	a.mu.RUnlock()
+	if found != nil {
+		return Identity{Principal: clonePrincipal(found.Principal), Kind: found.Kind}, nil
+	}
+	if a.parser != nil && strings.Count(cred, ".") == 2 {
+		return a.verifyJWT(cred)
+	}
+	return Identity{}, unauthenticated("invalid credential")
+}
+
+func (a *Authenticator) verifyJWT(raw string) (Identity, error) {
+	claims := jwt.MapClaims{}
+	_, err := a.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		if a.jwt.HMACSecret != nil {
+			return a.jwt.HMACSecret, nil
+		}
+		return a.jwt.PublicKey, nil
+	})
+	if err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrTokenExpired):
+			return Identity{}, unauthenticated("invalid JWT: token is expired")
+		case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+			return Identity{}, unauthenticated("invalid JWT: signature is invalid")
+		}
+		return Identity{}, unauthenticated("invalid JWT: " + err.Error())
+	}
+	sub, _ := claims.GetSubject()
+	if sub == "" {
+		return Identity{}, unauthenticated("invalid JWT: missing sub claim")
+	}
+	p := &typev1.Principal{Subject: sub, Tenant: "default"}
+	if t, ok := claims[a.jwt.TenantClaim].(string); ok && t != "" {
+		p.Tenant = t
+	}
+	if rs, ok := claims[a.jwt.RolesClaim].([]any); ok {
+		for _, r := range rs {
+			if s, ok := r.(string); ok && s != "" {
+				p.Roles = append(p.Roles, s)
+			}
+		}
+	}
+	if am, ok := claims[a.jwt.AttributesClaim].(map[string]any); ok {
+		p.Attributes = map[string]string{}
+		for k, v := range am {
+			if s, ok := v.(string); ok {
+				p.Attributes[k] = s
+			}
+		}
+	}
+	kind := a.jwt.DefaultKind
+	if k, ok := claims[a.jwt.KindClaim].(string); ok {
+		switch Kind(k) {
+		case KindUser, KindService:
+			kind = Kind(k)
+		default:
+			return Identity{}, unauthenticated(fmt.Sprintf("invalid JWT: claim %s must be user or service", a.jwt.KindClaim))
+		}
+	}
+	return Identity{Principal: p, Kind: kind}, nil
+}
+
+func clonePrincipal(p *typev1.Principal) *typev1.Principal {
+	if p == nil {
+		return nil
+	}
+	c := &typev1.Principal{Subject: p.Subject, Tenant: p.Tenant, Roles: slices.Clone(p.Roles)}
+	if p.Attributes != nil {
+		c.Attributes = make(map[string]string, len(p.Attributes))
+		for k, v := range p.Attributes {
+			c.Attributes[k] = v
+		}
+	}
+	return c
+}
+
+// FormatActingFor renders a principal in the ActingForHeader format:
+// "tenant/subject" then optional ";roles=a,b" and ";attr.<key>=<value>"
+// parts. Subjects, tenants, roles and attributes must not contain ';', ',',
+// '=' or '/' (tenant) — ParseActingFor rejects them.
+func FormatActingFor(p *typev1.Principal) string {
+	var b strings.Builder
+	b.WriteString(tenantOf(p))
+	b.WriteByte('/')
+	b.WriteString(p.GetSubject())
+	if len(p.GetRoles()) > 0 {
+		b.WriteString(";roles=")
+		b.WriteString(strings.Join(p.GetRoles(), ","))
+	}
+	keys := make([]string, 0, len(p.GetAttributes()))
+	for k := range p.GetAttributes() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.WriteString(";attr." + k + "=" + p.GetAttributes()[k])
+	}
+	return b.String()
+}
+
+// ParseActingFor parses the ActingForHeader value (see FormatActingFor).
+func ParseActingFor(v string) (*typev1.Principal, error) {
+	parts := strings.Split(v, ";")
+	tenant, subject, ok := strings.Cut(parts[0], "/")
+	if !ok || tenant == "" || subject == "" {
+		return nil, errors.New(`want "tenant/subject[;roles=a,b][;attr.k=v]"`)
+	}
+	if len(subject) > 256 || len(tenant) > 256 {
+		return nil, errors.New("tenant and subject must be at most 256 bytes")
+	}
+	p := &typev1.Principal{Subject: subject, Tenant: tenant}
+	for _, part := range parts[1:] {
+		k, val, ok := strings.Cut(part, "=")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("part %q: want key=value", part)
+		case k == "roles":
+			for _, r := range strings.Split(val, ",") {
+				if r = strings.TrimSpace(r); r != "" {
+					p.Roles = append(p.Roles, r)
+				}
+			}
+		case strings.HasPrefix(k, "attr.") && len(k) > 5:
+			if p.Attributes == nil {
+				p.Attributes = map[string]string{}
+			}
+			p.Attributes[k[5:]] = val
+		default:
+			return nil, fmt.Errorf("unknown part %q", k)
+		}
+	}
+	return p, nil
+}
+
+// LoadPublicKey reads a PEM RSA or EC public key (PKIX, or an X.509 certificate).
+func LoadPublicKey(path string) (any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("%s: no PEM block", path)
+	}
+	switch block.Type {
+	case "CERTIFICATE":
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return cert.PublicKey, nil
+	case "RSA PUBLIC KEY":
+		return x509.ParsePKCS1PublicKey(block.Bytes)
+	default:
+		k, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return k, nil
+	}
+}

@@ -1,0 +1,112 @@
+// Package gateway builds the HTTP listener's handler: the grpc-gateway REST
+// mirror (a gRPC client of our own listener that forwards the caller's
+// Authorization header), /healthz, /readyz, /metrics and /openapi.json.
+package gateway
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"net/textproto"
+	"sort"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/toolplane/toolplane/internal/auth"
+)
+
+// OpenAPI is the merged OpenAPI v2 spec of every service, generated from the
+// protos and http.yaml (a copy of gen/openapi/toolplane.swagger.json made by
+// `make generate`; check-generated keeps them equal).
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// NewMux returns a gateway mux with Toolplane's marshalling: proto field names
+// (snake_case, as in the routes), default values emitted, enums as names on
+// output and names or numbers on input, unknown fields rejected.
+func NewMux() *runtime.ServeMux {
+	m := &runtime.JSONPb{
+		MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+	}
+	return runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, m),
+		runtime.WithIncomingHeaderMatcher(headerMatcher),
+		runtime.WithOutgoingHeaderMatcher(func(k string) (string, bool) {
+			if k == "x-request-id" {
+				return "X-Request-Id", true
+			}
+			return runtime.DefaultHeaderMatcher(k)
+		}),
+	)
+}
+
+func headerMatcher(key string) (string, bool) {
+	switch strings.ToLower(key) {
+	case "x-request-id":
+		return "x-request-id", true
+	case auth.ActingForHeader:
+		return auth.ActingForHeader, true
+	}
+	return runtime.DefaultHeaderMatcher(textproto.CanonicalMIMEHeaderKey(key))
+}
+
+// Probe reports readiness: nil per ready service, an error per service that is not.
+type Probe interface {
+	// Live reports whether the process serves at all.
+	Live(ctx context.Context) bool
+	// Ready returns one entry per selected service.
+	Ready(ctx context.Context) map[string]error
+}
+
+// Handler serves the gateway mux plus the operational endpoints.
+func Handler(mux http.Handler, probe Probe, gatherer prometheus.Gatherer) http.Handler {
+	h := http.NewServeMux()
+	h.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !probe.Live(r.Context()) {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "NOT_SERVING"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "SERVING"})
+	})
+	h.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		res := probe.Ready(r.Context())
+		code := http.StatusOK
+		services := map[string]string{}
+		var notReady []string
+		for name, err := range res {
+			if err != nil {
+				services[name] = err.Error()
+				notReady = append(notReady, name)
+				code = http.StatusServiceUnavailable
+			} else {
+				services[name] = "ready"
+			}
+		}
+		sort.Strings(notReady)
+		body := map[string]any{"ready": code == http.StatusOK, "services": services}
+		if len(notReady) > 0 {
+			body["not_ready"] = notReady
+		}
+		writeJSON(w, code, body)
+	})
+	h.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	h.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(OpenAPI)
+	})
+	h.Handle("/", mux)
+	return h
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,214 @@
+// Package grpcx holds the gRPC plumbing shared by every service: the one
+// interceptor chain (recovery → request id + logging → metrics →
+// authentication → RPC-class check → validation → handler, ARCHITECTURE §5),
+// server and client construction with TLS and message limits, and the
+// upstream dialer with per-RPC credentials.
+package grpcx
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolplane/toolplane/internal/auth"
+)
+
+// RequestIDHeader is the metadata key (and HTTP header) carrying the request id.
+const RequestIDHeader = "x-request-id"
+
+// Policy answers, per full method name, the RPC class and the request
+// validation of the service that owns it.
+type Policy interface {
+	// Class returns the access class of a method; ClassUnknown fails closed.
+	Class(fullMethod string) auth.Class
+	// Validate checks a request; a non-nil error is returned to the caller as is.
+	Validate(fullMethod string, req any) error
+}
+
+// ChainOptions configure the interceptor chain.
+type ChainOptions struct {
+	Logger        *slog.Logger
+	Metrics       *grpcprom.ServerMetrics
+	Authenticator *auth.Authenticator
+	Policy        Policy
+}
+
+type reqIDKey struct{}
+
+// RequestID returns the request id of ctx, or "".
+func RequestID(ctx context.Context) string {
+	s, _ := ctx.Value(reqIDKey{}).(string)
+	return s
+}
+
+func withRequestID(ctx context.Context) (context.Context, string) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	id := ""
+	if v := md.Get(RequestIDHeader); len(v) > 0 && len(v[0]) <= 128 {
+		id = v[0]
+	}
+	if id == "" {
+		id = uuid.NewString()
+	}
+	return context.WithValue(ctx, reqIDKey{}, id), id
+}
+
+// exempt reports whether a method needs no credential: health and reflection.
+func exempt(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
+		strings.HasPrefix(fullMethod, "/grpc.reflection.v1.ServerReflection/") ||
+		strings.HasPrefix(fullMethod, "/grpc.reflection.v1alpha.ServerReflection/")
+}
+
+// admit runs authentication and the class check, returning the context
+// carrying the caller's Identity.
+func admit(ctx context.Context, o ChainOptions, fullMethod string) (context.Context, error) {
+	if exempt(fullMethod) {
+		return ctx, nil
+	}
+	id, err := o.Authenticator.Authenticate(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	ctx = auth.WithIdentity(ctx, id)
+	switch class := o.Policy.Class(fullMethod); class {
+	case auth.ClassPublic, auth.ClassNone:
+	case auth.ClassService:
+		if !id.Service() {
+			return ctx, status.Errorf(codes.PermissionDenied, "%s needs a service or admin credential", fullMethod)
+		}
+	case auth.ClassAdmin:
+		if !id.Admin() {
+			return ctx, status.Errorf(codes.PermissionDenied, "%s needs the admin role", fullMethod)
+		}
+	default:
+		return ctx, status.Errorf(codes.PermissionDenied, "%s has no access class (refused)", fullMethod)
+	}
+	return ctx, nil
+}
+
+func recovered(log *slog.Logger, ctx context.Context, method string, p any) error {
+	log.ErrorContext(ctx, "panic in handler", "method", method, "panic", fmt.Sprint(p), "request_id", RequestID(ctx), "stack", string(debug.Stack()))
+	return status.Errorf(codes.Internal, "internal error (request id %s)", RequestID(ctx))
+}
+
+func logDone(log *slog.Logger, ctx context.Context, method string, start time.Time, err error) {
+	code := status.Code(err)
+	lvl := slog.LevelDebug
+	if code == codes.Internal || code == codes.Unknown || code == codes.DataLoss {
+		lvl = slog.LevelError
+	}
+	attrs := []any{"method", method, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", RequestID(ctx)}
+	if err != nil {
+		attrs = append(attrs, "error", status.Convert(err).Message())
+	}
+	log.Log(ctx, lvl, "rpc", attrs...)
+}
+
+// ServerOptions returns the server options carrying the whole chain.
+func ServerOptions(o ChainOptions) []grpc.ServerOption {
+	log := o.Logger
+	unary := []grpc.UnaryServerInterceptor{
+		// recovery
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = recovered(log, ctx, info.FullMethod, p)
+				}
+			}()
+			return h(ctx, req)
+		},
+		// request id + logging
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			ctx, id := withRequestID(ctx)
+			_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, id))
+			start := time.Now()
+			resp, err := h(ctx, req)
+			logDone(log, ctx, info.FullMethod, start, err)
+			return resp, err
+		},
+		o.Metrics.UnaryServerInterceptor(),
+		// authentication + class check
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			ctx, err := admit(ctx, o, info.FullMethod)
+			if err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		},
+		// validation
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if !exempt(info.FullMethod) {
+				if err := o.Policy.Validate(info.FullMethod, req); err != nil {
+					return nil, err
+				}
+			}
+			return h(ctx, req)
+		},
+	}
+	stream := []grpc.StreamServerInterceptor{
+		func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = recovered(log, ss.Context(), info.FullMethod, p)
+				}
+			}()
+			return h(srv, ss)
+		},
+		func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			ctx, id := withRequestID(ss.Context())
+			_ = ss.SetHeader(metadata.Pairs(RequestIDHeader, id))
+			start := time.Now()
+			err := h(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+			logDone(log, ctx, info.FullMethod, start, err)
+			return err
+		},
+		o.Metrics.StreamServerInterceptor(),
+		func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			ctx, err := admit(ss.Context(), o, info.FullMethod)
+			if err != nil {
+				return err
+			}
+			return h(srv, &validatingStream{ServerStream: ss, ctx: ctx, method: info.FullMethod, policy: o.Policy})
+		},
+	}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
+}
+
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }
+
+// validatingStream validates every received message (server-streaming RPCs
+// receive exactly one) before the handler sees it.
+type validatingStream struct {
+	grpc.ServerStream
+	ctx    context.Context
+	method string
+	policy Policy
+}
+
+func (s *validatingStream) Context() context.Context { return s.ctx }
+
+func (s *validatingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if exempt(s.method) {
+		return nil
+	}
+	return s.policy.Validate(s.method, m)
+}
