@@ -1,0 +1,119 @@
+// Package skillsstore defines the storage seam of the skills service: skill
+// metadata, content versions (file manifests pointing into the blob store),
+// the edit history and enable state (ARCHITECTURE §6, STYLE §3). File bytes
+// live in skillsblob; this interface keeps only digests.
+package skillsstore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors every implementation returns.
+var (
+	// ErrNotFound: no such skill or version.
+	ErrNotFound = errors.New("skillsstore: not found")
+	// ErrAlreadyExists: a skill with that (category, owner, name) exists.
+	ErrAlreadyExists = errors.New("skillsstore: already exists")
+)
+
+// Category of a stored skill (deerflow-reference §4.1).
+type Category string
+
+// Categories.
+const (
+	Public      Category = "public"
+	Integration Category = "integration"
+	Custom      Category = "custom"
+)
+
+// FileRef is one file of a content version.
+type FileRef struct {
+	// Path relative to the skill root ("SKILL.md", "scripts/run.py").
+	Path string `json:"path"`
+	// Digest is the hex SHA-256 of the bytes (the blob name).
+	Digest string `json:"digest"`
+	// Size in bytes.
+	Size int64 `json:"size"`
+	// Executable mirrors the archive's executable bit.
+	Executable bool `json:"executable,omitempty"`
+}
+
+// Skill is one stored skill with its current content version.
+type Skill struct {
+	ID       int64
+	Category Category
+	// Owner is the owning user key ("tenant/subject") of a custom skill, ""
+	// for public and integration skills.
+	Owner string
+	Name  string
+	// Version is the current content version (1-based).
+	Version int
+	// Digest is the package digest of the current version.
+	Digest string
+	// Files is the current manifest, sorted by path.
+	Files     []FileRef
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Content is a new content version.
+type Content struct {
+	Files  []FileRef
+	Digest string
+}
+
+// HistoryEntry is one recorded event of a skill.
+type HistoryEntry struct {
+	// Version is the content version the event produced or concerned.
+	Version int
+	// Action: install, edit, rollback, rollback_refused, enable,
+	// enable_refused, disable, upgrade (public skills re-shipped).
+	Action string
+	// Author is the user key of whoever acted ("system" for shipped skills).
+	Author string
+	Time   time.Time
+	// Digest is the package digest concerned.
+	Digest string
+	// ScanDecision is "clean", "findings" or "blocked".
+	ScanDecision string
+	// Counts are findings per severity name.
+	Counts map[string]int
+}
+
+// Store is the skills metadata store. Implementations are safe for concurrent use.
+type Store interface {
+	// List returns the public and integration skills and the custom skills
+	// owned by owner, sorted by (name, category).
+	List(ctx context.Context, owner string) ([]Skill, error)
+	// Get returns one skill; ErrNotFound when missing.
+	Get(ctx context.Context, cat Category, owner, name string) (Skill, error)
+	// Create stores a new skill with content version 1 and records ev (its
+	// Version is set to 1). ErrAlreadyExists when (cat, owner, name) exists.
+	Create(ctx context.Context, cat Category, owner, name string, c Content, ev HistoryEntry) (Skill, error)
+	// AddVersion stores c as the next content version, makes it current and
+	// records ev (its Version is set to the new number). ErrNotFound when the
+	// skill is gone.
+	AddVersion(ctx context.Context, id int64, c Content, ev HistoryEntry) (Skill, error)
+	// Version returns a stored content version; ErrNotFound when missing.
+	Version(ctx context.Context, id int64, version int) (Content, error)
+	// Record appends a history event that does not change content.
+	Record(ctx context.Context, id int64, ev HistoryEntry) error
+	// History returns the events of a skill, newest first.
+	History(ctx context.Context, id int64) ([]HistoryEntry, error)
+	// Delete removes a skill with its versions, history and enable state.
+	Delete(ctx context.Context, id int64) error
+	// EnableStates returns the explicit enable states stored for userKey
+	// (and, with userKey "", the global ones), keyed by skill id. Absent = enabled.
+	EnableStates(ctx context.Context, userKey string) (map[int64]bool, error)
+	// SetEnabled stores the enable state of a skill for userKey ("" = global)
+	// and records ev in the same transaction.
+	SetEnabled(ctx context.Context, id int64, userKey string, enabled bool, ev HistoryEntry) error
+	// ReferencedDigests returns every blob digest any stored version uses.
+	ReferencedDigests(ctx context.Context) (map[string]bool, error)
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
+	// Close releases the store.
+	Close() error
+}
