@@ -215,12 +215,11 @@ func denyDecision(r Rule, in *CondInput, version int64) Decision {
 		return Decision{PolicyID: r.ID(), PolicyVersion: version,
 			Reasons: []Reason{{Code: CodeDenied, Message: fmt.Sprintf("denied by rule %s (%s)", r.ID(), r.String())}}}
 	}
-	msg := fmt.Sprintf("denied by rule %s: condition %q holds", r.ID(), r.Condition)
+	detail := ""
 	if c, err := ParseCondition(r.Condition); err == nil {
-		if v, detail := c.Eval(in); v == Unknown {
-			msg = fmt.Sprintf("denied by rule %s: condition %q cannot be decided (%s)", r.ID(), r.Condition, detail)
-		}
+		_, detail = c.Eval(in)
 	}
+	msg := fmt.Sprintf("denied by rule %s: condition %q failed: %s", r.ID(), r.Condition, detail)
 	return Decision{PolicyID: r.ID(), PolicyVersion: version, Reasons: []Reason{{Code: CodeConditionFailed, Message: msg}}}
 }
 

@@ -13,37 +13,48 @@ import (
 
 // The condition language (the cond field of a policy line).
 //
-// A condition is a conjunction of clauses joined by "&&"; a clause may be
-// negated with a leading "!". Disjunction is expressed with several rules
-// (allow rules and deny rules each combine with OR). Clauses:
+// A condition is a REQUIREMENT on the call: an allow line applies only when
+// its condition holds; a deny line applies when its condition fails ("deny
+// unless ..."). This is the same reading as the API's structured conditions
+// (authz.proto Condition: "a failed condition makes the line not apply (for
+// allow) or apply (for deny)"), and the failing clause is named in the
+// decision's reasons with code authz.condition_failed.
 //
-//	subagent                      the call comes from a subagent (CallContext.is_subagent)
-//	agent   <op> "<value>"        the agent name of the call context
-//	attr.K  <op> "<value>"        principal attribute K (missing = "")
-//	input.K <op> "<value>"        call input field K; K may be a dotted path into
-//	                              nested objects; strings as is, numbers and
-//	                              booleans in their JSON form
+// Grammar:
 //
-// Operators: == and != (equality), prefix (plain string prefix), under (path
-// containment: the value is cleaned with path.Clean, so "../" cannot escape,
-// and must equal the prefix or start with prefix + "/"), glob (doublestar
-// glob), matches (RE2 regular expression, unanchored). Values are
-// 'single-quoted' (literal, no escapes; the form to use inside a CSV policy
-// line) or "double-quoted" with Go escapes.
+//	expr    := and { "||" and }
+//	and     := unary { "&&" unary }
+//	unary   := "!" unary | "(" expr ")" | clause
+//	clause  := "subagent" | operand op value
+//	operand := "agent" | "attr." KEY | "input." KEY { "." KEY }
+//	op      := "==" | "!=" | "in" | "prefix" | "under" | "glob" | "matches"
+//	value   := string | "[" string { "," string } "]"
+//	string  := 'single-quoted' (literal, no escapes; use it inside CSV lines)
+//	         | "double-quoted" (Go escapes)
 //
-// Examples:
+// Operands: subagent is CallContext.is_subagent; agent is CallContext.agent;
+// attr.K is principal attribute K ("" when missing); input.K is call input
+// field K (a dotted path descends into nested objects; strings as is, numbers
+// and booleans in JSON form). Operators compare against one value or, with a
+// list, against any of them (!= : against none of them): == / in (equality),
+// prefix (plain string prefix), under (path containment: the value is cleaned
+// with path.Clean, so "../" cannot escape, must be absolute and equal the
+// prefix or start with prefix + "/"), glob (doublestar), matches (RE2,
+// unanchored).
 //
-//	p, user, *, tool, filesystem_write_file, call, deny, !input.path under '/mnt/user-data'
-//	p, user, *, tool, bash, call, deny, input.command matches 'rm\s+-rf'
-//	p, user, *, tool, deploy_*, call, allow, attr.team == 'infra' && !subagent
+// Examples (policy-file form):
 //
-// Evaluation is three-valued. Clauses over the principal's attributes, the agent
-// and subagent flag are always known. An input clause is unknown when the
+//	p, user, *, tool, filesystem_write_file, call, deny, input.path under '/mnt/user-data'
+//	p, user, *, tool, bash, call, deny, !input.command matches 'rm\s+-rf'
+//	p, ops, *, tool, deploy_*, call, allow, attr.team in ['infra', 'sre'] && !subagent
+//
+// Evaluation is three-valued (Kleene). Clauses over attributes, the agent and
+// the subagent flag are always known. An input clause is unknown when the
 // decision has no input (list time: FilterResources) or, at call time, when the
-// field is missing or not a scalar. A rule whose condition is unknown applies
-// in the direction that the later check covers: at list time an allow applies
-// and a deny does not (the call will be checked again with its input); at call
-// time a deny applies and an allow does not (fail closed).
+// field is missing or not a scalar. An unknown condition is resolved in the
+// direction the later check covers: at list time an allow line applies and a
+// deny line does not (the call is checked again with its input); at call time
+// a deny line applies and an allow line does not (fail closed).
 
 // CondInput is what conditions read; it is the ctx value of a Casbin request.
 type CondInput struct {
@@ -64,6 +75,367 @@ const (
 	Unknown
 )
 
+// Condition is a parsed condition.
+type Condition struct {
+	Text string
+	root node
+}
+
+type node interface {
+	// eval returns the truth value and, for False or Unknown, a detail that
+	// names the deciding clause.
+	eval(in *CondInput) (Tri, string)
+}
+
+var condCache sync.Map // string -> *Condition (only valid conditions)
+
+// ParseCondition parses a condition; the error names the position and the
+// problem. Parsed conditions are cached process-wide.
+func ParseCondition(text string) (*Condition, error) {
+	if c, ok := condCache.Load(text); ok {
+		return c.(*Condition), nil
+	}
+	if len(text) > 2048 {
+		return nil, fmt.Errorf("longer than 2048 bytes")
+	}
+	toks, err := tokenize(text)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{toks: toks}
+	root, err := p.expr()
+	if err != nil {
+		return nil, err
+	}
+	if p.pos != len(p.toks) {
+		return nil, fmt.Errorf("unexpected %q at offset %d", p.toks[p.pos].text, p.toks[p.pos].off)
+	}
+	c := &Condition{Text: text, root: root}
+	condCache.Store(text, c)
+	return c, nil
+}
+
+// Eval evaluates the condition; detail names the clause that decided a False
+// or Unknown result.
+func (c *Condition) Eval(in *CondInput) (Tri, string) { return c.root.eval(in) }
+
+// --- tokens
+
+type tokKind int8
+
+const (
+	tWord tokKind = iota
+	tString
+	tSym
+)
+
+type token struct {
+	kind tokKind
+	text string // word, symbol, or the unquoted string
+	off  int
+}
+
+func tokenize(s string) ([]token, error) {
+	var toks []token
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated string at offset %d", i)
+			}
+			toks = append(toks, token{tString, s[i+1 : i+1+j], i})
+			i += j + 2
+		case c == '"':
+			j := i + 1
+			for ; j < len(s) && s[j] != '"'; j++ {
+				if s[j] == '\\' {
+					j++
+				}
+			}
+			if j >= len(s) {
+				return nil, fmt.Errorf("unterminated string at offset %d", i)
+			}
+			v, err := strconv.Unquote(s[i : j+1])
+			if err != nil {
+				return nil, fmt.Errorf("string at offset %d: %v", i, err)
+			}
+			toks = append(toks, token{tString, v, i})
+			i = j + 1
+		case strings.HasPrefix(s[i:], "&&") || strings.HasPrefix(s[i:], "||") || strings.HasPrefix(s[i:], "==") || strings.HasPrefix(s[i:], "!="):
+			toks = append(toks, token{tSym, s[i : i+2], i})
+			i += 2
+		case strings.IndexByte("!()[],", c) >= 0:
+			toks = append(toks, token{tSym, s[i : i+1], i})
+			i++
+		case isWordByte(c):
+			j := i
+			for j < len(s) && isWordByte(s[j]) {
+				j++
+			}
+			toks = append(toks, token{tWord, s[i:j], i})
+			i = j
+		default:
+			return nil, fmt.Errorf("unexpected character %q at offset %d", c, i)
+		}
+	}
+	if len(toks) == 0 {
+		return nil, fmt.Errorf("empty condition")
+	}
+	return toks, nil
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c == '.' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}
+
+// --- parser
+
+type parser struct {
+	toks  []token
+	pos   int
+	depth int
+}
+
+func (p *parser) peek(sym string) bool {
+	return p.pos < len(p.toks) && p.toks[p.pos].kind == tSym && p.toks[p.pos].text == sym
+}
+
+func (p *parser) expr() (node, error) {
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > 32 {
+		return nil, fmt.Errorf("nested deeper than 32 levels")
+	}
+	first, err := p.and()
+	if err != nil {
+		return nil, err
+	}
+	kids := []node{first}
+	for p.peek("||") {
+		p.pos++
+		n, err := p.and()
+		if err != nil {
+			return nil, err
+		}
+		kids = append(kids, n)
+	}
+	if len(kids) == 1 {
+		return first, nil
+	}
+	return orNode(kids), nil
+}
+
+func (p *parser) and() (node, error) {
+	first, err := p.unary()
+	if err != nil {
+		return nil, err
+	}
+	kids := []node{first}
+	for p.peek("&&") {
+		p.pos++
+		n, err := p.unary()
+		if err != nil {
+			return nil, err
+		}
+		kids = append(kids, n)
+	}
+	if len(kids) == 1 {
+		return first, nil
+	}
+	return andNode(kids), nil
+}
+
+func (p *parser) unary() (node, error) {
+	if p.pos >= len(p.toks) {
+		return nil, fmt.Errorf("unexpected end of condition")
+	}
+	start := p.toks[p.pos].off
+	switch {
+	case p.peek("!"):
+		p.pos++
+		n, err := p.unary()
+		if err != nil {
+			return nil, err
+		}
+		return &notNode{inner: n, text: p.textFrom(start)}, nil
+	case p.peek("("):
+		p.pos++
+		n, err := p.expr()
+		if err != nil {
+			return nil, err
+		}
+		if !p.peek(")") {
+			return nil, fmt.Errorf("missing ) for ( at offset %d", start)
+		}
+		p.pos++
+		return n, nil
+	}
+	return p.clause()
+}
+
+// textFrom reconstructs the source text of tokens from offset start to the
+// current position (for messages).
+func (p *parser) textFrom(start int) string {
+	var parts []string
+	for _, t := range p.toks {
+		if t.off >= start && (p.pos >= len(p.toks) || t.off < p.toks[p.pos].off) {
+			if t.kind == tString {
+				parts = append(parts, strconv.Quote(t.text))
+			} else {
+				parts = append(parts, t.text)
+			}
+		}
+	}
+	return strings.ReplaceAll(strings.Join(parts, " "), "! ", "!")
+}
+
+func (p *parser) clause() (node, error) {
+	t := p.toks[p.pos]
+	if t.kind != tWord {
+		return nil, fmt.Errorf("unexpected %q at offset %d: want a clause", t.text, t.off)
+	}
+	p.pos++
+	cl := &leaf{}
+	switch {
+	case t.text == "subagent":
+		cl.kind = kindSubagent
+		cl.text = "subagent"
+		return cl, nil
+	case t.text == "agent":
+		cl.kind = kindAgent
+	case strings.HasPrefix(t.text, "attr."):
+		cl.kind = kindAttr
+		cl.key = []string{strings.TrimPrefix(t.text, "attr.")}
+		if cl.key[0] == "" {
+			return nil, fmt.Errorf("offset %d: empty attribute name", t.off)
+		}
+	case strings.HasPrefix(t.text, "input."):
+		cl.kind = kindInput
+		cl.key = strings.Split(strings.TrimPrefix(t.text, "input."), ".")
+		for _, k := range cl.key {
+			if k == "" {
+				return nil, fmt.Errorf("offset %d: empty field name in %q", t.off, t.text)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("operand %q at offset %d: want subagent, agent, attr.<key> or input.<path>", t.text, t.off)
+	}
+	if p.pos >= len(p.toks) {
+		return nil, fmt.Errorf("%s: missing operator", t.text)
+	}
+	op := p.toks[p.pos]
+	p.pos++
+	cl.op = op.text
+	switch cl.op {
+	case "==", "!=", "in", "prefix", "under", "glob", "matches":
+	default:
+		return nil, fmt.Errorf("operator %q at offset %d: want ==, !=, in, prefix, under, glob or matches", op.text, op.off)
+	}
+	// value or list
+	if p.peek("[") {
+		p.pos++
+		for {
+			if p.pos >= len(p.toks) || p.toks[p.pos].kind != tString {
+				return nil, fmt.Errorf("%s %s: want a list of strings", t.text, cl.op)
+			}
+			cl.values = append(cl.values, p.toks[p.pos].text)
+			p.pos++
+			if p.peek(",") {
+				p.pos++
+				continue
+			}
+			if p.peek("]") {
+				p.pos++
+				break
+			}
+			return nil, fmt.Errorf("%s %s: missing ] in list", t.text, cl.op)
+		}
+	} else {
+		if p.pos >= len(p.toks) || p.toks[p.pos].kind != tString {
+			return nil, fmt.Errorf("%s %s: want a quoted string or a list", t.text, cl.op)
+		}
+		cl.values = []string{p.toks[p.pos].text}
+		p.pos++
+	}
+	for _, v := range cl.values {
+		switch cl.op {
+		case "under":
+			if !strings.HasPrefix(v, "/") {
+				return nil, fmt.Errorf("under: prefix %q must be an absolute path", v)
+			}
+			cl.prefixes = append(cl.prefixes, path.Clean(v))
+		case "glob":
+			if !doublestar.ValidatePattern(v) {
+				return nil, fmt.Errorf("glob: invalid pattern %q", v)
+			}
+		case "matches":
+			re, err := regexp.Compile(v)
+			if err != nil {
+				return nil, fmt.Errorf("matches: %w", err)
+			}
+			cl.res = append(cl.res, re)
+		}
+	}
+	cl.text = p.textFrom(t.off)
+	return cl, nil
+}
+
+// --- evaluation
+
+type andNode []node
+
+func (a andNode) eval(in *CondInput) (Tri, string) {
+	res, detail := True, ""
+	for _, n := range a {
+		v, d := n.eval(in)
+		if v == False {
+			return False, d
+		}
+		if v == Unknown && res == True {
+			res, detail = Unknown, d
+		}
+	}
+	return res, detail
+}
+
+type orNode []node
+
+func (o orNode) eval(in *CondInput) (Tri, string) {
+	res := False
+	var details []string
+	for _, n := range o {
+		v, d := n.eval(in)
+		if v == True {
+			return True, ""
+		}
+		if v == Unknown {
+			res = Unknown
+		}
+		details = append(details, d)
+	}
+	return res, strings.Join(details, "; and ")
+}
+
+type notNode struct {
+	inner node
+	text  string
+}
+
+func (n *notNode) eval(in *CondInput) (Tri, string) {
+	v, d := n.inner.eval(in)
+	switch v {
+	case True:
+		return False, fmt.Sprintf("%q does not hold", n.text)
+	case False:
+		return True, ""
+	}
+	return Unknown, d
+}
+
 type clauseKind int8
 
 const (
@@ -73,189 +445,24 @@ const (
 	kindInput
 )
 
-type clause struct {
-	text   string
-	neg    bool
-	kind   clauseKind
-	key    []string // attr key (one element) or input path
-	op     string
-	value  string
-	re     *regexp.Regexp
-	prefix string // cleaned prefix for "under"
+type leaf struct {
+	text     string
+	kind     clauseKind
+	key      []string
+	op       string
+	values   []string
+	res      []*regexp.Regexp
+	prefixes []string
 }
 
-// Condition is a parsed condition.
-type Condition struct {
-	Text    string
-	clauses []clause
-}
-
-var condCache sync.Map // string -> *Condition (only valid conditions)
-
-// ParseCondition parses a condition; the error names the clause and the problem.
-// Parsed conditions are cached process-wide.
-func ParseCondition(text string) (*Condition, error) {
-	if c, ok := condCache.Load(text); ok {
-		return c.(*Condition), nil
-	}
-	c, err := parseCondition(text)
-	if err != nil {
-		return nil, err
-	}
-	condCache.Store(text, c)
-	return c, nil
-}
-
-func parseCondition(text string) (*Condition, error) {
-	if len(text) > 1024 {
-		return nil, fmt.Errorf("longer than 1024 bytes")
-	}
-	parts, err := splitAnd(text)
-	if err != nil {
-		return nil, err
-	}
-	c := &Condition{Text: text}
-	for _, p := range parts {
-		cl, err := parseClause(p)
-		if err != nil {
-			return nil, fmt.Errorf("clause %q: %w", p, err)
-		}
-		c.clauses = append(c.clauses, cl)
-	}
-	return c, nil
-}
-
-// splitAnd splits on && outside double-quoted strings.
-func splitAnd(s string) ([]string, error) {
-	var parts []string
-	var q byte // current quote character, 0 outside quotes
-	start := 0
-	for i := 0; i < len(s); i++ {
-		switch {
-		case q == '"' && s[i] == '\\':
-			i++
-		case q != 0:
-			if s[i] == q {
-				q = 0
-			}
-		case s[i] == '"' || s[i] == '\'':
-			q = s[i]
-		case s[i] == '&' && i+1 < len(s) && s[i+1] == '&':
-			parts = append(parts, strings.TrimSpace(s[start:i]))
-			start = i + 2
-			i++
-		}
-	}
-	if q != 0 {
-		return nil, fmt.Errorf("unterminated string")
-	}
-	parts = append(parts, strings.TrimSpace(s[start:]))
-	for _, p := range parts {
-		if p == "" {
-			return nil, fmt.Errorf("empty clause in %q", s)
-		}
-	}
-	return parts, nil
-}
-
-func parseClause(s string) (clause, error) {
-	cl := clause{text: s}
-	if rest, ok := strings.CutPrefix(s, "!"); ok {
-		cl.neg = true
-		s = strings.TrimSpace(rest)
-	}
-	if s == "subagent" {
-		cl.kind = kindSubagent
-		return cl, nil
-	}
-	sp := strings.IndexAny(s, " \t")
-	if sp < 0 {
-		return cl, fmt.Errorf(`want "subagent" or <operand> <op> "<value>"`)
-	}
-	operand := s[:sp]
-	rest := strings.TrimSpace(s[sp:])
-	sp = strings.IndexAny(rest, " \t")
-	if sp < 0 {
-		return cl, fmt.Errorf(`want <operand> <op> "<value>"`)
-	}
-	cl.op = rest[:sp]
-	lit := strings.TrimSpace(rest[sp:])
-	v, err := unquote(lit)
-	if err != nil {
-		return cl, fmt.Errorf("value %s: %w", lit, err)
-	}
-	cl.value = v
-	switch {
-	case operand == "agent":
-		cl.kind = kindAgent
-	case strings.HasPrefix(operand, "attr."):
-		cl.kind = kindAttr
-		k := strings.TrimPrefix(operand, "attr.")
-		if k == "" {
-			return cl, fmt.Errorf("attr: empty attribute name")
-		}
-		cl.key = []string{k}
-	case strings.HasPrefix(operand, "input."):
-		cl.kind = kindInput
-		cl.key = strings.Split(strings.TrimPrefix(operand, "input."), ".")
-		for _, k := range cl.key {
-			if k == "" {
-				return cl, fmt.Errorf("input: empty field name in %q", operand)
-			}
-		}
-	default:
-		return cl, fmt.Errorf("operand %q: want subagent, agent, attr.<key> or input.<path>", operand)
-	}
-	switch cl.op {
-	case "==", "!=", "prefix":
-	case "under":
-		if !strings.HasPrefix(v, "/") {
-			return cl, fmt.Errorf("under: prefix %q must be an absolute path", v)
-		}
-		cl.prefix = path.Clean(v)
-	case "glob":
-		if !doublestar.ValidatePattern(v) {
-			return cl, fmt.Errorf("glob: invalid pattern %q", v)
-		}
-	case "matches":
-		re, err := regexp.Compile(v)
-		if err != nil {
-			return cl, fmt.Errorf("matches: %w", err)
-		}
-		cl.re = re
-	default:
-		return cl, fmt.Errorf("operator %q: want ==, !=, prefix, under, glob or matches", cl.op)
-	}
-	return cl, nil
-}
-
-// Eval evaluates the condition; detail names the clause that decided a False
-// or Unknown result (empty for True).
-func (c *Condition) Eval(in *CondInput) (Tri, string) {
-	result, detail := True, ""
-	for i := range c.clauses {
-		v, why := c.clauses[i].eval(in)
-		switch v {
-		case False:
-			return False, why
-		case Unknown:
-			if result == True {
-				result, detail = Unknown, why
-			}
-		}
-	}
-	return result, detail
-}
-
-func (cl *clause) eval(in *CondInput) (Tri, string) {
+func (cl *leaf) eval(in *CondInput) (Tri, string) {
 	var got string
 	switch cl.kind {
 	case kindSubagent:
-		v := in != nil && in.IsSubagent
-		if v != cl.neg {
+		if in != nil && in.IsSubagent {
 			return True, ""
 		}
-		return False, fmt.Sprintf("%q does not hold (is_subagent=%t)", cl.text, v)
+		return False, fmt.Sprintf("%q does not hold (is_subagent=false)", cl.text)
 	case kindAgent:
 		if in != nil {
 			got = in.Agent
@@ -270,44 +477,34 @@ func (cl *clause) eval(in *CondInput) (Tri, string) {
 		}
 		s, ok := lookupScalar(in.Input, cl.key)
 		if !ok {
-			return Unknown, fmt.Sprintf("%q: input.%s is missing or not a scalar", cl.text, strings.Join(cl.key, "."))
+			return Unknown, fmt.Sprintf("%q cannot be decided: input.%s is missing or not a scalar", cl.text, strings.Join(cl.key, "."))
 		}
 		got = s
 	}
-	var ok bool
-	switch cl.op {
-	case "==":
-		ok = got == cl.value
-	case "!=":
-		ok = got != cl.value
-	case "prefix":
-		ok = strings.HasPrefix(got, cl.value)
-	case "under":
-		p := path.Clean(got)
-		ok = strings.HasPrefix(got, "/") && (p == cl.prefix || strings.HasPrefix(p, strings.TrimSuffix(cl.prefix, "/")+"/"))
-	case "glob":
-		ok, _ = doublestar.Match(cl.value, got)
-	case "matches":
-		ok = cl.re.MatchString(got)
+	hit := false
+	for i, v := range cl.values {
+		switch cl.op {
+		case "==", "in", "!=":
+			hit = got == v
+		case "prefix":
+			hit = strings.HasPrefix(got, v)
+		case "under":
+			p := path.Clean(got)
+			pre := cl.prefixes[i]
+			hit = strings.HasPrefix(got, "/") && (p == pre || strings.HasPrefix(p, strings.TrimSuffix(pre, "/")+"/"))
+		case "glob":
+			hit, _ = doublestar.Match(v, got)
+		case "matches":
+			hit = cl.res[i].MatchString(got)
+		}
+		if hit {
+			break
+		}
 	}
-	if ok != cl.neg {
+	if hit != (cl.op == "!=") {
 		return True, ""
 	}
 	return False, fmt.Sprintf("%q does not hold (value %q)", cl.text, truncate(got, 120))
-}
-
-// unquote reads a 'single-quoted' (literal, no escapes) or "double-quoted"
-// (Go escapes) string.
-func unquote(lit string) (string, error) {
-	if len(lit) >= 2 && lit[0] == '\'' && lit[len(lit)-1] == '\'' && !strings.Contains(lit[1:len(lit)-1], "'") {
-		return lit[1 : len(lit)-1], nil
-	}
-	if strings.HasPrefix(lit, `"`) {
-		if v, err := strconv.Unquote(lit); err == nil {
-			return v, nil
-		}
-	}
-	return "", fmt.Errorf("want a 'single-quoted' or \"double-quoted\" string")
 }
 
 func lookupScalar(m map[string]any, keys []string) (string, bool) {
@@ -344,22 +541,25 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// ruleApplies reports whether a rule with the given effect and condition
-// applies to the input (see the three-valued semantics above), with the
-// condition verdict and its detail.
+// ruleApplies reports whether a line with the given effect and condition
+// applies to the input (requirement semantics, see above), with the condition
+// verdict and the detail naming the deciding clause.
 func ruleApplies(cond *Condition, effect string, in *CondInput) (applies bool, v Tri, detail string) {
 	if cond == nil {
 		return true, True, ""
 	}
 	v, detail = cond.Eval(in)
-	switch v {
-	case True:
+	callTime := in != nil && in.CallTime
+	switch {
+	case effect == EffectDeny && v == False:
 		return true, v, detail
-	case Unknown:
-		callTime := in != nil && in.CallTime
-		if effect == EffectDeny {
-			return callTime, v, detail
-		}
+	case effect == EffectDeny && v == Unknown:
+		return callTime, v, detail
+	case effect == EffectDeny:
+		return false, v, detail
+	case v == True:
+		return true, v, detail
+	case v == Unknown:
 		return !callTime, v, detail
 	}
 	return false, v, detail

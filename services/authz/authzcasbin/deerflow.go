@@ -30,8 +30,9 @@ var deerflowKeys = []struct{ key, resource string }{
 //   - deny absent = none; a list = one deny line per name; null = error.
 //     Deny always wins (explicit deny beats allow).
 //   - Policy keys other than allow and deny are errors.
-//   - Tenant and action are "*": DeerFlow has no tenants and ignores the action.
-//     Names are matched exactly (glob metacharacters are escaped).
+//   - Tenant is "*" (DeerFlow has no tenants) and every line is emitted once
+//     per action (call, list, use: DeerFlow ignores the action). Names are
+//     matched exactly (glob metacharacters are escaped).
 //
 // Example:
 //
@@ -42,11 +43,11 @@ var deerflowKeys = []struct{ key, resource string }{
 //
 // becomes
 //
-//	p, user, *, tool, web_search, *, allow
-//	p, user, *, tool, read_file, *, allow
-//	p, user, *, tool, bash, *, deny
-//	p, user, *, skill, *, *, allow        (skills: no policy = unrestricted)
-//	p, user, *, mcp_server, *, *, allow   (mcp_servers: no policy = unrestricted)
+//	p, user, *, tool, web_search, <action>, allow    (for each of call, list, use)
+//	p, user, *, tool, read_file, <action>, allow
+//	p, user, *, tool, bash, <action>, deny
+//	p, user, *, skill, *, <action>, allow            (skills: no policy = unrestricted)
+//	p, user, *, mcp_server, *, <action>, allow       (mcp_servers: no policy = unrestricted)
 //
 // and nothing for models. Roles are translated in name order. The returned
 // role names are the roles the section defines (their "default" lines are
@@ -95,7 +96,7 @@ func TranslateDeerFlow(section map[string]any, keyPath string) (rules []Rule, ro
 			kp := rp + "." + dk.key
 			raw, has := res[dk.key]
 			if !has {
-				rules = append(rules, deerflowRule(role, dk.resource, Wildcard, EffectAllow))
+				rules = append(rules, deerflowRules(role, dk.resource, Wildcard, EffectAllow)...)
 				continue
 			}
 			pol, ok := raw.(map[string]any)
@@ -113,23 +114,23 @@ func TranslateDeerFlow(section map[string]any, keyPath string) (rules []Rule, ro
 				if hasAllow {
 					return nil, nil, fmt.Errorf("%s.allow: null is not allowed (want true, \"*\", false or a list of names)", kp)
 				}
-				rules = append(rules, deerflowRule(role, dk.resource, Wildcard, EffectAllow))
+				rules = append(rules, deerflowRules(role, dk.resource, Wildcard, EffectAllow)...)
 			case bool:
 				if v {
-					rules = append(rules, deerflowRule(role, dk.resource, Wildcard, EffectAllow))
+					rules = append(rules, deerflowRules(role, dk.resource, Wildcard, EffectAllow)...)
 				}
 			case string:
 				if v != "*" {
 					return nil, nil, fmt.Errorf("%s.allow: string %q is not allowed (want true, \"*\", false or a list of names)", kp, v)
 				}
-				rules = append(rules, deerflowRule(role, dk.resource, Wildcard, EffectAllow))
+				rules = append(rules, deerflowRules(role, dk.resource, Wildcard, EffectAllow)...)
 			case []any:
 				names, err := nameList(v, kp+".allow")
 				if err != nil {
 					return nil, nil, err
 				}
 				for _, n := range names {
-					rules = append(rules, deerflowRule(role, dk.resource, escapeGlob(n), EffectAllow))
+					rules = append(rules, deerflowRules(role, dk.resource, escapeGlob(n), EffectAllow)...)
 				}
 			default:
 				return nil, nil, fmt.Errorf("%s.allow: want true, \"*\", false or a list of names, got %s", kp, typeName(v))
@@ -144,7 +145,7 @@ func TranslateDeerFlow(section map[string]any, keyPath string) (rules []Rule, ro
 					return nil, nil, err
 				}
 				for _, n := range names {
-					rules = append(rules, deerflowRule(role, dk.resource, escapeGlob(n), EffectDeny))
+					rules = append(rules, deerflowRules(role, dk.resource, escapeGlob(n), EffectDeny)...)
 				}
 			}
 		}
@@ -173,8 +174,8 @@ func checkResourceKey(k string) error {
 	return fmt.Errorf("unknown resource key (want tools, models, skills or mcp_servers)")
 }
 
-func deerflowRule(role, resource, target, effect string) Rule {
-	return Rule{Subject: role, Tenant: Wildcard, Resource: resource, Target: target, Action: Wildcard, Effect: effect, Source: SourceDeerFlow}
+func deerflowRules(role, resource, target, effect string) []Rule {
+	return Rule{Subject: role, Tenant: Wildcard, Resource: resource, Target: target, Action: Wildcard, Effect: effect, Source: SourceDeerFlow}.Expand()
 }
 
 func nameList(v []any, kp string) ([]string, error) {

@@ -17,9 +17,9 @@ g, user:carol, lead, globex
 p, lead, globex, tool, report_*, call, allow
 p, ops, *, tool, deploy_*, call, allow, attr.team == 'infra' && !subagent
 p, ops, *, tool, bash, call, allow
-p, ops, *, tool, bash, call, deny, input.command matches 'rm\s+-rf'
+p, ops, *, tool, bash, call, deny, !input.command matches 'rm\s+-rf'
 p, ops, *, tool, filesystem_write_file, call, allow
-p, ops, *, tool, filesystem_write_file, call, deny, !input.path under '/mnt/user-data'
+p, ops, *, tool, filesystem_write_file, call, deny, input.path under '/mnt/user-data'
 p, ops, *, model, gpt-*, use, allow
 p, ops, *, model, gpt-4o, use, deny
 p, ops, *, mcp_server, github, list, allow

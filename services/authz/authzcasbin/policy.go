@@ -200,6 +200,28 @@ func oneOf(s string, allowed []string) bool {
 	return false
 }
 
+// Expand returns the rule with a "*" resource type replaced by one line per
+// resource type and a "*" action by one line per action (the API's Policy
+// message names exactly one of each). Decisions are the same either way.
+func (r Rule) Expand() []Rule {
+	res, acts := []string{r.Resource}, []string{r.Action}
+	if r.Resource == Wildcard {
+		res = ResourceTypes
+	}
+	if r.Action == Wildcard {
+		acts = Actions
+	}
+	out := make([]Rule, 0, len(res)*len(acts))
+	for _, rt := range res {
+		for _, a := range acts {
+			x := r
+			x.Resource, x.Action = rt, a
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // Validate checks every field of the rule; the error names the field.
 func (r Rule) Validate() error {
 	if err := validSubject(r.Subject); err != nil {
@@ -256,6 +278,8 @@ func (l Link) Validate() error {
 //
 // Fields may be double-quoted (needed when a condition contains a comma).
 // Every rule and link is validated; errors name the line number and field.
+// A "*" resource type or action is expanded into one line per value (see
+// Rule.Expand), so stored lines always name one resource type and action.
 func ParsePolicyText(text, source string) ([]Rule, []Link, error) {
 	var rules []Rule
 	var links []Link
@@ -288,7 +312,7 @@ func ParsePolicyText(text, source string) ([]Rule, []Link, error) {
 				return nil, nil, fmt.Errorf("line %d: %w", i+1, err)
 			}
 			r.Source = source
-			rules = append(rules, r)
+			rules = append(rules, r.Expand()...)
 		case "g":
 			l, err := LinkFromCasbin(fields[1:])
 			if err != nil {
@@ -310,9 +334,10 @@ func ParsePolicyText(text, source string) ([]Rule, []Link, error) {
 var ErrInvalidPolicy = errors.New("invalid policy")
 
 // DefaultPolicy is the shipped default policy, imported only into an empty
-// store (ARCHITECTURE §5): role admin may do everything in every tenant; role
-// user may list and call every tool, list and use every skill and model, and
-// list and use every MCP server (the runtime filters servers before tools, so
+// store (ARCHITECTURE §5): role admin may do everything in every tenant (the
+// "*" line expands to one line per resource type and action); role user may
+// list and call every tool, list and use every skill, use every model, and list
+// and call every MCP server (the runtime filters servers before tools, so
 // without the mcp_server lines a user would see no MCP tool at all).
 const DefaultPolicy = `# Toolplane default policy (source "default").
 p, admin, *, *, *, *, allow
@@ -320,10 +345,9 @@ p, user, *, tool, *, list, allow
 p, user, *, tool, *, call, allow
 p, user, *, skill, *, list, allow
 p, user, *, skill, *, use, allow
-p, user, *, model, *, list, allow
 p, user, *, model, *, use, allow
 p, user, *, mcp_server, *, list, allow
-p, user, *, mcp_server, *, use, allow
+p, user, *, mcp_server, *, call, allow
 `
 
 // DefaultRules returns the parsed DefaultPolicy.
