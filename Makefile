@@ -38,12 +38,16 @@ breaking: ## buf breaking + http.yaml diff against the release baseline (report-
 build: ## build bin/toolplane (static, CGO off)
 	$(GO) build -trimpath -ldflags "-s -w -X github.com/toolplane/toolplane/internal/version.Version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/toolplane ./cmd/toolplane
 
+.PHONY: deps
+deps: ## install the pinned npm MCP servers the tests and the example use (into .tools/, git-ignored)
+	scripts/install-npm.sh
+
 .PHONY: test
-test: ## unit, handler, store and contract tests with -race (needs scripts/install-npm.sh)
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 25m ./...
+test: deps ## unit, handler, store and contract tests with -race
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-e2e
-test-e2e: build ## end-to-end tests: the real binary on loopback ports, both topologies
+test-e2e: deps ## end-to-end tests: the real binary on loopback ports, both topologies
 	CGO_ENABLED=1 $(GO) test -race -count=1 -tags e2e -timeout 20m ./tests/e2e/...
 
 .PHONY: run
