@@ -171,7 +171,7 @@ func (s *Server) WatchCatalog(_ *catalogv1.WatchCatalogRequest, stream grpc.Serv
 	for {
 		select {
 		case <-stream.Context().Done():
-			return stream.Context().Err()
+			return status.FromContextError(stream.Context().Err()).Err()
 		case ev, ok := <-ch:
 			if !ok {
 				return status.Error(codes.Unavailable, "catalog: shutting down")
