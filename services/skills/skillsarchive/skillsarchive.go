@@ -13,6 +13,8 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -558,4 +560,16 @@ func ArchiveKind(name string, data []byte) string {
 		}
 	}
 	return ""
+}
+
+// Digest returns the package digest: the hex SHA-256 over, for every file in
+// path order, "<path>\x00<hex sha256 of content>\n". Two packages with the
+// same paths and bytes have the same digest whatever the archive format.
+func (p *Package) Digest() string {
+	h := sha256.New()
+	for _, f := range p.Files {
+		sum := sha256.Sum256(f.Data)
+		fmt.Fprintf(h, "%s\x00%s\n", f.Path, hex.EncodeToString(sum[:]))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -167,3 +167,21 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+func TestDigestFormatIndependent(t *testing.T) {
+	z, err := skillsarchive.Read(sat.Zip(sat.Entry{Name: "x/SKILL.md", Data: sat.SkillMD("x", "")}, sat.Entry{Name: "x/a.txt", Data: []byte("a")}), skillsarchive.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := skillsarchive.Read(sat.TarGz(sat.Entry{Name: "x/a.txt", Data: []byte("a")}, sat.Entry{Name: "x/SKILL.md", Data: sat.SkillMD("x", "")}), skillsarchive.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z.Digest() != g.Digest() || len(z.Digest()) != 64 {
+		t.Fatalf("%s != %s", z.Digest(), g.Digest())
+	}
+	g.Files[1].Data = []byte("b")
+	if z.Digest() == g.Digest() {
+		t.Fatal("digest ignores content")
+	}
+}
