@@ -64,7 +64,7 @@ A configuration error exits 2 with one line naming the key or flag.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return app.Run(ctx, cfg, au, lis, app.Options{})
+			return app.Run(ctx, cfg, au, lis, serveOptions(app.Options{}))
 		},
 	}
 	fl := cmd.Flags()
