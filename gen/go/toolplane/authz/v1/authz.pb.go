@@ -383,6 +383,7 @@ type Condition struct {
 	//	*Condition_ArgPattern
 	//	*Condition_AttributeEquals
 	//	*Condition_IsSubagent
+	//	*Condition_Expression
 	Check         isCondition_Check `protobuf_oneof:"check"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -461,6 +462,15 @@ func (x *Condition) GetIsSubagent() bool {
 	return false
 }
 
+func (x *Condition) GetExpression() string {
+	if x != nil {
+		if x, ok := x.Check.(*Condition_Expression); ok {
+			return x.Expression
+		}
+	}
+	return ""
+}
+
 type isCondition_Check interface {
 	isCondition_Check()
 }
@@ -485,6 +495,15 @@ type Condition_IsSubagent struct {
 	IsSubagent bool `protobuf:"varint,4,opt,name=is_subagent,json=isSubagent,proto3,oneof"`
 }
 
+type Condition_Expression struct {
+	// A requirement in the authz condition language (services/authz/authzcasbin
+	// cond.go): clauses over subagent, agent, attr.<key> and input.<path> with
+	// ==, !=, in, prefix, under, glob, matches, combined with !, &&, || and
+	// parentheses, e.g. `!input.command matches 'rm\s+-rf'`. Structured
+	// conditions are stored in this form, so ListPolicies returns it.
+	Expression string `protobuf:"bytes,5,opt,name=expression,proto3,oneof"`
+}
+
 func (*Condition_PathPrefix) isCondition_Check() {}
 
 func (*Condition_ArgPattern) isCondition_Check() {}
@@ -492,6 +511,8 @@ func (*Condition_ArgPattern) isCondition_Check() {}
 func (*Condition_AttributeEquals) isCondition_Check() {}
 
 func (*Condition_IsSubagent) isCondition_Check() {}
+
+func (*Condition_Expression) isCondition_Check() {}
 
 // PathPrefix is a condition on a path argument.
 type PathPrefix struct {
@@ -853,7 +874,9 @@ func (x *RoleLink) GetSource() PolicySource {
 // Reason explains a decision. Codes are stable: `authz.allowed`,
 // `authz.denied` (an explicit deny matched), `authz.no_policy` (no rule
 // matched), `authz.condition_failed`, `authz.evaluator_error`,
-// `authz.store_error`, `authz.invalid_request`, `authz.fail_open`.
+// `authz.store_error`, `authz.invalid_request`, `authz.fail_open`,
+// `authz.unknown_role` (no rule or link mentions any role of the principal),
+// `authz.audit_error` (the deny or audited allow could not be logged; denied).
 type Reason struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable reason code.
@@ -1221,7 +1244,7 @@ var File_toolplane_authz_v1_authz_proto protoreflect.FileDescriptor
 
 const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\n" +
-	"\x1etoolplane/authz/v1/authz.proto\x12\x12toolplane.authz.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ctoolplane/type/v1/type.proto\"\x8f\x02\n" +
+	"\x1etoolplane/authz/v1/authz.proto\x12\x12toolplane.authz.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xb1\x02\n" +
 	"\tCondition\x12A\n" +
 	"\vpath_prefix\x18\x01 \x01(\v2\x1e.toolplane.authz.v1.PathPrefixH\x00R\n" +
 	"pathPrefix\x12A\n" +
@@ -1229,7 +1252,10 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"argPattern\x12P\n" +
 	"\x10attribute_equals\x18\x03 \x01(\v2#.toolplane.authz.v1.AttributeEqualsH\x00R\x0fattributeEquals\x12!\n" +
 	"\vis_subagent\x18\x04 \x01(\bH\x00R\n" +
-	"isSubagentB\a\n" +
+	"isSubagent\x12 \n" +
+	"\n" +
+	"expression\x18\x05 \x01(\tH\x00R\n" +
+	"expressionB\a\n" +
 	"\x05check\":\n" +
 	"\n" +
 	"PathPrefix\x12\x10\n" +
@@ -1395,6 +1421,7 @@ func file_toolplane_authz_v1_authz_proto_init() {
 		(*Condition_ArgPattern)(nil),
 		(*Condition_AttributeEquals)(nil),
 		(*Condition_IsSubagent)(nil),
+		(*Condition_Expression)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
