@@ -276,6 +276,10 @@ const (
 	ErrorReason_ERROR_REASON_READ_ONLY ErrorReason = 6
 	// A file path escapes the skill folder or does not exist (INVALID_ARGUMENT / NOT_FOUND).
 	ErrorReason_ERROR_REASON_BAD_PATH ErrorReason = 7
+	// The skill is disabled for the user, so its files cannot be read (activated) (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_SKILL_DISABLED ErrorReason = 8
+	// The caller lacks the role the operation needs, e.g. admin for public skills and integrations (PERMISSION_DENIED).
+	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 9
 )
 
 // Enum value maps for ErrorReason.
@@ -289,6 +293,8 @@ var (
 		5: "ERROR_REASON_SKILL_EXISTS",
 		6: "ERROR_REASON_READ_ONLY",
 		7: "ERROR_REASON_BAD_PATH",
+		8: "ERROR_REASON_SKILL_DISABLED",
+		9: "ERROR_REASON_PERMISSION_DENIED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":         0,
@@ -299,6 +305,8 @@ var (
 		"ERROR_REASON_SKILL_EXISTS":        5,
 		"ERROR_REASON_READ_ONLY":           6,
 		"ERROR_REASON_BAD_PATH":            7,
+		"ERROR_REASON_SKILL_DISABLED":      8,
+		"ERROR_REASON_PERMISSION_DENIED":   9,
 	}
 )
 
@@ -632,7 +640,7 @@ func (x *Skill) GetVersion() int32 {
 // Finding is one scan finding.
 type Finding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Stable rule id, e.g. "shell.curl-pipe-sh".
+	// Stable rule id, e.g. "shell-curl-pipe-shell".
 	RuleId string `protobuf:"bytes,1,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
 	// Severity.
 	Severity Severity `protobuf:"varint,2,opt,name=severity,proto3,enum=toolplane.skills.v1.Severity" json:"severity,omitempty"`
@@ -645,7 +653,9 @@ type Finding struct {
 	// How to fix it.
 	Remediation string `protobuf:"bytes,6,opt,name=remediation,proto3" json:"remediation,omitempty"`
 	// Redacted evidence (secrets masked), at most 200 characters.
-	Evidence      string `protobuf:"bytes,7,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence string `protobuf:"bytes,7,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// 1-based column of the match in `line`; 0 for whole-file findings.
+	Column        int32 `protobuf:"varint,8,opt,name=column,proto3" json:"column,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -727,6 +737,13 @@ func (x *Finding) GetEvidence() string {
 		return x.Evidence
 	}
 	return ""
+}
+
+func (x *Finding) GetColumn() int32 {
+	if x != nil {
+		return x.Column
+	}
+	return 0
 }
 
 // ScanReport is the result of scanning one skill.
@@ -1106,7 +1123,7 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"\vupdate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x14\n" +
 	"\x05owner\x18\x0e \x01(\tR\x05owner\x12\x18\n" +
-	"\aversion\x18\x0f \x01(\x05R\aversion\"\xdd\x01\n" +
+	"\aversion\x18\x0f \x01(\x05R\aversion\"\xf5\x01\n" +
 	"\aFinding\x12\x17\n" +
 	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x129\n" +
 	"\bseverity\x18\x02 \x01(\x0e2\x1d.toolplane.skills.v1.SeverityR\bseverity\x12\x12\n" +
@@ -1114,7 +1131,8 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"\x04line\x18\x04 \x01(\x05R\x04line\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12 \n" +
 	"\vremediation\x18\x06 \x01(\tR\vremediation\x12\x1a\n" +
-	"\bevidence\x18\a \x01(\tR\bevidence\"\x85\x01\n" +
+	"\bevidence\x18\a \x01(\tR\bevidence\x12\x16\n" +
+	"\x06column\x18\b \x01(\x05R\x06column\"\x85\x01\n" +
 	"\n" +
 	"ScanReport\x128\n" +
 	"\bfindings\x18\x01 \x03(\v2\x1c.toolplane.skills.v1.FindingR\bfindings\x12\x18\n" +
@@ -1166,7 +1184,7 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"ScanFormat\x12\x1b\n" +
 	"\x17SCAN_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10SCAN_FORMAT_JSON\x10\x01\x12\x15\n" +
-	"\x11SCAN_FORMAT_SARIF\x10\x02*\x8a\x02\n" +
+	"\x11SCAN_FORMAT_SARIF\x10\x02*\xcf\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_SKILL_NOT_FOUND\x10\x01\x12$\n" +
@@ -1175,7 +1193,9 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"\x19ERROR_REASON_SCAN_BLOCKED\x10\x04\x12\x1d\n" +
 	"\x19ERROR_REASON_SKILL_EXISTS\x10\x05\x12\x1a\n" +
 	"\x16ERROR_REASON_READ_ONLY\x10\x06\x12\x19\n" +
-	"\x15ERROR_REASON_BAD_PATH\x10\aBDZBgithub.com/toolplane/toolplane/gen/go/toolplane/skills/v1;skillsv1b\x06proto3"
+	"\x15ERROR_REASON_BAD_PATH\x10\a\x12\x1f\n" +
+	"\x1bERROR_REASON_SKILL_DISABLED\x10\b\x12\"\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10\tBDZBgithub.com/toolplane/toolplane/gen/go/toolplane/skills/v1;skillsv1b\x06proto3"
 
 var (
 	file_toolplane_skills_v1_skills_proto_rawDescOnce sync.Once
