@@ -270,6 +270,10 @@ const (
 	ErrorReason_ERROR_REASON_POLICY_READ_ONLY ErrorReason = 3
 	// The policy store failed (UNAVAILABLE).
 	ErrorReason_ERROR_REASON_STORE_UNAVAILABLE ErrorReason = 4
+	// A line, link or id to remove does not exist (NOT_FOUND); nothing was removed.
+	ErrorReason_ERROR_REASON_POLICY_NOT_FOUND ErrorReason = 5
+	// A request field is invalid (INVALID_ARGUMENT); metadata "field" names it.
+	ErrorReason_ERROR_REASON_INVALID_REQUEST ErrorReason = 6
 )
 
 // Enum value maps for ErrorReason.
@@ -280,6 +284,8 @@ var (
 		2: "ERROR_REASON_INVALID_POLICY",
 		3: "ERROR_REASON_POLICY_READ_ONLY",
 		4: "ERROR_REASON_STORE_UNAVAILABLE",
+		5: "ERROR_REASON_POLICY_NOT_FOUND",
+		6: "ERROR_REASON_INVALID_REQUEST",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":       0,
@@ -287,6 +293,8 @@ var (
 		"ERROR_REASON_INVALID_POLICY":    2,
 		"ERROR_REASON_POLICY_READ_ONLY":  3,
 		"ERROR_REASON_STORE_UNAVAILABLE": 4,
+		"ERROR_REASON_POLICY_NOT_FOUND":  5,
+		"ERROR_REASON_INVALID_REQUEST":   6,
 	}
 )
 
@@ -1336,13 +1344,15 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\x15POLICY_SOURCE_DEFAULT\x10\x01\x12\x1a\n" +
 	"\x16POLICY_SOURCE_DEERFLOW\x10\x02\x12\x16\n" +
 	"\x12POLICY_SOURCE_FILE\x10\x03\x12\x15\n" +
-	"\x11POLICY_SOURCE_API\x10\x04*\xb6\x01\n" +
+	"\x11POLICY_SOURCE_API\x10\x04*\xfb\x01\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_FORGED_PRINCIPAL\x10\x01\x12\x1f\n" +
 	"\x1bERROR_REASON_INVALID_POLICY\x10\x02\x12!\n" +
 	"\x1dERROR_REASON_POLICY_READ_ONLY\x10\x03\x12\"\n" +
-	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\x04*d\n" +
+	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\x04\x12!\n" +
+	"\x1dERROR_REASON_POLICY_NOT_FOUND\x10\x05\x12 \n" +
+	"\x1cERROR_REASON_INVALID_REQUEST\x10\x06*d\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DECISION_KIND_AUTHORIZE\x10\x01\x12\x18\n" +
