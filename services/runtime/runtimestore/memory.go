@@ -1,0 +1,327 @@
+package runtimestore
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+)
+
+// Memory is an in-memory Store for tests. It keeps deep copies, so callers
+// can never alias stored state.
+type Memory struct {
+	mu       sync.Mutex
+	threads  map[string]*Thread
+	messages map[string][]*runtimev1.Message
+	events   map[string][]Event
+	runs     map[string][]*runtimev1.Run
+	agents   map[string]*runtimev1.Agent
+	seq      int64
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{threads: map[string]*Thread{}, messages: map[string][]*runtimev1.Message{},
+		events: map[string][]Event{}, runs: map[string][]*runtimev1.Run{}, agents: map[string]*runtimev1.Agent{}}
+}
+
+// CreateThread implements Store.
+func (m *Memory) CreateThread(_ context.Context, t *Thread) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := t.Proto.GetThreadId()
+	if _, ok := m.threads[id]; ok {
+		return errorsExists(id)
+	}
+	m.threads[id] = t.Clone()
+	return nil
+}
+
+// GetThread implements Store.
+func (m *Memory) GetThread(_ context.Context, id string) (*Thread, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.threads[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return t.Clone(), nil
+}
+
+// ListThreads implements Store.
+func (m *Memory) ListThreads(_ context.Context, tenant, subject string, p Page) ([]*Thread, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []*Thread
+	for _, t := range m.threads {
+		if t.Proto.GetOwnerTenant() == tenant && t.Proto.GetOwnerSubject() == subject {
+			all = append(all, t)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i].Proto.GetCreateTime().AsTime(), all[j].Proto.GetCreateTime().AsTime()
+		if !a.Equal(b) {
+			return a.After(b)
+		}
+		return all[i].Proto.GetThreadId() > all[j].Proto.GetThreadId()
+	})
+	start, end, next := window(len(all), p)
+	out := make([]*Thread, 0, end-start)
+	for _, t := range all[start:end] {
+		out = append(out, t.Clone())
+	}
+	return out, next, nil
+}
+
+func window(n int, p Page) (start, end int, next string) {
+	start, _ = strconv.Atoi(p.Token)
+	if start < 0 || start > n {
+		start = n
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = n
+	}
+	end = min(start+limit, n)
+	if end < n {
+		next = strconv.Itoa(end)
+	}
+	return start, end, next
+}
+
+// UpdateThread implements Store.
+func (m *Memory) UpdateThread(_ context.Context, id string, fn Update) (*Thread, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.threads[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	work := cur.Clone()
+	msgs, err := fn(work)
+	if err != nil {
+		return nil, err
+	}
+	work.Proto.UpdateTime = timestamppb.Now()
+	SyncReadFiles(work)
+	m.threads[id] = work
+	m.appendLocked(id, msgs)
+	return work.Clone(), nil
+}
+
+// DeleteThread implements Store.
+func (m *Memory) DeleteThread(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.threads[id]; !ok {
+		return ErrNotFound
+	}
+	delete(m.threads, id)
+	delete(m.messages, id)
+	delete(m.events, id)
+	delete(m.runs, id)
+	return nil
+}
+
+// AppendMessages implements Store.
+func (m *Memory) AppendMessages(_ context.Context, threadID string, msgs ...*runtimev1.Message) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.threads[threadID]; !ok {
+		return ErrNotFound
+	}
+	m.appendLocked(threadID, msgs)
+	return nil
+}
+
+func (m *Memory) appendLocked(threadID string, msgs []*runtimev1.Message) {
+	for _, msg := range msgs {
+		c := proto.Clone(msg).(*runtimev1.Message)
+		FillMessage(c)
+		m.messages[threadID] = append(m.messages[threadID], c)
+	}
+}
+
+// FillMessage sets a missing id (UUID) and create_time (now) of msg.
+func FillMessage(msg *runtimev1.Message) {
+	if msg.Id == "" {
+		msg.Id = uuid.NewString()
+	}
+	if msg.CreateTime == nil {
+		msg.CreateTime = timestamppb.Now()
+	}
+}
+
+// ListMessages implements Store.
+func (m *Memory) ListMessages(_ context.Context, threadID string, p Page) ([]*runtimev1.Message, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	all := m.messages[threadID]
+	start, end, next := window(len(all), p)
+	out := make([]*runtimev1.Message, 0, end-start)
+	for _, msg := range all[start:end] {
+		out = append(out, proto.Clone(msg).(*runtimev1.Message))
+	}
+	return out, next, nil
+}
+
+// AppendEvent implements Store.
+func (m *Memory) AppendEvent(_ context.Context, e Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.threads[e.ThreadID]; !ok {
+		return ErrNotFound
+	}
+	m.seq++
+	e.Seq = m.seq
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	m.events[e.ThreadID] = append(m.events[e.ThreadID], e)
+	return nil
+}
+
+// ListEvents implements Store.
+func (m *Memory) ListEvents(_ context.Context, threadID string) ([]Event, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Event(nil), m.events[threadID]...), nil
+}
+
+// PutRun implements Store.
+func (m *Memory) PutRun(_ context.Context, r *runtimev1.Run) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.threads[r.GetThreadId()]; !ok {
+		return ErrNotFound
+	}
+	c := proto.Clone(r).(*runtimev1.Run)
+	runs := m.runs[r.GetThreadId()]
+	for i, x := range runs {
+		if x.GetRunId() == r.GetRunId() {
+			runs[i] = c
+			return nil
+		}
+	}
+	m.runs[r.GetThreadId()] = append(runs, c)
+	return nil
+}
+
+// GetRun implements Store.
+func (m *Memory) GetRun(_ context.Context, threadID, runID string) (*runtimev1.Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.runs[threadID] {
+		if r.GetRunId() == runID {
+			return proto.Clone(r).(*runtimev1.Run), nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// ListRuns implements Store.
+func (m *Memory) ListRuns(_ context.Context, threadID string) ([]*runtimev1.Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	runs := m.runs[threadID]
+	out := make([]*runtimev1.Run, 0, len(runs))
+	for i := len(runs) - 1; i >= 0; i-- {
+		out = append(out, proto.Clone(runs[i]).(*runtimev1.Run))
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return out[i].GetStartTime().AsTime().After(out[j].GetStartTime().AsTime())
+	})
+	return out, nil
+}
+
+// InterruptUnfinished implements Store.
+func (m *Memory) InterruptUnfinished(_ context.Context, reason string, now time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, runs := range m.runs {
+		for _, r := range runs {
+			if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING {
+				r.Status = runtimev1.RunStatus_RUN_STATUS_INTERRUPTED
+				r.Reason = reason
+				r.EndTime = timestamppb.New(now)
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// PutAgent implements Store.
+func (m *Memory) PutAgent(_ context.Context, a *runtimev1.Agent) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.agents[a.GetName()] = proto.Clone(a).(*runtimev1.Agent)
+	return nil
+}
+
+// GetAgent implements Store.
+func (m *Memory) GetAgent(_ context.Context, name string) (*runtimev1.Agent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.agents[name]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return proto.Clone(a).(*runtimev1.Agent), nil
+}
+
+// ListAgents implements Store.
+func (m *Memory) ListAgents(_ context.Context) ([]*runtimev1.Agent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*runtimev1.Agent, 0, len(m.agents))
+	for _, a := range m.agents {
+		out = append(out, proto.Clone(a).(*runtimev1.Agent))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, nil
+}
+
+// DeleteAgent implements Store.
+func (m *Memory) DeleteAgent(_ context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.agents[name]; !ok {
+		return ErrNotFound
+	}
+	delete(m.agents, name)
+	return nil
+}
+
+// PurgeThreadsBefore implements Store.
+func (m *Memory) PurgeThreadsBefore(_ context.Context, t time.Time) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []string
+	for id, th := range m.threads {
+		if th.Proto.GetUpdateTime().AsTime().Before(t) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		delete(m.threads, id)
+		delete(m.messages, id)
+		delete(m.events, id)
+		delete(m.runs, id)
+	}
+	return ids, nil
+}
+
+// Close implements Store.
+func (m *Memory) Close() error { return nil }

@@ -1,0 +1,123 @@
+// Package runtimestore is the runtime's store seam: the Store interface over
+// threads, messages, thread events, runs and custom agents, the promotion
+// reducer of deerflow-reference §2.5, and an in-memory implementation used
+// by tests. The sqlite implementation is runtimesqlite; runtimetest holds the
+// conformance suite every implementation passes (ARCHITECTURE §6).
+package runtimestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+)
+
+// ErrNotFound is returned when a thread, run or agent does not exist.
+var ErrNotFound = errors.New("runtimestore: not found")
+
+// Thread is a stored thread: its public view plus state the API does not show.
+type Thread struct {
+	// Proto is the public view (owner, agent, promoted, active skills,
+	// artifacts, todos, usage, metadata, read_files, timestamps).
+	Proto *runtimev1.Thread
+	// ReadMarks maps a virtual file path to the SHA-256 hex digest of the
+	// content the thread last read through read_file (read-before-write,
+	// deerflow-reference §6.2). Proto.ReadFiles mirrors its keys, sorted.
+	ReadMarks map[string]string
+}
+
+// Clone returns a deep copy.
+func (t *Thread) Clone() *Thread {
+	if t == nil {
+		return nil
+	}
+	c := &Thread{Proto: cloneThread(t.Proto), ReadMarks: make(map[string]string, len(t.ReadMarks))}
+	for k, v := range t.ReadMarks {
+		c.ReadMarks[k] = v
+	}
+	return c
+}
+
+// Event is one entry of a thread's event log (e.g. an authz fail-open
+// decision, ARCHITECTURE §2.2).
+type Event struct {
+	// Seq is the store-assigned sequence number, increasing.
+	Seq int64
+	// ThreadID is the thread.
+	ThreadID string
+	// Kind is a stable code, e.g. "authz.fail_open".
+	Kind string
+	// Detail is human text.
+	Detail string
+	// Time is when it was recorded.
+	Time time.Time
+}
+
+// Page selects a page of a listing.
+type Page struct {
+	// Limit is the maximum number of rows (>= 1).
+	Limit int
+	// Token is the opaque continuation from the previous page ("" = first).
+	Token string
+}
+
+// Update is the mutation UpdateThread applies inside one write transaction:
+// it may change t in place and returns the messages to append in the same
+// transaction. Returning an error rolls everything back.
+type Update func(t *Thread) (appendMsgs []*runtimev1.Message, err error)
+
+// Store persists the runtime's state. Implementations are safe for
+// concurrent use; UpdateThread is atomic (read-modify-write in one write
+// transaction), so concurrent promotions never lose an update.
+type Store interface {
+	// CreateThread stores a new thread (Proto.ThreadId set by the caller).
+	CreateThread(ctx context.Context, t *Thread) error
+	// GetThread returns a thread or ErrNotFound.
+	GetThread(ctx context.Context, id string) (*Thread, error)
+	// ListThreads lists the threads of one owner, newest first.
+	ListThreads(ctx context.Context, tenant, subject string, p Page) (threads []*Thread, next string, err error)
+	// UpdateThread applies fn atomically and bumps update_time; it returns
+	// the thread after the change, or ErrNotFound.
+	UpdateThread(ctx context.Context, id string, fn Update) (*Thread, error)
+	// DeleteThread deletes a thread with its messages, events and runs;
+	// ErrNotFound when absent.
+	DeleteThread(ctx context.Context, id string) error
+	// AppendMessages appends messages to a thread (ids and create_time set
+	// by the caller when empty: the store fills them).
+	AppendMessages(ctx context.Context, threadID string, msgs ...*runtimev1.Message) error
+	// ListMessages pages a thread's messages, oldest first.
+	ListMessages(ctx context.Context, threadID string, p Page) (msgs []*runtimev1.Message, next string, err error)
+	// AppendEvent records a thread event.
+	AppendEvent(ctx context.Context, e Event) error
+	// ListEvents returns a thread's events, oldest first.
+	ListEvents(ctx context.Context, threadID string) ([]Event, error)
+	// PutRun creates or replaces a run (keyed by run_id).
+	PutRun(ctx context.Context, r *runtimev1.Run) error
+	// GetRun returns a run of a thread or ErrNotFound.
+	GetRun(ctx context.Context, threadID, runID string) (*runtimev1.Run, error)
+	// ListRuns lists a thread's runs, newest first.
+	ListRuns(ctx context.Context, threadID string) ([]*runtimev1.Run, error)
+	// InterruptUnfinished marks every RUNNING run as INTERRUPTED with reason
+	// and end time. Called at start: a run still running then belongs to a
+	// process that stopped (issue 8). Returns how many runs changed.
+	InterruptUnfinished(ctx context.Context, reason string, now time.Time) (int, error)
+	// PutAgent creates or replaces an agent (update_time set by the caller).
+	PutAgent(ctx context.Context, a *runtimev1.Agent) error
+	// GetAgent returns an agent or ErrNotFound.
+	GetAgent(ctx context.Context, name string) (*runtimev1.Agent, error)
+	// ListAgents lists agents by name.
+	ListAgents(ctx context.Context) ([]*runtimev1.Agent, error)
+	// DeleteAgent deletes an agent; ErrNotFound when absent.
+	DeleteAgent(ctx context.Context, name string) error
+	// PurgeThreadsBefore deletes threads whose update_time is before t
+	// (retention) and returns their ids so their workspaces can be removed.
+	PurgeThreadsBefore(ctx context.Context, t time.Time) ([]string, error)
+	// Close releases the store.
+	Close() error
+}
+
+// ErrExists is returned by CreateThread for a duplicate id.
+var ErrExists = errors.New("runtimestore: already exists")
+
+func errorsExists(id string) error { return errors.Join(ErrExists, errors.New("thread "+id)) }

@@ -1,0 +1,258 @@
+// Package runtimetest holds test infrastructure of the runtime: the store
+// conformance suite every runtimestore.Store implementation passes, and
+// in-process fakes of the catalog, authz and skills gRPC services used to
+// test the runtime's pipelines before (and independently of) the real
+// services.
+package runtimetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+)
+
+// Factory opens a store. Reopen, when non-nil, closes the store and opens it
+// again on the same backing data (persistence checks); nil skips them.
+type Factory struct {
+	Open   func(t *testing.T) runtimestore.Store
+	Reopen func(t *testing.T, s runtimestore.Store) runtimestore.Store
+}
+
+func newThread(id, tenant, subject string, at time.Time) *runtimestore.Thread {
+	return &runtimestore.Thread{Proto: &runtimev1.Thread{ThreadId: id, OwnerTenant: tenant, OwnerSubject: subject,
+		CreateTime: timestamppb.New(at), UpdateTime: timestamppb.New(at)}, ReadMarks: map[string]string{}}
+}
+
+// RunStoreSuite runs the conformance suite against f.
+func RunStoreSuite(t *testing.T, f Factory) {
+	ctx := context.Background()
+	t.Run("ThreadsCRUDAndOwnerListing", func(t *testing.T) {
+		s := f.Open(t)
+		base := time.Now()
+		for i := 0; i < 5; i++ {
+			if err := s.CreateThread(ctx, newThread(fmt.Sprintf("a%d", i), "t1", "alice", base.Add(time.Duration(i)*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.CreateThread(ctx, newThread("b0", "t1", "bob", base)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateThread(ctx, newThread("a0", "t1", "alice", base)); !errors.Is(err, runtimestore.ErrExists) {
+			t.Fatalf("duplicate create: got %v, want ErrExists", err)
+		}
+		var got []string
+		tok := ""
+		for {
+			page, next, err := s.ListThreads(ctx, "t1", "alice", runtimestore.Page{Limit: 2, Token: tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, th := range page {
+				got = append(got, th.Proto.GetThreadId())
+			}
+			if next == "" {
+				break
+			}
+			tok = next
+		}
+		if fmt.Sprint(got) != "[a4 a3 a2 a1 a0]" {
+			t.Fatalf("alice's threads newest first: got %v", got)
+		}
+		if _, err := s.GetThread(ctx, "nope"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("GetThread(nope) = %v, want ErrNotFound", err)
+		}
+		if err := s.DeleteThread(ctx, "a0"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteThread(ctx, "a0"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("second delete = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("UpdateIsAtomicUnderConcurrency", func(t *testing.T) {
+		s := f.Open(t)
+		if err := s.CreateThread(ctx, newThread("c", "t", "u", time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		const n = 100
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := s.UpdateThread(ctx, "c", func(th *runtimestore.Thread) ([]*runtimev1.Message, error) {
+					th.Proto.Promoted = runtimestore.MergePromoted(th.Proto.Promoted, &runtimev1.Promoted{CatalogHash: "h1", Names: []string{fmt.Sprintf("tool_%03d", i)}})
+					return []*runtimev1.Message{{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: fmt.Sprint(i)}}, nil
+				})
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		th, err := s.GetThread(ctx, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(th.Proto.GetPromoted().GetNames()); got != n {
+			t.Fatalf("promotions kept: %d, want %d", got, n)
+		}
+		msgs, _, err := s.ListMessages(ctx, "c", runtimestore.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != n {
+			t.Fatalf("messages appended with the updates: %d, want %d", len(msgs), n)
+		}
+	})
+	t.Run("FailedUpdateRollsBack", func(t *testing.T) {
+		s := f.Open(t)
+		if err := s.CreateThread(ctx, newThread("r", "t", "u", time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("boom")
+		_, err := s.UpdateThread(ctx, "r", func(th *runtimestore.Thread) ([]*runtimev1.Message, error) {
+			th.Proto.Agent = "changed"
+			return []*runtimev1.Message{{Content: "x"}}, boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v", err)
+		}
+		th, _ := s.GetThread(ctx, "r")
+		msgs, _, _ := s.ListMessages(ctx, "r", runtimestore.Page{})
+		if th.Proto.GetAgent() != "" || len(msgs) != 0 {
+			t.Fatalf("rolled-back update leaked: agent %q, %d messages", th.Proto.GetAgent(), len(msgs))
+		}
+		if _, err := s.UpdateThread(ctx, "missing", func(*runtimestore.Thread) ([]*runtimev1.Message, error) { return nil, nil }); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("update missing = %v", err)
+		}
+	})
+	t.Run("MessagesPaging", func(t *testing.T) {
+		s := f.Open(t)
+		_ = s.CreateThread(ctx, newThread("m", "t", "u", time.Now()))
+		for i := 0; i < 7; i++ {
+			if err := s.AppendMessages(ctx, "m", &runtimev1.Message{Content: fmt.Sprint(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		tok := ""
+		for {
+			page, next, err := s.ListMessages(ctx, "m", runtimestore.Page{Limit: 3, Token: tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range page {
+				if m.GetId() == "" || m.GetCreateTime() == nil {
+					t.Fatalf("message without id or time: %v", m)
+				}
+				got = append(got, m.GetContent())
+			}
+			if next == "" {
+				break
+			}
+			tok = next
+		}
+		if fmt.Sprint(got) != "[0 1 2 3 4 5 6]" {
+			t.Fatalf("messages oldest first: %v", got)
+		}
+		if err := s.AppendMessages(ctx, "nope", &runtimev1.Message{}); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("append to missing thread = %v", err)
+		}
+	})
+	t.Run("RunsAndInterrupt", func(t *testing.T) {
+		s := f.Open(t)
+		_ = s.CreateThread(ctx, newThread("x", "t", "u", time.Now()))
+		now := time.Now()
+		if err := s.PutRun(ctx, &runtimev1.Run{RunId: "r1", ThreadId: "x", Status: runtimev1.RunStatus_RUN_STATUS_COMPLETED, StartTime: timestamppb.New(now)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutRun(ctx, &runtimev1.Run{RunId: "r2", ThreadId: "x", Status: runtimev1.RunStatus_RUN_STATUS_RUNNING, StartTime: timestamppb.New(now.Add(time.Second))}); err != nil {
+			t.Fatal(err)
+		}
+		if f.Reopen != nil {
+			s = f.Reopen(t, s)
+		}
+		n, err := s.InterruptUnfinished(ctx, "process restarted", now.Add(time.Minute))
+		if err != nil || n != 1 {
+			t.Fatalf("InterruptUnfinished = %d, %v; want 1", n, err)
+		}
+		runs, err := s.ListRuns(ctx, "x")
+		if err != nil || len(runs) != 2 {
+			t.Fatalf("ListRuns = %v, %v", runs, err)
+		}
+		if runs[0].GetRunId() != "r2" || runs[0].GetStatus() != runtimev1.RunStatus_RUN_STATUS_INTERRUPTED || runs[0].GetEndTime() == nil {
+			t.Fatalf("newest run not interrupted: %v", runs[0])
+		}
+		if runs[1].GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+			t.Fatalf("finished run changed: %v", runs[1])
+		}
+		if _, err := s.GetRun(ctx, "x", "zz"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("GetRun missing = %v", err)
+		}
+	})
+	t.Run("AgentsEventsPersistenceAndRetention", func(t *testing.T) {
+		s := f.Open(t)
+		if err := s.PutAgent(ctx, &runtimev1.Agent{Name: "b", Description: "B"}); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.PutAgent(ctx, &runtimev1.Agent{Name: "a", Description: "A"})
+		_ = s.PutAgent(ctx, &runtimev1.Agent{Name: "b", Description: "B2"})
+		old := time.Now().Add(-48 * time.Hour)
+		_ = s.CreateThread(ctx, newThread("old", "t", "u", old))
+		_ = s.CreateThread(ctx, newThread("new", "t", "u", time.Now()))
+		if _, err := s.UpdateThread(ctx, "new", func(th *runtimestore.Thread) ([]*runtimev1.Message, error) {
+			th.ReadMarks["/mnt/user-data/workspace/a.txt"] = "abc"
+			th.Proto.Promoted = &runtimev1.Promoted{CatalogHash: "h", Names: []string{"x"}}
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendEvent(ctx, runtimestore.Event{ThreadID: "new", Kind: "authz.fail_open", Detail: "d"}); err != nil {
+			t.Fatal(err)
+		}
+		if f.Reopen != nil {
+			s = f.Reopen(t, s)
+		}
+		agents, err := s.ListAgents(ctx)
+		if err != nil || len(agents) != 2 || agents[0].GetName() != "a" || agents[1].GetDescription() != "B2" {
+			t.Fatalf("agents = %v, %v", agents, err)
+		}
+		if err := s.DeleteAgent(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetAgent(ctx, "a"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("deleted agent: %v", err)
+		}
+		th, err := s.GetThread(ctx, "new")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if th.ReadMarks["/mnt/user-data/workspace/a.txt"] != "abc" || fmt.Sprint(th.Proto.GetReadFiles()) != "[/mnt/user-data/workspace/a.txt]" || th.Proto.GetPromoted().GetNames()[0] != "x" {
+			t.Fatalf("thread state not kept: %v %v", th.ReadMarks, th.Proto)
+		}
+		ev, err := s.ListEvents(ctx, "new")
+		if err != nil || len(ev) != 1 || ev[0].Kind != "authz.fail_open" {
+			t.Fatalf("events = %v, %v", ev, err)
+		}
+		ids, err := s.PurgeThreadsBefore(ctx, time.Now().Add(-24*time.Hour))
+		if err != nil || fmt.Sprint(ids) != "[old]" {
+			t.Fatalf("purge = %v, %v", ids, err)
+		}
+		if _, err := s.GetThread(ctx, "old"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatal("purged thread still there")
+		}
+	})
+}
