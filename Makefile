@@ -51,8 +51,12 @@ test-e2e: deps ## end-to-end tests: the real binary on loopback ports, both topo
 	CGO_ENABLED=1 $(GO) test -race -count=1 -tags e2e -timeout 20m ./tests/e2e/...
 
 .PHONY: run
-run: build ## all-in-one on sqlite in ./data
+run: build ## all-in-one on sqlite in ./data, no MCP servers
 	bin/toolplane serve --data-dir ./data
+
+.PHONY: demo
+demo: ## the main job: install the npm MCP servers and run the all-in-one suite on examples/
+	scripts/demo.sh
 
 .PHONY: bench
 bench: ## benchmarks (ratios against in-run baselines)
