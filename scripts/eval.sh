@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Search evaluation (issue 4): every mode on the DEV split of both toolret
+# benchmarks in ../shared/data (or $TOOLPLANE_DATA). Prints the tables.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${TOOLPLANE_DATA:-../shared/data}
+bin=${TOOLPLANE_BIN:-bin/toolplane}
+for set in livemcpbench metatool; do
+  echo "== $set (dev)"
+  "$bin" eval search --tools "$data/toolret/$set/tools.jsonl" --queries "$data/toolret/$set/queries.jsonl" --split dev "$@"
+done
