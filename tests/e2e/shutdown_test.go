@@ -1,0 +1,112 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolplane/toolplane/internal/testkit"
+)
+
+// TestSIGTERMDrainsInFlightCall: SIGTERM while a 2 s call is in flight lets
+// the call finish OK, readiness reports the shutdown meanwhile, then the
+// process exits 0.
+func TestSIGTERMDrainsInFlightCall(t *testing.T) {
+	p := testkit.Start(t, testkit.Options{})
+	conn := p.Dial(t)
+
+	const sleep = 2 * time.Second
+	type result struct {
+		err     error
+		elapsed time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		err := invoke(t, conn, mSleep, "", durationpb.New(sleep), nil)
+		done <- result{err, time.Since(start)}
+	}()
+	// The handler announces itself on stderr: the call is in flight.
+	testkit.Eventually(t, 10*time.Second, "Sleep in flight", func() error {
+		if strings.Contains(p.Stderr(), "testonly: sleep started") {
+			return nil
+		}
+		return fmt.Errorf("no `sleep started` on stderr")
+	})
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// While draining, /readyz says the process is shutting down.
+	testkit.Eventually(t, 1500*time.Millisecond, "/readyz 503 while draining", func() error {
+		r := rest(t, p, http.MethodGet, "/readyz", "", "")
+		if r.Status != http.StatusServiceUnavailable || !strings.Contains(r.Raw, "shutting down") {
+			return fmt.Errorf("%d %s", r.Status, r.Raw)
+		}
+		return nil
+	})
+	if _, exited := p.Exited(); exited {
+		t.Fatalf("process exited before the in-flight call finished; stderr:\n%s", p.Stderr())
+	}
+
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("in-flight Sleep across SIGTERM: %v; stderr:\n%s", res.err, p.Stderr())
+	}
+	if res.elapsed < sleep {
+		t.Errorf("Sleep returned after %s, before its %s", res.elapsed, sleep)
+	}
+	code, ok := p.WaitExit(20 * time.Second)
+	if !ok {
+		t.Fatalf("process still running 20s after the call finished; stderr:\n%s", p.Stderr())
+	}
+	if code != 0 {
+		t.Errorf("exit code %d, want 0; stderr:\n%s", code, p.Stderr())
+	}
+	if p.Stop(t) != 0 {
+		t.Error("unreachable: exit code changed")
+	}
+	if !strings.Contains(p.Stderr(), "shutting down") {
+		t.Errorf("no `shutting down` log line:\n%s", p.Stderr())
+	}
+}
+
+// TestShutdownTimeoutBoundsDrain: a call longer than
+// server.shutdown_timeout does not hold the process: it is cut off and the
+// process still exits 0.
+func TestShutdownTimeoutBoundsDrain(t *testing.T) {
+	p := testkit.Start(t, testkit.Options{Config: "server:\n  shutdown_timeout: 1s\n  drain_period: 100ms\n"})
+	conn := p.Dial(t)
+	done := make(chan error, 1)
+	go func() { done <- invoke(t, conn, mSleep, "", durationpb.New(20*time.Second), nil) }()
+	testkit.Eventually(t, 10*time.Second, "Sleep in flight", func() error {
+		if strings.Contains(p.Stderr(), "testonly: sleep started") {
+			return nil
+		}
+		return fmt.Errorf("no `sleep started` on stderr")
+	})
+	start := time.Now()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, ok := p.WaitExit(15 * time.Second)
+	if !ok {
+		t.Fatalf("process still running 15s after SIGTERM with shutdown_timeout 1s; stderr:\n%s", p.Stderr())
+	}
+	if code != 0 {
+		t.Errorf("exit code %d, want 0; stderr:\n%s", code, p.Stderr())
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("exit took %s with shutdown_timeout 1s", el)
+	}
+	p.Stop(t)
+	if err := <-done; err == nil {
+		t.Errorf("a 20s call survived a 1s shutdown timeout")
+	}
+}
