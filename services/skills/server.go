@@ -1,34 +1,63 @@
 // Package skills is the skills service: SKILL.md storage, strict validation,
 // deterministic scanning, review, and the tool policy active skills impose
-// (ARCHITECTURE §2.3).
+// (ARCHITECTURE §2.3, deerflow-reference §4, issue 6).
+//
+// Categories (reference §4.1): public skills are shipped in the binary
+// (skills/public), loaded at start, read-only, and their enable state is
+// global (admin only); integration skills are installed by an admin,
+// read-only, enable state per user; custom skills belong to one user,
+// editable, enable state per user. For a user, a custom skill shadows an
+// integration or public skill of the same name, and an integration skill
+// shadows a public one. "The user" is auth.EffectivePrincipal (the acting-for
+// end user of a service credential, else the caller), keyed "tenant/subject".
+//
+// Files live in a content-addressed blob store (DataDir/skills/blobs);
+// metadata, versions, edit history and enable state in DataDir/skills.db.
+// Any CRITICAL scan finding blocks install, edit, rollback and enable;
+// enabling re-scans with the current rules (DeerFlow does not).
 package skills
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"google.golang.org/grpc"
 
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/skills/skillsblob"
+	"github.com/toolplane/toolplane/services/skills/skillsmd"
+	"github.com/toolplane/toolplane/services/skills/skillsscan"
+	"github.com/toolplane/toolplane/services/skills/skillssqlite"
+	"github.com/toolplane/toolplane/services/skills/skillsstore"
 )
-
-// Config is the `skills` section of toolplane.yaml.
-type Config struct{}
-
-// SetDefaults fills unset fields with their defaults.
-func (c *Config) SetDefaults() {}
-
-// Validate checks the section; errors name the key path.
-func (c *Config) Validate() error { return nil }
 
 // Server implements skillsv1.SkillsServiceServer.
 type Server struct {
 	skillsv1.UnimplementedSkillsServiceServer
-	cfg Config
-	env svckit.Env
-	log *slog.Logger
+	cfg   Config
+	env   svckit.Env
+	log   *slog.Logger
+	store skillsstore.Store
+	blobs *skillsblob.Store
+	rules *skillsscan.Ruleset
+	// mu serialises every write (install, edit, rollback, delete, GC) so
+	// that blobs written for a failed write can be removed safely.
+	mu sync.Mutex
+	// docs caches parsed SKILL.md by blob digest (immutable content).
+	docs *lru.Cache[string, *parsedDoc]
+}
+
+type parsedDoc struct {
+	doc      *skillsmd.Document
+	problems []skillsmd.Problem
 }
 
 var (
@@ -36,8 +65,10 @@ var (
 	_ svckit.Service               = (*Server)(nil)
 )
 
-// New builds the service from its config section and the process environment.
-func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
+// New builds the service from its config section and the process environment:
+// it opens DataDir/skills.db and DataDir/skills/blobs, loads the shipped
+// public skills and removes unreferenced blobs.
+func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -46,7 +77,30 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{cfg: cfg, env: env, log: log}, nil
+	if env.DataDir == "" {
+		return nil, errors.New("skills: data dir is not set")
+	}
+	if err := os.MkdirAll(filepath.Join(env.DataDir, "skills"), 0o750); err != nil {
+		return nil, fmt.Errorf("skills: %w", err)
+	}
+	blobs, err := skillsblob.Open(filepath.Join(env.DataDir, "skills", "blobs"))
+	if err != nil {
+		return nil, err
+	}
+	store, err := skillssqlite.Open(filepath.Join(env.DataDir, "skills.db"))
+	if err != nil {
+		return nil, fmt.Errorf("skills: %w", err)
+	}
+	docs, _ := lru.New[string, *parsedDoc](1024)
+	s := &Server{cfg: cfg, env: env, log: log, store: store, blobs: blobs, rules: skillsscan.Default(), docs: docs}
+	if err := s.syncPublic(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	if err := s.gc(ctx); err != nil {
+		log.Warn("skills blob gc failed", "error", err)
+	}
+	return s, nil
 }
 
 // Name returns "skills".
@@ -63,8 +117,8 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	return skillsv1.RegisterSkillsServiceHandler(ctx, mux, conn)
 }
 
-// Ready reports whether the service can serve.
-func (s *Server) Ready(context.Context) error { return nil }
+// Ready reports whether the service can serve (the store answers).
+func (s *Server) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
 
-// Close releases the service's resources.
-func (s *Server) Close() error { return nil }
+// Close releases the store.
+func (s *Server) Close() error { return s.store.Close() }
