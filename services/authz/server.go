@@ -1,34 +1,62 @@
 // Package authz is the authorization service: a Principal-based policy decision
 // point on Casbin that filters what a principal can see, re-checks every call and
-// audits decisions (ARCHITECTURE §2.2).
+// audits decisions (ARCHITECTURE §2.2, §5; deerflow-reference §3).
+//
+// The sqlite store (authzsqlite) is the only source of truth. At start the
+// service imports, in order: the shipped default policy (only into an empty
+// store), the DeerFlow `authorization` section of the config (replacing the
+// previous DeerFlow import and the default lines of the roles it defines),
+// and the optional policy file (file-owned lines). Every change — API, file
+// or another process writing the store — bumps the policy version; the
+// service builds the new decision snapshot aside and swaps it atomically
+// (authzcasbin.Engine), so each decision reports the exact version it used.
+// Every error denies (fail closed); only FilterResources may be configured
+// fail-open.
 package authz
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/authz/authzcasbin"
+	"github.com/toolplane/toolplane/services/authz/authzsqlite"
 )
-
-// Config is the `authz` section of toolplane.yaml.
-type Config struct{}
-
-// SetDefaults fills unset fields with their defaults.
-func (c *Config) SetDefaults() {}
-
-// Validate checks the section; errors name the key path.
-func (c *Config) Validate() error { return nil }
 
 // Server implements authzv1.AuthzServiceServer.
 type Server struct {
 	authzv1.UnimplementedAuthzServiceServer
-	cfg Config
-	env svckit.Env
-	log *slog.Logger
+	cfg    Config
+	env    svckit.Env
+	log    *slog.Logger
+	store  *authzsqlite.Store
+	engine *authzcasbin.Engine
+	dlog   *authzsqlite.Log
+	now    func() time.Time
+
+	reloadMu   sync.Mutex
+	loaded     int64 // version of the last successful load
+	loadFailed bool
+	fileHash   [32]byte
+	fileErr    string
+
+	decisions *prometheus.CounterVec
+
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 var (
@@ -36,8 +64,10 @@ var (
 	_ svckit.Service             = (*Server)(nil)
 )
 
-// New builds the service from its config section and the process environment.
-func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
+// New builds the service from its config section and the process
+// environment: it opens DataDir/authz.db, runs the start-up imports, loads
+// the policy and starts the reload and retention loops.
+func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -46,7 +76,213 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{cfg: cfg, env: env, log: log}, nil
+	if env.DataDir == "" {
+		return nil, errors.New("authz: a data directory is required (DataDir/authz.db)")
+	}
+	if err := os.MkdirAll(env.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("authz: data dir: %w", err)
+	}
+	modelText := ""
+	if cfg.ModelFile != "" {
+		data, err := os.ReadFile(cfg.ModelFile)
+		if err != nil {
+			return nil, fmt.Errorf("authz.model_file: %w", err)
+		}
+		modelText = string(data)
+	}
+	engine, err := authzcasbin.NewEngine(modelText)
+	if err != nil {
+		return nil, fmt.Errorf("authz.model_file: %w", err)
+	}
+	store, err := authzsqlite.Open(filepath.Join(env.DataDir, "authz.db"))
+	if err != nil {
+		return nil, fmt.Errorf("authz: %w", err)
+	}
+	s := &Server{cfg: cfg, env: env, log: log, store: store, engine: engine, now: time.Now}
+	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolplane_authz_decisions_total",
+		Help: "Authorization decisions by RPC, result and primary reason code.",
+	}, []string{"rpc", "allow", "code"})
+	if env.Metrics != nil {
+		if err := env.Metrics.Register(s.decisions); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				s.decisions = are.ExistingCollector.(*prometheus.CounterVec)
+			}
+		}
+	}
+	if err := s.importAtStart(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	if err := s.reload(ctx); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("authz: load policy: %w", err)
+	}
+	s.dlog = store.NewLog(512)
+	loopCtx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	s.wg.Add(2)
+	go s.reloadLoop(loopCtx)
+	go s.pruneLoop(loopCtx)
+	return s, nil
+}
+
+func (s *Server) importAtStart(ctx context.Context) error {
+	seeded, err := s.store.SeedDefault(ctx, authzcasbin.DefaultRules())
+	if err != nil {
+		return fmt.Errorf("authz: import default policy: %w", err)
+	}
+	if seeded {
+		s.log.Info("authz default policy imported into an empty store")
+	}
+	var rules []authzcasbin.Rule
+	var roles []string
+	if s.cfg.Authorization != nil {
+		rules, roles, err = authzcasbin.TranslateDeerFlow(s.cfg.Authorization, "authz.authorization")
+		if err != nil {
+			return err
+		}
+	}
+	if _, changed, err := s.store.ReplaceSource(ctx, authzcasbin.SourceDeerFlow, rules, nil, roles); err != nil {
+		return fmt.Errorf("authz: import authz.authorization: %w", err)
+	} else if changed {
+		s.log.Info("authz DeerFlow authorization section imported", "lines", len(rules), "roles", len(roles))
+	}
+	if err := s.syncPolicyFile(ctx, true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// syncPolicyFile replaces the file-owned lines when the file's content
+// changed. At start an invalid file is an error; later it is logged and the
+// previous file lines stay in force.
+func (s *Server) syncPolicyFile(ctx context.Context, atStart bool) error {
+	var rules []authzcasbin.Rule
+	var links []authzcasbin.Link
+	var sum [32]byte
+	if s.cfg.PolicyFile != "" {
+		data, err := os.ReadFile(s.cfg.PolicyFile)
+		if err != nil {
+			return s.fileProblem(atStart, fmt.Errorf("authz.policy_file: %w", err))
+		}
+		sum = sha256.Sum256(data)
+		s.reloadMu.Lock()
+		same := sum == s.fileHash && !atStart
+		s.reloadMu.Unlock()
+		if same {
+			return nil
+		}
+		rules, links, err = authzcasbin.ParsePolicyText(string(data), authzcasbin.SourceFile)
+		if err != nil {
+			return s.fileProblem(atStart, fmt.Errorf("authz.policy_file: %s: %w", s.cfg.PolicyFile, err))
+		}
+	}
+	v, changed, err := s.store.ReplaceSource(ctx, authzcasbin.SourceFile, rules, links, nil)
+	if err != nil {
+		return s.fileProblem(atStart, fmt.Errorf("authz.policy_file: store: %w", err))
+	}
+	s.reloadMu.Lock()
+	s.fileHash, s.fileErr = sum, ""
+	s.reloadMu.Unlock()
+	if changed {
+		s.log.Info("authz policy file applied", "path", s.cfg.PolicyFile, "lines", len(rules), "links", len(links), "policy_version", v)
+	}
+	return nil
+}
+
+func (s *Server) fileProblem(atStart bool, err error) error {
+	if atStart {
+		return err
+	}
+	s.reloadMu.Lock()
+	repeated := s.fileErr == err.Error()
+	s.fileErr = err.Error()
+	s.reloadMu.Unlock()
+	if !repeated {
+		s.log.Error("authz policy file not applied; previous file lines stay in force", "err", err)
+	}
+	return nil
+}
+
+// reload loads the store's policy into a new snapshot and swaps it in. A
+// store or validation failure installs the failed snapshot: every decision is
+// denied with authz.store_error until a reload succeeds.
+func (s *Server) reload(ctx context.Context) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	set, err := s.store.Snapshot(ctx)
+	if err == nil && set.Version == s.loaded && !s.loadFailed && s.engine.Version() == set.Version && s.loaded != 0 {
+		return nil
+	}
+	if err == nil {
+		err = s.engine.Load(set)
+	}
+	if err != nil {
+		s.engine.Fail(err)
+		s.loadFailed = true
+		s.log.Error("authz policy load failed; denying every decision until it succeeds", "err", err)
+		return err
+	}
+	if s.loadFailed {
+		s.log.Info("authz policy load recovered", "policy_version", set.Version)
+	}
+	s.loaded, s.loadFailed = set.Version, false
+	return nil
+}
+
+func (s *Server) reloadLoop(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.ReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.cfg.PolicyFile != "" {
+			_ = s.syncPolicyFile(ctx, false)
+		}
+		v, err := s.store.Version(ctx)
+		s.reloadMu.Lock()
+		stale := err != nil || v != s.loaded || s.loadFailed
+		s.reloadMu.Unlock()
+		if stale && ctx.Err() == nil {
+			_ = s.reload(ctx)
+		}
+	}
+}
+
+func (s *Server) pruneLoop(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		s.prune(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.PruneInterval):
+		}
+	}
+}
+
+func (s *Server) prune(ctx context.Context) {
+	var before time.Time
+	if s.cfg.DecisionRetention > 0 {
+		before = s.now().Add(-s.cfg.DecisionRetention)
+	}
+	maxRows := s.cfg.DecisionMaxRows
+	if maxRows < 0 {
+		maxRows = 0
+	}
+	if n, err := s.store.Prune(ctx, before, maxRows); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("authz decision retention failed", "err", err)
+		}
+	} else if n > 0 {
+		s.log.Info("authz decision records pruned", "deleted", n)
+	}
 }
 
 // Name returns "authz".
@@ -63,8 +299,27 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	return authzv1.RegisterAuthzServiceHandler(ctx, mux, conn)
 }
 
-// Ready reports whether the service can serve.
-func (s *Server) Ready(context.Context) error { return nil }
+// Ready reports whether the service can serve: the store answers and the
+// policy is loaded.
+func (s *Server) Ready(ctx context.Context) error {
+	if err := s.store.Ready(ctx); err != nil {
+		return fmt.Errorf("authz store: %w", err)
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if s.loadFailed {
+		return errors.New("authz policy not loaded")
+	}
+	return nil
+}
 
-// Close releases the service's resources.
-func (s *Server) Close() error { return nil }
+// Close stops the loops, flushes the decision log and closes the store.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.wg.Wait()
+		err = errors.Join(s.dlog.Close(), s.store.Close())
+	})
+	return err
+}

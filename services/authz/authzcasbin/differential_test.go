@@ -100,7 +100,7 @@ func TestDifferentialIndexVsCasbin(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	policies, perPolicy := 150, 150
 	if testing.Short() || raceEnabled {
-		policies, perPolicy = 25, 80
+		policies, perPolicy = 15, 60
 	}
 	var decisions, allows int
 	for p := 0; p < policies; p++ {

@@ -166,33 +166,71 @@ func (e *Engine) DecideOracle(req *Request) Decision {
 	return e.decide(req, true)
 }
 
-func (e *Engine) decide(req *Request, oracle bool) (d Decision) {
+func (e *Engine) decide(req *Request, oracle bool) Decision {
 	s := e.cur.Load()
 	if s == nil {
 		return deny(CodeStoreError, "policy not loaded", 0)
 	}
+	tenant, subjects, d, ok := e.prepare(s, req)
+	if !ok {
+		return d
+	}
+	return e.decideOn(s, tenant, subjects, req, oracle)
+}
+
+// DecideAll answers the request once per target, all on one snapshot, and
+// returns the decisions (in target order) and the policy version used. Used
+// by FilterResources, whose response carries a single policy version.
+func (e *Engine) DecideAll(req *Request, targets []string) ([]Decision, int64) {
+	out := make([]Decision, len(targets))
+	s := e.cur.Load()
+	if s == nil {
+		for i := range out {
+			out[i] = deny(CodeStoreError, "policy not loaded", 0)
+		}
+		return out, 0
+	}
+	r := *req
+	r.Target = "x" // validated per target below
+	tenant, subjects, d, ok := e.prepare(s, &r)
+	for i, t := range targets {
+		switch {
+		case !ok:
+			out[i] = d
+		case t == "" || len(t) > 512:
+			out[i] = deny(CodeInvalidRequest, "target must be a non-empty name of at most 512 bytes", s.version)
+		default:
+			r.Target = t
+			out[i] = e.decideOn(s, tenant, subjects, &r, false)
+		}
+	}
+	return out, s.version
+}
+
+// prepare runs the checks that do not depend on the target; ok=false
+// returns the deny to answer with.
+func (e *Engine) prepare(s *snapshot, req *Request) (tenant string, subjects []string, d Decision, ok bool) {
+	if s.failed != nil {
+		return "", nil, deny(CodeStoreError, "policy store unavailable: "+s.failed.Error(), s.version), false
+	}
+	tenant, subjects, err := req.normalize()
+	if err != nil {
+		return "", nil, deny(CodeInvalidRequest, err.Error(), s.version), false
+	}
+	for _, sub := range subjects {
+		if s.known[sub] {
+			return tenant, subjects, Decision{}, true
+		}
+	}
+	return "", nil, deny(CodeUnknownRole, fmt.Sprintf("no rule or role link mentions any of %v", subjects), s.version), false
+}
+
+func (e *Engine) decideOn(s *snapshot, tenant string, subjects []string, req *Request, oracle bool) (d Decision) {
 	defer func() {
 		if r := recover(); r != nil {
 			d = deny(CodeEvaluatorError, fmt.Sprintf("evaluator panic: %v", r), s.version)
 		}
 	}()
-	if s.failed != nil {
-		return deny(CodeStoreError, "policy store unavailable: "+s.failed.Error(), s.version)
-	}
-	tenant, subjects, err := req.normalize()
-	if err != nil {
-		return deny(CodeInvalidRequest, err.Error(), s.version)
-	}
-	known := false
-	for _, sub := range subjects {
-		if s.known[sub] {
-			known = true
-			break
-		}
-	}
-	if !known {
-		return deny(CodeUnknownRole, fmt.Sprintf("no rule or role link mentions any of %v", subjects), s.version)
-	}
 	if s.ix != nil && !oracle {
 		return s.ix.decide(tenant, subjects, req, s.version)
 	}

@@ -85,7 +85,9 @@ func TestAdapterContract(t *testing.T) {
 		{"AddPolicies again", func() (bool, error) {
 			return e.AddPolicies([][]string{{"r3", "*", "model", "gpt-*", "use", "allow", ""}, {"r3", "*", "model", "x", "use", "deny", ""}})
 		}},
-		{"RemovePolicies", func() (bool, error) { return e.RemovePolicies([][]string{{"r3", "*", "model", "x", "use", "deny", ""}}) }},
+		{"RemovePolicies", func() (bool, error) {
+			return e.RemovePolicies([][]string{{"r3", "*", "model", "x", "use", "deny", ""}})
+		}},
 		{"RemoveGroupingPolicy", func() (bool, error) { return e.RemoveGroupingPolicy("r2", "r1", "*") }},
 	}
 	for _, st := range steps {

@@ -1,0 +1,106 @@
+package authz
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/toolplane/toolplane/services/authz/authzcasbin"
+)
+
+// Config is the `authz` section of toolplane.yaml. Every key is documented,
+// with its default, in toolplane.example.yaml.
+type Config struct {
+	// PolicyFile is an optional policy file (Casbin CSV lines, see
+	// authzcasbin.ParsePolicyText). Its lines are file-owned: each load
+	// replaces exactly them, and the API cannot edit them. "" = none. Default "".
+	PolicyFile string `yaml:"policy_file"`
+	// ModelFile replaces the embedded Casbin model (authzcasbin/model.conf)
+	// with a custom one of the same request and policy shape; decisions then
+	// use plain Casbin Enforce (no index). "" = embedded model. Default "".
+	ModelFile string `yaml:"model_file"`
+	// ReloadInterval is how often the policy file (content hash) and the
+	// store's policy version are checked; a change is applied to the next
+	// decision without a restart. Default 1s.
+	ReloadInterval time.Duration `yaml:"reload_interval"`
+	// AuditAllows records every Authorize allow in the decision log too (and,
+	// like a deny, commits it before answering). Denies are always recorded.
+	// Default false.
+	AuditAllows bool `yaml:"audit_allows"`
+	// FilterFailOpen makes FilterResources keep a candidate whose evaluation
+	// failed (store or evaluator error), marked fail_open. Authorize always
+	// fails closed. Default false.
+	FilterFailOpen bool `yaml:"filter_fail_open"`
+	// DecisionRetention deletes decision records older than this; a negative
+	// value keeps them forever. Default 720h (30 days).
+	DecisionRetention time.Duration `yaml:"decision_retention"`
+	// DecisionMaxRows keeps at most this many decision records (the newest); a
+	// negative value means no limit. Default 1000000.
+	DecisionMaxRows int64 `yaml:"decision_max_rows"`
+	// PruneInterval is how often retention runs. Default 10m.
+	PruneInterval time.Duration `yaml:"prune_interval"`
+	// MaxAuditInputBytes bounds the copy of the call input kept in a decision
+	// record (JSON bytes, strings cut at 512 bytes). Default 4096.
+	MaxAuditInputBytes int `yaml:"max_audit_input_bytes"`
+	// Authorization is a DeerFlow `authorization` section ({roles: {<role>:
+	// {tools|models|skills|mcp_servers: {allow, deny}}}}), translated at every
+	// start with DeerFlow's semantics (authzcasbin.TranslateDeerFlow); its lines
+	// replace the previous DeerFlow import and the default lines of the roles
+	// it defines. Absent = none. Default absent.
+	Authorization map[string]any `yaml:"authorization"`
+}
+
+// SetDefaults fills unset fields with their defaults.
+func (c *Config) SetDefaults() {
+	if c.ReloadInterval == 0 {
+		c.ReloadInterval = time.Second
+	}
+	if c.DecisionRetention == 0 {
+		c.DecisionRetention = 720 * time.Hour
+	}
+	if c.DecisionMaxRows == 0 {
+		c.DecisionMaxRows = 1_000_000
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = 10 * time.Minute
+	}
+	if c.MaxAuditInputBytes == 0 {
+		c.MaxAuditInputBytes = 4096
+	}
+}
+
+// Validate checks the section; errors name the key path.
+func (c *Config) Validate() error {
+	switch {
+	case c.ReloadInterval < 50*time.Millisecond:
+		return fmt.Errorf("authz.reload_interval: must be >= 50ms, got %s", c.ReloadInterval)
+	case c.PruneInterval < time.Second:
+		return fmt.Errorf("authz.prune_interval: must be >= 1s, got %s", c.PruneInterval)
+	case c.MaxAuditInputBytes < 64 || c.MaxAuditInputBytes > 1<<20:
+		return fmt.Errorf("authz.max_audit_input_bytes: must be in 64..1048576, got %d", c.MaxAuditInputBytes)
+	}
+	if c.ModelFile != "" {
+		data, err := os.ReadFile(c.ModelFile)
+		if err != nil {
+			return fmt.Errorf("authz.model_file: %v", err)
+		}
+		if _, err := authzcasbin.NewEngine(string(data)); err != nil {
+			return fmt.Errorf("authz.model_file: %v", err)
+		}
+	}
+	if c.PolicyFile != "" {
+		data, err := os.ReadFile(c.PolicyFile)
+		if err != nil {
+			return fmt.Errorf("authz.policy_file: %v", err)
+		}
+		if _, _, err := authzcasbin.ParsePolicyText(string(data), authzcasbin.SourceFile); err != nil {
+			return fmt.Errorf("authz.policy_file: %s: %v", c.PolicyFile, err)
+		}
+	}
+	if c.Authorization != nil {
+		if _, _, err := authzcasbin.TranslateDeerFlow(c.Authorization, "authz.authorization"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

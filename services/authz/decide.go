@@ -1,0 +1,167 @@
+package authz
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/services/authz/authzcasbin"
+	"github.com/toolplane/toolplane/services/authz/authzsqlite"
+)
+
+// principalFor applies the PDP rule (ARCHITECTURE §5): a service or admin
+// credential may ask about any principal (absent = its effective principal);
+// a user credential may only ask about itself — the body's principal, when
+// given, must be the caller's own (same subject and tenant, same roles and
+// attributes), else PERMISSION_DENIED. For a user the credential's principal
+// is what is decided about, never the body's.
+func principalFor(ctx context.Context, p *typev1.Principal) (*typev1.Principal, error) {
+	id, ok := auth.Caller(ctx)
+	if !ok {
+		return nil, forgedPrincipal("no authenticated caller")
+	}
+	if id.Service() {
+		if p != nil {
+			return p, nil
+		}
+		return auth.EffectivePrincipal(ctx), nil
+	}
+	own := auth.EffectivePrincipal(ctx)
+	if p == nil {
+		return own, nil
+	}
+	if !auth.SamePrincipal(p, own) {
+		return nil, forgedPrincipal("a user credential may only ask about itself, not about %q in tenant %q", p.GetSubject(), p.GetTenant())
+	}
+	r1, r2 := slices.Clone(p.GetRoles()), slices.Clone(own.GetRoles())
+	slices.Sort(r1)
+	slices.Sort(r2)
+	if !slices.Equal(slices.Compact(r1), slices.Compact(r2)) || !maps.Equal(p.GetAttributes(), own.GetAttributes()) {
+		return nil, forgedPrincipal("the principal's roles or attributes differ from the caller's credential")
+	}
+	return own, nil
+}
+
+func coreRequest(p *typev1.Principal, cc *typev1.CallContext) authzcasbin.Request {
+	return authzcasbin.Request{
+		Subject: p.GetSubject(),
+		Tenant:  p.GetTenant(),
+		Roles:   p.GetRoles(),
+		Cond: authzcasbin.CondInput{
+			Attributes: p.GetAttributes(),
+			Agent:      cc.GetAgent(),
+			IsSubagent: cc.GetIsSubagent(),
+		},
+	}
+}
+
+func tenantOf(p *typev1.Principal) string {
+	if p.GetTenant() == "" {
+		return authzcasbin.DefaultTenant
+	}
+	return p.GetTenant()
+}
+
+// Authorize decides one action (deerflow-reference §3.7, layer 2). A deny —
+// and an allow when audit_allows is on — is committed to the decision log
+// before the answer; if that fails the answer is a deny with an
+// authz.audit_error reason (first for an audited allow, after the deny's own
+// reasons otherwise).
+func (s *Server) Authorize(ctx context.Context, req *authzv1.AuthorizeRequest) (*authzv1.AuthorizeResponse, error) {
+	p, err := principalFor(ctx, req.GetPrincipal())
+	if err != nil {
+		return nil, err
+	}
+	cc := auth.TrustedCallContext(ctx, req.GetCallContext())
+	creq := coreRequest(p, cc)
+	creq.Resource = resourceNames[req.GetResourceType()]
+	creq.Action = actionNames[req.GetAction()]
+	creq.Target = req.GetTarget()
+	creq.Cond.CallTime = true
+	input := req.GetInput().AsMap()
+	creq.Cond.Input = input
+	d := s.engine.Decide(&creq)
+	id := uuid.Must(uuid.NewV7()).String()
+	reasons := d.Reasons
+	if !d.Allow || s.cfg.AuditAllows {
+		rec := &authzsqlite.DecisionRecord{
+			ID: id, Kind: authzsqlite.KindAuthorize, Time: s.now().UTC(),
+			Tenant: tenantOf(p), Subject: p.GetSubject(), Roles: p.GetRoles(), Attributes: p.GetAttributes(),
+			Resource: creq.Resource, Action: creq.Action, Target: creq.Target,
+			CallContext: callContextFromProto(cc), Input: authzsqlite.BoundInput(input, 512, s.cfg.MaxAuditInputBytes),
+			Allow: d.Allow, Reasons: d.Reasons, PolicyID: d.PolicyID, PolicyVersion: d.PolicyVersion,
+		}
+		if err := s.dlog.Append(ctx, rec, true); err != nil {
+			s.log.Error("authz decision not recorded; denying", "decision_id", id, "err", err)
+			auditErr := authzcasbin.Reason{Code: authzcasbin.CodeAuditError, Message: "the decision could not be committed to the audit log: " + err.Error()}
+			if d.Allow { // an audited allow that cannot be logged becomes a deny
+				reasons = append([]authzcasbin.Reason{auditErr}, d.Reasons...)
+			} else {
+				reasons = append(slices.Clone(d.Reasons), auditErr)
+			}
+			d.Allow = false
+		}
+	}
+	s.decisions.WithLabelValues("Authorize", strconv.FormatBool(d.Allow), reasons[0].Code).Inc()
+	return &authzv1.AuthorizeResponse{Decision: &authzv1.Decision{
+		Allow: d.Allow, Reasons: reasonsToProto(reasons), PolicyId: d.PolicyID, DecisionId: id, PolicyVersion: d.PolicyVersion,
+	}}, nil
+}
+
+// FilterResources keeps the candidates the principal may see, in order and
+// with duplicates, never adding any (deerflow-reference §3.5, layer 1). All
+// candidates are decided on one policy snapshot. Input conditions are not
+// known at list time (authzcasbin cond.go). One summary record per call goes
+// to the decision log. With authz.filter_fail_open, candidates whose
+// evaluation failed (store or evaluator error) are kept and fail_open is set.
+func (s *Server) FilterResources(ctx context.Context, req *authzv1.FilterResourcesRequest) (*authzv1.FilterResourcesResponse, error) {
+	p, err := principalFor(ctx, req.GetPrincipal())
+	if err != nil {
+		return nil, err
+	}
+	cc := auth.TrustedCallContext(ctx, req.GetCallContext())
+	creq := coreRequest(p, cc)
+	creq.Resource = resourceNames[req.GetResourceType()]
+	creq.Action = authzcasbin.ActionList
+	if a, ok := actionNames[req.GetAction()]; ok {
+		creq.Action = a
+	}
+	ds, version := s.engine.DecideAll(&creq, req.GetCandidates())
+	resp := &authzv1.FilterResourcesResponse{PolicyVersion: version, Allowed: make([]string, 0, len(ds))}
+	var deniedNames []string
+	for i, d := range ds {
+		name := req.GetCandidates()[i]
+		if d.Allow {
+			resp.Allowed = append(resp.Allowed, name)
+			continue
+		}
+		if code := d.Code(); s.cfg.FilterFailOpen && (code == authzcasbin.CodeEvaluatorError || code == authzcasbin.CodeStoreError) {
+			resp.Allowed = append(resp.Allowed, name)
+			resp.FailOpen = true
+			continue
+		}
+		resp.Denied = append(resp.Denied, &authzv1.DeniedResource{Name: name, Reasons: reasonsToProto(d.Reasons)})
+		deniedNames = append(deniedNames, name)
+	}
+	rec := &authzsqlite.DecisionRecord{
+		ID: uuid.Must(uuid.NewV7()).String(), Kind: authzsqlite.KindFilter, Time: s.now().UTC(),
+		Tenant: tenantOf(p), Subject: p.GetSubject(), Roles: p.GetRoles(), Attributes: p.GetAttributes(),
+		Resource: creq.Resource, Action: creq.Action, CallContext: callContextFromProto(cc),
+		Allow: len(deniedNames) == 0, PolicyVersion: version,
+		CandidateCount: len(ds), AllowedCount: len(resp.Allowed), Denied: deniedNames,
+	}
+	if resp.FailOpen {
+		rec.Reasons = []authzcasbin.Reason{{Code: authzcasbin.CodeFailOpen, Message: "evaluation failed; candidates kept (authz.filter_fail_open)"}}
+	}
+	if err := s.dlog.Append(ctx, rec, false); err != nil {
+		s.log.Warn("authz filter summary not recorded", "err", err)
+	}
+	s.decisions.WithLabelValues("FilterResources", strconv.FormatBool(len(deniedNames) == 0), "summary").Inc()
+	return resp, nil
+}

@@ -1,0 +1,57 @@
+package authz
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	"github.com/toolplane/toolplane/services/authz/authzcasbin"
+	"github.com/toolplane/toolplane/services/authz/authzsqlite"
+)
+
+// errorDomain is the ErrorInfo domain of authz errors.
+const errorDomain = "authz.toolplane.dev"
+
+// statusErr builds a status error with a google.rpc.ErrorInfo whose reason is
+// the authz ErrorReason name (ARCHITECTURE §2, "Errors").
+func statusErr(code codes.Code, reason authzv1.ErrorReason, meta map[string]string, format string, args ...any) error {
+	st := status.New(code, fmt.Sprintf(format, args...))
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason.String(), Domain: errorDomain, Metadata: meta}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// invalidField is INVALID_ARGUMENT naming the field (validate.go).
+func invalidField(reason authzv1.ErrorReason, field, format string, args ...any) error {
+	return statusErr(codes.InvalidArgument, reason, map[string]string{"field": field}, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+func forgedPrincipal(format string, args ...any) error {
+	return statusErr(codes.PermissionDenied, authzv1.ErrorReason_ERROR_REASON_FORGED_PRINCIPAL, nil, format, args...)
+}
+
+// toStatus is the single mapping of domain errors of the policy and log paths
+// to gRPC status. Store failures are UNAVAILABLE (the cause is in the message:
+// it is our own store, not user data).
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	switch {
+	case errors.Is(err, authzcasbin.ErrInvalidPolicy):
+		return statusErr(codes.InvalidArgument, authzv1.ErrorReason_ERROR_REASON_INVALID_POLICY, nil, "%v", err)
+	case errors.Is(err, authzsqlite.ErrReadOnly):
+		return statusErr(codes.FailedPrecondition, authzv1.ErrorReason_ERROR_REASON_POLICY_READ_ONLY, nil, "%v", err)
+	case errors.Is(err, authzsqlite.ErrNotFound):
+		return statusErr(codes.NotFound, authzv1.ErrorReason_ERROR_REASON_POLICY_NOT_FOUND, nil, "%v", err)
+	}
+	return statusErr(codes.Unavailable, authzv1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE, nil, "authz store: %v", err)
+}
