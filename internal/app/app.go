@@ -317,7 +317,7 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 		return err
 	}
 	conns = append(conns, gwConn)
-	mux := gateway.NewMux()
+	mux := gateway.NewMux(gateway.RequireCredential(au))
 	for _, s := range services {
 		if err := s.RegisterGateway(ctx, mux, gwConn); err != nil {
 			closeAll()

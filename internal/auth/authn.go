@@ -156,7 +156,10 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 		}
 	}
 	if len(acting) > 0 {
-		if !id.Service() {
+		// Only a service credential may act for a user (ARCHITECTURE §5); a
+		// user credential with the admin role may not (it is not a service).
+		// With authentication off the caller is a service (DefaultPrincipal).
+		if id.Kind != KindService {
 			return Identity{}, status.Errorf(codes.PermissionDenied, "%s metadata is only accepted from service credentials", ActingForHeader)
 		}
 		p, err := ParseActingFor(acting[0])

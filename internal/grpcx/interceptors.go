@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/toolplane/toolplane/internal/auth"
 )
@@ -182,7 +183,30 @@ func ServerOptions(o ChainOptions) []grpc.ServerOption {
 			return h(srv, &validatingStream{ServerStream: ss, ctx: ctx, method: info.FullMethod, policy: o.Policy})
 		},
 	}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...), grpc.InTapHandle(credentialTap(o))}
+}
+
+// credentialTap refuses, before the request message is read, a call that
+// carries no valid credential: grpc-go decodes the request before any
+// interceptor runs, so without it a malformed body would answer INTERNAL
+// instead of UNAUTHENTICATED (issue 2, "also with a malformed body"). Only
+// UNAUTHENTICATED is decided here; the interceptor chain authenticates
+// again and does everything else (acting-for, class check), and also logs
+// and counts the calls that pass this tap.
+func credentialTap(o ChainOptions) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if !o.Authenticator.Enabled() || exempt(info.FullMethodName) {
+			return ctx, nil
+		}
+		md := metadata.MD{}
+		if v := info.Header.Get("authorization"); len(v) > 0 {
+			md.Set("authorization", v...)
+		}
+		if _, err := o.Authenticator.Authenticate(metadata.NewIncomingContext(ctx, md)); status.Code(err) == codes.Unauthenticated {
+			return ctx, err
+		}
+		return ctx, nil
+	}
 }
 
 type ctxStream struct {
