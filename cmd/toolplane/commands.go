@@ -2,5 +2,9 @@ package main
 
 // Client and tool sub-commands defined in the other files of this package.
 func init() {
-	extraCommands = append(extraCommands, newEvalCmd)
+	extraCommands = append(extraCommands,
+		newServersCmd, newToolsCmd, // catalog (servers_cmds.go, tools_cmds.go)
+		newPoliciesCmd, newDecisionsCmd, // authz (authz_cmds.go)
+		newEvalCmd, // search evaluation (eval.go)
+	)
 }
