@@ -102,7 +102,7 @@ func (p policy) Class(m string) auth.Class {
 func (p policy) Validate(m string, req any) error { return p.s.Validate(m, req) }
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	path   string
 	svc    catalogv1.CatalogServiceClient
@@ -113,7 +113,7 @@ type harness struct {
 
 // start runs the catalog over a real loopback gRPC server with the shared
 // interceptor chain (authentication, class check, validation).
-func start(t *testing.T, ext string, mut func(*Config, *svckit.Env)) *harness {
+func start(t testing.TB, ext string, mut func(*Config, *svckit.Env)) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "extensions_config.json")
@@ -173,7 +173,7 @@ func (h *harness) close() {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
