@@ -694,3 +694,64 @@ func TestSearchAndCatalog(t *testing.T) {
 		t.Fatalf("no match is empty, not an error: %v %v", empty, err)
 	}
 }
+
+// TestCancellationPropagates: a call that times out is cancelled on the
+// server too (notifications/cancelled), over stdio and streamable HTTP.
+func TestCancellationPropagates(t *testing.T) {
+	port, _ := netListen()
+	cmd := exec.Command(fixture, "http", fmt.Sprintf("127.0.0.1:%d", port))
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killGroup(cmd.Process.Pid); cmd.Wait() })
+	eventually(t, 10*time.Second, "fixture http", func() bool { return dialOK(fmt.Sprintf("127.0.0.1:%d", port)) })
+	h := start(t, extJSON(fixtureServer("fx", ""), fmt.Sprintf(`"fxh": {"type": "http", "url": "http://127.0.0.1:%d/mcp"}`, port)), nil)
+	ctx := ctxT(t)
+	for _, srv := range []string{"fx", "fxh"} {
+		_, err := h.svc.CallTool(ctx, &catalogv1.CallToolRequest{Name: srv + "_sleep", Arguments: args(t, `{"ms": 10000}`), Timeout: durationpb.New(300 * time.Millisecond)})
+		if codeOf(err) != codes.DeadlineExceeded {
+			t.Fatalf("%s: %v", srv, err)
+		}
+		eventually(t, 5*time.Second, srv+" server saw the cancellation", func() bool {
+			r, err := h.call(ctx, h.svc, srv+"_cancelled", `{}`)
+			return err == nil && textOf(r) == "1"
+		})
+	}
+}
+
+// TestHTTPSessionReinit: when a (legacy, sessionful) streamable HTTP server
+// forgets the session — here it restarts — the server answers 404, the
+// catalog re-initialises and the same call succeeds.
+func TestHTTPSessionReinit(t *testing.T) {
+	js := npmJS(t, "server-everything")
+	port, _ := netListen()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	run := func() *exec.Cmd {
+		cmd := exec.Command("node", js, "streamableHttp")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+		cmd.SysProcAttr = sysProcAttr()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "server-everything http", func() bool { return dialOK(addr) })
+		return cmd
+	}
+	first := run()
+	h := start(t, extJSON(fmt.Sprintf(`"ev": {"type": "http", "url": "http://%s/mcp"}`, addr)), nil)
+	ctx := ctxT(t)
+	if s := h.server("ev"); s.ProtocolVersion != "2025-11-25" {
+		t.Fatalf("expected a legacy sessionful server, got %q", s.ProtocolVersion)
+	}
+	if _, err := h.call(ctx, h.svc, "ev_echo", `{"message":"one"}`); err != nil {
+		t.Fatal(err)
+	}
+	killGroup(first.Process.Pid)
+	first.Wait()
+	second := run()
+	t.Cleanup(func() { killGroup(second.Process.Pid); second.Wait() })
+	r, err := h.call(ctx, h.svc, "ev_echo", `{"message":"two"}`)
+	if err != nil || !strings.Contains(textOf(r), "two") {
+		t.Fatalf("call after the server lost the session: %v %v", r, err)
+	}
+}

@@ -186,7 +186,7 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		if errors.As(err, &se) && ctx.Err() == nil && sup.st.Type != catalogconfig.TypeStdio {
 			// HTTP session unknown/expired or the SSE stream dropped:
 			// re-initialise and retry once.
-			sup.RequestReconnect()
+			sup.RequestReconnect(sess)
 			if sess, err = sup.waitReady(ctx, sess); err != nil {
 				return nil, err
 			}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -505,7 +506,8 @@ func (s *Session) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, transport.ErrTransportClosed) {
+	if errors.Is(err, transport.ErrSessionTerminated) || errors.Is(err, transport.ErrTransportClosed) ||
+		(s.kind != catalogconfig.TypeStdio && staleSession.MatchString(err.Error())) {
 		s.markDead(err)
 		return &SessionError{Err: err}
 	}
@@ -524,6 +526,12 @@ func (s *Session) wrap(err error) error {
 	}
 	return err
 }
+
+// staleSession matches the errors HTTP servers give for a session they no
+// longer know when they answer 400 instead of the 404 the spec asks for
+// (e.g. the TypeScript SDK's examples: "Bad Request: No valid session ID
+// provided").
+var staleSession = regexp.MustCompile(`(?i)(no valid session|session (id )?(not found|unknown|expired|invalid)|(unknown|invalid|expired) session)`)
 
 // Close ends the session: closes the transport and stops the child (see
 // Process.Close); never hangs longer than about 3 × grace.

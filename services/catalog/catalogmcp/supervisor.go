@@ -97,7 +97,7 @@ type Supervisor struct {
 	ready    chan struct{} // closed and replaced on each READY
 
 	relist    chan struct{}
-	reconnect chan struct{}
+	reconnect chan *Session
 	cancel    context.CancelFunc
 	done      chan struct{}
 }
@@ -105,7 +105,7 @@ type Supervisor struct {
 // newSupervisor prepares the supervisor; start launches it.
 func newSupervisor(raw catalogconfig.Server, lookup func(string) (string, bool), opts Options, emit func()) *Supervisor {
 	s := &Supervisor{raw: raw, opts: opts, emit: emit, settled: make(chan struct{}), ready: make(chan struct{}),
-		relist: make(chan struct{}, 1), reconnect: make(chan struct{}, 1), done: make(chan struct{})}
+		relist: make(chan struct{}, 1), reconnect: make(chan *Session, 1), done: make(chan struct{})}
 	s.st = Status{Name: raw.Name, Config: raw, Type: raw.EffectiveType(), State: StateConnecting, ChangedAt: time.Now(),
 		Instance: instances.Add(1)}
 	return s.init(lookup)
@@ -261,8 +261,10 @@ func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
 			return ctx.Err()
 		case <-sess.Dead():
 			return sess.Err()
-		case <-s.reconnect:
-			return errReconnect
+		case old := <-s.reconnect:
+			if old == sess {
+				return errReconnect
+			}
 		case <-s.relist:
 			lctx, cancel := s.initCtx(ctx)
 			tools, err := sess.ListTools(lctx)
@@ -315,10 +317,17 @@ func (s *Supervisor) RequestRelist() {
 	}
 }
 
-// RequestReconnect asks for a new session (e.g. the HTTP session expired).
-func (s *Supervisor) RequestReconnect() {
+// RequestReconnect asks for a new session to replace old (e.g. its HTTP
+// session expired); it is ignored once old is no longer the current session.
+func (s *Supervisor) RequestReconnect(old *Session) {
+	s.mu.Lock()
+	cur := s.sess
+	s.mu.Unlock()
+	if cur != old {
+		return
+	}
 	select {
-	case s.reconnect <- struct{}{}:
+	case s.reconnect <- old:
 	default:
 	}
 }
