@@ -23,12 +23,20 @@ type searchIndex struct {
 	mu    sync.Mutex
 	ix    *search.Index
 	order []string
-	keys  map[string]string
+	keys  map[string]docKey
+}
+
+// docKey identifies the indexed content of one document: the cached base
+// (replaced whenever the server's tools change), the exposed name and the
+// server description.
+type docKey struct {
+	b          *base
+	name, desc string
 }
 
 func (si *searchIndex) init() {
 	si.ix = search.NewIndex(search.Options{})
-	si.keys = map[string]string{}
+	si.keys = map[string]docKey{}
 }
 
 func docOf(e *entry, serverDesc map[string]string) search.Document {
@@ -46,11 +54,11 @@ func (si *searchIndex) update(snap *snapshot) {
 		serverDesc[st.Name] = st.Config.Description
 	}
 	order := make([]string, len(snap.tools))
-	keys := make(map[string]string, len(snap.tools))
+	keys := make(map[string]docKey, len(snap.tools))
 	var changed []search.Document
 	for i, e := range snap.tools {
 		order[i] = e.tool.Name
-		k := string(e.canon) + "\x00" + e.tool.Server + "\x00" + e.tool.Title + "\x00" + serverDesc[e.server] + "\x00" + e.original
+		k := docKey{e.b, e.tool.Name, serverDesc[e.server]}
 		keys[e.tool.Name] = k
 		if si.keys[e.tool.Name] != k {
 			changed = append(changed, docOf(e, serverDesc))
