@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/toolplane/toolplane/services/skills/skillsarchive"
 	"github.com/toolplane/toolplane/services/skills/skillsreview"
@@ -24,6 +25,10 @@ type Config struct {
 	Review ReviewConfig `yaml:"review"`
 	// Describe configures DescribeSkills.
 	Describe DescribeConfig `yaml:"describe"`
+	// ScanTimeout bounds one deterministic scan; a scan that does not finish
+	// in time blocks the operation (fail closed, rule scan-incomplete).
+	// Default 60s.
+	ScanTimeout time.Duration `yaml:"scan_timeout"`
 }
 
 // LimitsConfig bounds skill packages.
@@ -86,6 +91,9 @@ func (c *Config) SetDefaults() {
 	if c.Describe.MaxLimit == 0 {
 		c.Describe.MaxLimit = 20
 	}
+	if c.ScanTimeout == 0 {
+		c.ScanTimeout = 60 * time.Second
+	}
 }
 
 // Validate checks the section; errors name the key path.
@@ -120,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Describe.MaxLimit < c.Describe.DefaultLimit {
 		bad("describe.max_limit", "must be >= describe.default_limit (%d)", c.Describe.DefaultLimit)
+	}
+	if c.ScanTimeout < time.Second {
+		bad("scan_timeout", "must be >= 1s")
 	}
 	return errors.Join(errs...)
 }

@@ -191,7 +191,7 @@ func decision(rep skillsscan.Report) (string, map[string]int) {
 
 // check validates a package strictly for install or edit (folder = the
 // skill's folder name, "" to skip the name equality) and scans it.
-func (s *Server) check(op string, pkg *skillsarchive.Package, folder string) (*skillsmd.Document, skillsscan.Report, error) {
+func (s *Server) check(ctx context.Context, op string, pkg *skillsarchive.Package, folder string) (*skillsmd.Document, skillsscan.Report, error) {
 	md := pkg.File("SKILL.md")
 	if md == nil {
 		return nil, skillsscan.Report{}, &skillsarchive.RefusalError{Reason: skillsarchive.ReasonMissingSkillMD, Detail: "no SKILL.md at the skill root"}
@@ -200,11 +200,19 @@ func (s *Server) check(op string, pkg *skillsarchive.Package, folder string) (*s
 	if err != nil {
 		return nil, skillsscan.Report{}, err
 	}
-	rep := s.rules.Scan(pkg)
+	rep := s.scan(ctx, pkg)
 	if rep.Blocked {
 		return doc, rep, &scanBlockedError{op: op, report: rep}
 	}
 	return doc, rep, nil
+}
+
+// scan runs the scanner bounded by skills.scan_timeout (an unfinished scan
+// blocks: skillsscan.IncompleteRuleID).
+func (s *Server) scan(ctx context.Context, pkg *skillsarchive.Package) skillsscan.Report {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
+	defer cancel()
+	return s.rules.ScanContext(ctx, pkg)
 }
 
 // putBlobs stores the package's files and returns the manifest and the
@@ -237,7 +245,7 @@ func (s *Server) undoBlobs(created []string) {
 // install validates, scans and stores a new skill atomically: on any failure
 // nothing is left (no row, no blob written by this call).
 func (s *Server) install(ctx context.Context, cat skillsstore.Category, owner, author string, pkg *skillsarchive.Package, folder string) (skillsstore.Skill, skillsscan.Report, error) {
-	doc, rep, err := s.check("install", pkg, folder)
+	doc, rep, err := s.check(ctx, "install", pkg, folder)
 	if err != nil {
 		return skillsstore.Skill{}, rep, err
 	}
@@ -360,7 +368,7 @@ func (s *Server) syncPublic(ctx context.Context) error {
 		}
 	}
 	for name, pkg := range pkgs {
-		_, rep, err := s.check("public skill load", pkg, name)
+		_, rep, err := s.check(ctx, "public skill load", pkg, name)
 		if err != nil {
 			s.log.Error("shipped public skill refused", "skill", name, "error", err)
 			continue

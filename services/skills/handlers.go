@@ -129,7 +129,7 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 		if err != nil {
 			return nil, s.fail("UpdateSkill", err)
 		}
-		_, rep, err := s.check("edit", pkg, name)
+		_, rep, err := s.check(ctx, "edit", pkg, name)
 		if err != nil {
 			return nil, s.fail("UpdateSkill", err)
 		}
@@ -153,7 +153,7 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 			if err != nil {
 				return nil, s.fail("UpdateSkill", err)
 			}
-			rep := s.rules.Scan(pkg)
+			rep := s.scan(ctx, pkg)
 			ev.Action = "enable"
 			ev.ScanDecision, ev.Counts = decision(rep)
 			resp.Report = reportProto(rep)
@@ -245,7 +245,7 @@ func (s *Server) RollbackSkill(ctx context.Context, req *skillsv1.RollbackSkillR
 	if err != nil {
 		return nil, s.fail("RollbackSkill", err)
 	}
-	_, rep, err := s.check("rollback", pkg, sk.Name)
+	_, rep, err := s.check(ctx, "rollback", pkg, sk.Name)
 	dec, counts := decision(rep)
 	if err != nil {
 		ev := skillsstore.HistoryEntry{Version: int(req.GetVersion()), Digest: c.Digest, Author: u.key,
@@ -274,7 +274,7 @@ func (s *Server) ScanSkill(ctx context.Context, req *skillsv1.ScanSkillRequest) 
 	if err != nil {
 		return nil, s.fail("ScanSkill", err)
 	}
-	rep := s.rules.Scan(pkg)
+	rep := s.scan(ctx, pkg)
 	out := &skillsv1.ScanSkillResponse{Report: reportProto(rep)}
 	if req.GetFormat() == skillsv1.ScanFormat_SCAN_FORMAT_SARIF {
 		b, err := s.rules.SARIF(rep, root)
@@ -330,7 +330,9 @@ func (s *Server) source(ctx context.Context, archive []byte, files *skillsv1.Inl
 // reviewed too (one blocker naming the refusal).
 func (s *Server) ReviewSkillPackage(ctx context.Context, req *skillsv1.ReviewSkillPackageRequest) (*skillsv1.ReviewSkillPackageResponse, error) {
 	pkg, _, ref, err := s.source(ctx, req.GetArchive(), req.GetFiles(), req.GetName(), req.GetSource() != nil)
-	in := skillsreview.Input{DisplayRef: ref, IncludeContent: req.GetIncludeContent(), Budget: s.cfg.Review.TextBudget, Rules: s.rules}
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
+	defer cancel()
+	in := skillsreview.Input{DisplayRef: ref, IncludeContent: req.GetIncludeContent(), Budget: s.cfg.Review.TextBudget, Rules: s.rules, Context: sctx}
 	switch {
 	case req.GetFiles() != nil:
 		in.Source = "inline"

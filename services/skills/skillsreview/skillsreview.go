@@ -17,6 +17,7 @@ package skillsreview
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,8 @@ type Input struct {
 	Budget int
 	// Rules is the scanner rule set; nil = skillsscan.Default().
 	Rules *skillsscan.Ruleset
+	// Context bounds the scan (see skillsscan.Ruleset.ScanContext); nil = no bound.
+	Context context.Context
 }
 
 // Subject identifies what was reviewed.
@@ -211,7 +214,11 @@ func Review(in Input) *Report {
 				}
 			}
 		}
-		rep := rules.Scan(pkg)
+		ctx := in.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		rep := rules.ScanContext(ctx, pkg)
 		for _, sf := range rep.Findings {
 			findings = append(findings, Finding{Level: LevelOf(sf.Severity), Finding: sf})
 		}

@@ -2,7 +2,6 @@ package skillsscan
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 )
 
@@ -129,7 +128,14 @@ func (rs *Ruleset) SARIF(rep Report, root string) ([]byte, error) {
 	for _, f := range rep.Findings {
 		idx, ok := index[f.RuleID]
 		if !ok {
-			return nil, fmt.Errorf("sarif: finding for unknown rule %q", f.RuleID)
+			// Synthetic findings (scan-incomplete) get a rule entry of their own.
+			idx = len(drv.Rules)
+			index[f.RuleID] = idx
+			drv.Rules = append(drv.Rules, sarifRule{ID: f.RuleID, Name: ruleName(f.RuleID),
+				ShortDescription: sarifText{Text: f.Message}, Help: sarifText{Text: f.Remediation},
+				DefaultConfiguration: sarifConfig{Level: SARIFLevel(f.Severity)},
+				Properties: map[string]any{"tags": []string{"security"}, "severity": string(f.Severity),
+					"security-severity": securitySeverity(f.Severity)}})
 		}
 		uri := f.File
 		if root != "" {

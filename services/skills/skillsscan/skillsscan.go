@@ -13,6 +13,7 @@ package skillsscan
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -97,6 +98,13 @@ type Rule struct {
 	} `yaml:"examples" json:"-"`
 
 	re, exclude *regexp.Regexp
+	keys        []keyword
+}
+
+// keyword is a compiled prefilter literal.
+type keyword struct {
+	lit           string
+	before, after bool // word boundary required before / after
 }
 
 // Ruleset is a validated, compiled set of rules.
@@ -184,10 +192,15 @@ func Load(data []byte) (*Ruleset, error) {
 				return nil, fmt.Errorf("%s.exclude: %v", where, err)
 			}
 		}
+		r.keys = nil
 		for _, k := range r.Keywords {
-			if k == "" || k != strings.ToLower(k) {
+			kw := keyword{lit: k}
+			kw.lit, kw.before = strings.CutPrefix(kw.lit, `\b`)
+			kw.lit, kw.after = strings.CutSuffix(kw.lit, `\b`)
+			if kw.lit == "" || kw.lit != strings.ToLower(kw.lit) {
 				return nil, fmt.Errorf("%s.keywords: %q must be non-empty and lowercase", where, k)
 			}
+			r.keys = append(r.keys, kw)
 		}
 		if r.Message == "" || r.Remediation == "" {
 			return nil, fmt.Errorf("%s: message and remediation are required", where)
@@ -236,17 +249,46 @@ type Report struct {
 	RulesDigest string `json:"rules_digest"`
 	// FilesScanned counts the files scanned.
 	FilesScanned int `json:"files_scanned"`
+
+	incompleteAt string
 }
 
 // MaxFindingsPerRuleFile bounds the findings one rule reports for one file
 // (further matches are summarised in the last finding's message).
 const MaxFindingsPerRuleFile = 20
 
-// Scan runs every rule over the package. It never fails: unreadable content
-// is treated as binary.
+// IncompleteRuleID is the id of the synthetic CRITICAL finding a scan
+// reports when its context ends before every file was scanned (fail closed:
+// an unfinished scan blocks like a CRITICAL finding).
+const IncompleteRuleID = "scan-incomplete"
+
+// Scan runs every rule over the package. It never fails.
 func (rs *Ruleset) Scan(pkg *skillsarchive.Package) Report {
-	rep := Report{Counts: map[Severity]int{}, RulesDigest: rs.Digest, Findings: []Finding{}}
+	return rs.ScanContext(context.Background(), pkg)
+}
+
+// ScanContext is Scan bounded by ctx: when ctx ends first, the report holds
+// the findings so far plus a CRITICAL IncompleteRuleID finding naming the
+// file that was being scanned. Go's RE2 engine is linear in the input, but
+// long single lines (minified code, data) cost roughly 0.2-0.6 µs per byte
+// per rule whose keywords occur, so callers bound scans with a timeout.
+func (rs *Ruleset) ScanContext(ctx context.Context, pkg *skillsarchive.Package) (rep Report) {
+	rep = Report{Counts: map[Severity]int{}, RulesDigest: rs.Digest, Findings: []Finding{}}
+	defer func() {
+		if ctx.Err() != nil {
+			rep.Findings = append(rep.Findings, Finding{RuleID: IncompleteRuleID, Severity: Critical, File: rep.incompleteAt,
+				Message:     "The scan did not finish in time, so the package cannot be trusted.",
+				Remediation: "Remove large generated or minified files (they cannot be reviewed), or ask an operator to raise skills.scan_timeout.",
+				Evidence:    ctx.Err().Error()})
+			rep.Counts[Critical]++
+			rep.Blocked = true
+		}
+	}()
 	for _, f := range pkg.Files {
+		rep.incompleteAt = f.Path
+		if ctx.Err() != nil {
+			return rep
+		}
 		for _, r := range rs.Rules {
 			if r.Target == TargetPath && r.re.MatchString(f.Path) && (r.exclude == nil || !r.exclude.MatchString(f.Path)) {
 				rep.add(r, f.Path, 0, 0, f.Path)
@@ -288,6 +330,9 @@ func (rs *Ruleset) Scan(pkg *skillsarchive.Package) Report {
 		for i, line := range strings.Split(text, "\n") {
 			line = strings.TrimSuffix(line, "\r")
 			lowerLine := strings.ToLower(line)
+			if ctx.Err() != nil {
+				return rep
+			}
 			for _, r := range lineRules {
 				if !r.hasKeyword(lowerLine) {
 					continue
@@ -349,15 +394,37 @@ func (r *Rule) hasKeyword(lower string) bool {
 	if r.NonASCII && !hasNonASCII(lower) {
 		return false
 	}
-	if len(r.Keywords) == 0 {
+	if len(r.keys) == 0 {
 		return true
 	}
-	for _, k := range r.Keywords {
-		if strings.Contains(lower, k) {
+	for _, k := range r.keys {
+		if k.in(lower) {
 			return true
 		}
 	}
 	return false
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')
+}
+
+// in reports whether k occurs in s with the required word boundaries.
+func (k keyword) in(s string) bool {
+	for off := 0; ; {
+		i := strings.Index(s[off:], k.lit)
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(k.lit)
+		okBefore := !k.before || i == 0 || !isWordByte(s[i-1]) || !isWordByte(s[i])
+		okAfter := !k.after || end == len(s) || !isWordByte(s[end]) || !isWordByte(s[end-1])
+		if okBefore && okAfter {
+			return true
+		}
+		off = i + 1
+	}
 }
 
 func (rep *Report) add(r *Rule, file string, line, col int, ev string) {

@@ -1,9 +1,11 @@
 package skillsscan
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane/services/skills/skillsarchive"
 	sat "github.com/toolplane/toolplane/services/skills/skillsarchive/skillsarchivetest"
@@ -271,5 +273,54 @@ func BenchmarkScan(b *testing.B) {
 	b.SetBytes(pkg.TotalBytes())
 	for i := 0; i < b.N; i++ {
 		Default().Scan(pkg)
+	}
+}
+
+func TestKeywordBoundaries(t *testing.T) {
+	nc := keyword{lit: "nc", before: true, after: true}
+	for s, want := range map[string]bool{"function": false, "sync": false, "nc -e sh": true, "x|nc 1.2.3.4": true, "nc": true, "anc nc_x": false} {
+		if nc.in(s) != want {
+			t.Errorf("nc in %q: want %v", s, want)
+		}
+	}
+	os := keyword{lit: "os.", before: true}
+	if os.in("pos.x") || !os.in("os.system") || !os.in("x=os.popen") {
+		t.Error("os. boundary")
+	}
+}
+
+// BenchmarkScanMinified is the adversarial case for the prefilter: long
+// lines full of common code words.
+func BenchmarkScanMinified(b *testing.B) {
+	line := strings.Repeat("function(a){return a.sync+once;}var env=1;if(x.output){print(token)};", 30000)
+	pkg, _ := skillsarchive.FromFiles(map[string][]byte{
+		"SKILL.md":       []byte("---\nname: x\ndescription: d\n---\n"),
+		"scripts/app.js": []byte(line + "\n"),
+		"data/blob.txt":  []byte(line + "\n"),
+	}, nil, skillsarchive.Limits{})
+	b.SetBytes(pkg.TotalBytes())
+	for i := 0; i < b.N; i++ {
+		Default().Scan(pkg)
+	}
+}
+
+func TestScanTimeoutFailsClosed(t *testing.T) {
+	line := strings.Repeat("function(a){return a.sync;}var env=1;token=x;", 100000)
+	pkg, _ := skillsarchive.FromFiles(map[string][]byte{
+		"SKILL.md": []byte("---\nname: x\ndescription: d\n---\n"), "data/big.txt": []byte(line + "\n"),
+	}, nil, skillsarchive.Limits{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	rep := Default().ScanContext(ctx, pkg)
+	last := rep.Findings[len(rep.Findings)-1]
+	if !rep.Blocked || last.RuleID != IncompleteRuleID || last.Severity != Critical || last.File != "data/big.txt" {
+		t.Fatalf("%+v", rep)
+	}
+	if _, err := Default().SARIF(rep, ""); err != nil {
+		t.Fatal(err)
+	}
+	// A finished scan has no such finding.
+	if rep := Default().ScanContext(context.Background(), pkg); rep.Blocked {
+		t.Fatalf("%+v", rep.Findings)
 	}
 }
