@@ -1,0 +1,59 @@
+// Package runtimemcp is the runtime's MCP front door: an MCP server (mcp-go
+// v1.2.1) whose tools are exactly what the runtime binds for one thread, so
+// an MCP client (an IDE, the official inspector, another agent framework)
+// gets Toolplane's deferral, authorization, skill policy and output budget
+// without speaking gRPC (issue 9; ARCHITECTURE §3.1–§3.2).
+//
+// It is a client of RuntimeService and nothing else: it never opens a data
+// directory, so `toolplane mcp` (stdio) can front a running suite while the
+// suite's own HTTP listener serves the same handler at /mcp.
+//
+// # Protocol versions
+//
+// Everything mcp-go v1.2.1 offers: 2026-07-28 (sessionless "modern" era, no
+// initialize handshake, server/discover), and the session-based revisions
+// 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05 (see mcp.ValidProtocolVersions).
+//
+// # Threads
+//
+// Every MCP request is served on one runtime thread, chosen in this order:
+//
+//  1. The thread the client names: the `_meta` key MetaThreadKey
+//     ("toolplane.dev/thread") of the request, else the HTTP header
+//     HeaderThread ("Toolplane-Thread"). The runtime checks ownership: another
+//     principal's thread is NOT_FOUND.
+//  2. With a session-based protocol version, the MCP session's thread: created
+//     on the first request of the session (normally initialize) and kept for
+//     the session's life. Over stdio the process is one session.
+//  3. Otherwise (sessionless requests without a named thread) one stable
+//     thread per (credential, agent): found again after a restart of the front
+//     door through the thread metadata MetadataBinding = "stable" and
+//     MetadataAgent = agent — never a fresh thread per request, which would
+//     lose every promotion.
+//
+// # Principal and agent
+//
+// Over HTTP the caller's Authorization header is forwarded to the runtime on
+// every call (the runtime authenticates it; the front door holds no
+// credential of its own). Over stdio the runtime credential of `toolplane mcp`
+// is used. The agent profile of new threads is the HTTP header HeaderAgent
+// ("Toolplane-Agent") or the `agent` query parameter, else Options.Agent, else
+// the runtime's default agent.
+//
+// # Tools
+//
+//   - tools/list returns AssembleToolsResponse.tools of the thread: tool_search,
+//     the non-deferred tools and the promoted ones, with their input schemas
+//     untouched. The deferred names reach the client through tool_search's
+//     description and the server instructions (initialize / server/discover).
+//   - tools/call runs RuntimeService.ExecuteToolCallStream, so authorization,
+//     skill policy, the deferred filter, the output budget and the error kinds
+//     apply: a failed call is a result with isError=true and the runtime's
+//     text; `_meta` carries MetaErrorKind and MetaReasonCode. Progress
+//     notifications from the upstream tool are relayed with the client's own
+//     progressToken (dropped when the client sent none); logging notifications
+//     are relayed as they come.
+//   - When a call promotes tools (tool_search), the session receives
+//     notifications/tools/list_changed (session-based versions; sessionless
+//     clients re-list on their own).
+package runtimemcp
