@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	gwruntime "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -21,6 +24,8 @@ import (
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/runtime/runtimesqlite"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
 
 // Config is the `runtime` section of toolplane.yaml.
@@ -28,8 +33,33 @@ type Config struct {
 	// Upstreams are the addresses of catalog, authz and skills when they are
 	// not served by this process (split topology).
 	Upstreams Upstreams `yaml:"upstreams"`
-	// UpstreamTimeout bounds every unary call to an upstream.
+	// UpstreamTimeout bounds every unary call to an upstream (except tool
+	// calls, see ToolCallTimeout).
 	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
+	// ToolCallTimeout bounds one tool call end to end (catalog CallTool and
+	// built-in tools; default 2m).
+	ToolCallTimeout time.Duration `yaml:"tool_call_timeout"`
+	// Tools are the config tools (default: ls, read_file, write_file,
+	// str_replace, bash).
+	Tools []ToolConfig `yaml:"tools"`
+	// ToolGroups are the declared tool groups.
+	ToolGroups []ToolGroupConfig `yaml:"tool_groups"`
+	// AllowBash binds config tools of group `bash` (or use `bash`); off by
+	// default (deerflow-reference §1.5).
+	AllowBash bool `yaml:"allow_bash"`
+	// ToolSearch configures deferral and tool_search.
+	ToolSearch ToolSearchConfig `yaml:"tool_search"`
+	// ToolOutput is the output budget.
+	ToolOutput ToolOutputConfig `yaml:"tool_output"`
+	// Authz configures the handling of authz failures.
+	Authz AuthzConfig `yaml:"authz"`
+	// Retention configures thread retention.
+	Retention RetentionConfig `yaml:"retention"`
+	// DefaultAgent is the built-in default agent.
+	DefaultAgent DefaultAgentConfig `yaml:"default_agent"`
+	// CacheEntries bounds the assembly cache (entries keyed by principal,
+	// agent, catalog and policy version; default 4096).
+	CacheEntries int `yaml:"cache_entries"`
 }
 
 // Upstreams holds one entry per upstream service.
@@ -84,6 +114,7 @@ func (c *Config) SetDefaults() {
 	if c.UpstreamTimeout == 0 {
 		c.UpstreamTimeout = 10 * time.Second
 	}
+	c.setToolDefaults()
 }
 
 // Validate checks the section; errors name the key path.
@@ -101,7 +132,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s.tls.enabled: must be true when ca_file or cert_file is set", key)
 		}
 	}
-	return nil
+	return c.validateTools()
 }
 
 // Server implements runtimev1.RuntimeServiceServer.
@@ -115,6 +146,16 @@ type Server struct {
 	authz   authzv1.AuthzServiceClient
 	skills  skillsv1.SkillsServiceClient
 	health  map[string]healthpb.HealthClient
+
+	store    runtimestore.Store
+	dataDir  string // <data dir>/runtime; thread workspaces under threads/<id>/
+	metrics  *metrics
+	watch    *watchState
+	cache    *assemblyCache
+	locks    keyedLocks // per (thread, path) read-before-write serialisation
+	stop     context.CancelFunc
+	bg       sync.WaitGroup
+	now      func() time.Time
 }
 
 var (
@@ -131,8 +172,32 @@ var upstreamServices = []struct{ short, full string }{
 }
 
 // New builds the runtime. env.Upstreams must hold a connection for each of
-// catalog, authz and skills.
+// catalog, authz and skills. It opens <data dir>/runtime.db, marks runs left
+// running by a previous process as interrupted, and starts the catalog and
+// policy watchers (cache invalidation) and the retention sweeper.
 func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
+	s, err := newServer(cfg, env)
+	if err != nil {
+		return nil, err
+	}
+	st, err := runtimesqlite.Open(filepath.Join(env.DataDir, "runtime.db"))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: store: %w", err)
+	}
+	return s.start(st)
+}
+
+// NewWithStore builds the runtime on a given store (tests and other store
+// implementations); env.DataDir still holds the thread workspaces.
+func NewWithStore(cfg Config, env svckit.Env, st runtimestore.Store) (*Server, error) {
+	s, err := newServer(cfg, env)
+	if err != nil {
+		return nil, err
+	}
+	return s.start(st)
+}
+
+func newServer(cfg Config, env svckit.Env) (*Server, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -149,9 +214,38 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		}
 		s.health[u.short] = healthpb.NewHealthClient(conn)
 	}
-	s.catalog = catalogv1.NewCatalogServiceClient(env.Upstreams["catalog"])
-	s.authz = authzv1.NewAuthzServiceClient(env.Upstreams["authz"])
-	s.skills = skillsv1.NewSkillsServiceClient(env.Upstreams["skills"])
+	s.metrics = newMetrics(env.Metrics)
+	u := &upstream{timeout: cfg.UpstreamTimeout, callTimeout: cfg.ToolCallTimeout, latency: s.metrics.upstream}
+	s.catalog = catalogClient{catalogv1.NewCatalogServiceClient(env.Upstreams["catalog"]), u}
+	s.authz = authzClient{authzv1.NewAuthzServiceClient(env.Upstreams["authz"]), u}
+	s.skills = skillsClient{skillsv1.NewSkillsServiceClient(env.Upstreams["skills"]), u}
+	if env.DataDir == "" {
+		return nil, errors.New("runtime: empty data dir")
+	}
+	s.dataDir = filepath.Join(env.DataDir, "runtime")
+	if err := os.MkdirAll(filepath.Join(s.dataDir, "threads"), 0o700); err != nil {
+		return nil, fmt.Errorf("runtime: data dir: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Server) start(st runtimestore.Store) (*Server, error) {
+	s.store = st
+	s.now = time.Now
+	s.watch = &watchState{}
+	s.cache = newAssemblyCache(s.cfg.CacheEntries)
+	if n, err := st.InterruptUnfinished(context.Background(), "the runtime stopped during the run", time.Now()); err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("runtime: store: %w", err)
+	} else if n > 0 {
+		s.log.Warn("runs left running by a previous process marked interrupted", "runs", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	s.bg.Add(3)
+	go func() { defer s.bg.Done(); s.watchCatalog(ctx) }()
+	go func() { defer s.bg.Done(); s.watchPolicy(ctx) }()
+	go func() { defer s.bg.Done(); s.retentionLoop(ctx) }()
 	return s, nil
 }
 
@@ -187,6 +281,11 @@ func (s *Server) Ready(ctx context.Context) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("upstream not ready: %s", strings.Join(bad, "; "))
 	}
+	if p, ok := s.store.(interface{ Ping(context.Context) error }); ok {
+		if err := p.Ping(ctx); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -198,5 +297,14 @@ func shortErr(err error) string {
 	return msg
 }
 
-// Close releases the service's resources.
-func (s *Server) Close() error { return nil }
+// Close stops the watchers and closes the store.
+func (s *Server) Close() error {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.bg.Wait()
+	if s.store != nil {
+		return s.store.Close()
+	}
+	return nil
+}

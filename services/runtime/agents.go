@@ -1,0 +1,111 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"regexp"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+)
+
+// defaultAgentName is the built-in agent used by threads without one.
+const defaultAgentName = "default"
+
+var agentNameRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+
+// defaultAgent returns the built-in default agent from runtime.default_agent
+// (empty tool_groups / skills lists mean "all", i.e. unset StringLists).
+// A stored agent named "default" replaces it.
+func (s *Server) defaultAgent() *runtimev1.Agent {
+	d := s.cfg.DefaultAgent
+	a := &runtimev1.Agent{Name: defaultAgentName, Description: d.Description, Model: d.Model, SystemPrompt: d.SystemPrompt, SubagentsEnabled: d.SubagentsEnabled}
+	if a.Description == "" {
+		a.Description = "The default agent."
+	}
+	if len(d.ToolGroups) > 0 {
+		a.ToolGroups = &typev1.StringList{Values: d.ToolGroups}
+	}
+	if len(d.Skills) > 0 {
+		a.Skills = &typev1.StringList{Values: d.Skills}
+	}
+	return a
+}
+
+// resolveAgent returns the agent of a thread: the stored agent of that name,
+// else the default agent for "" / "default". A thread whose agent was
+// deleted falls back to the default agent (reported by the caller).
+func (s *Server) resolveAgent(ctx context.Context, name string) (*runtimev1.Agent, bool, error) {
+	if name == "" {
+		name = defaultAgentName
+	}
+	a, err := s.store.GetAgent(ctx, name)
+	if err == nil {
+		return a, true, nil
+	}
+	if !errors.Is(err, runtimestore.ErrNotFound) {
+		return nil, false, storeErr(err)
+	}
+	return s.defaultAgent(), name == defaultAgentName, nil
+}
+
+// ListAgents lists the stored agents plus the default agent when it is not
+// stored.
+func (s *Server) ListAgents(ctx context.Context, _ *runtimev1.ListAgentsRequest) (*runtimev1.ListAgentsResponse, error) {
+	agents, err := s.store.ListAgents(ctx)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	hasDefault := false
+	for _, a := range agents {
+		if a.GetName() == defaultAgentName {
+			hasDefault = true
+		}
+	}
+	if !hasDefault {
+		agents = append([]*runtimev1.Agent{s.defaultAgent()}, agents...)
+	}
+	return &runtimev1.ListAgentsResponse{Agents: agents}, nil
+}
+
+// GetAgent returns one agent ("default" always exists).
+func (s *Server) GetAgent(ctx context.Context, req *runtimev1.GetAgentRequest) (*runtimev1.GetAgentResponse, error) {
+	a, err := s.store.GetAgent(ctx, req.GetName())
+	if errors.Is(err, runtimestore.ErrNotFound) {
+		if req.GetName() == defaultAgentName {
+			return &runtimev1.GetAgentResponse{Agent: s.defaultAgent()}, nil
+		}
+		return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent %q not found", req.GetName())
+	}
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return &runtimev1.GetAgentResponse{Agent: a}, nil
+}
+
+// UpsertAgent creates or replaces an agent (admin). Cached assemblies are
+// keyed by the agent's update_time, so the change applies at the next turn.
+func (s *Server) UpsertAgent(ctx context.Context, req *runtimev1.UpsertAgentRequest) (*runtimev1.UpsertAgentResponse, error) {
+	a := proto.Clone(req.GetAgent()).(*runtimev1.Agent)
+	a.UpdateTime = timestamppb.New(s.now())
+	if err := s.store.PutAgent(ctx, a); err != nil {
+		return nil, storeErr(err)
+	}
+	return &runtimev1.UpsertAgentResponse{Agent: a}, nil
+}
+
+// DeleteAgent deletes an agent (admin). Threads using it fall back to the
+// default agent.
+func (s *Server) DeleteAgent(ctx context.Context, req *runtimev1.DeleteAgentRequest) (*runtimev1.DeleteAgentResponse, error) {
+	if err := s.store.DeleteAgent(ctx, req.GetName()); errors.Is(err, runtimestore.ErrNotFound) {
+		return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent %q not found", req.GetName())
+	} else if err != nil {
+		return nil, storeErr(err)
+	}
+	return &runtimev1.DeleteAgentResponse{}, nil
+}

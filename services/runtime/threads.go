@@ -1,0 +1,163 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+)
+
+const errorDomain = "runtime.toolplane.dev"
+
+// statusErr builds a status error with a google.rpc.ErrorInfo whose reason is
+// the runtime ErrorReason name (ARCHITECTURE §2, "Errors").
+func statusErr(code codes.Code, reason runtimev1.ErrorReason, format string, args ...any) error {
+	st := status.New(code, fmt.Sprintf(format, args...))
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason.String(), Domain: errorDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func threadNotFound(id string) error {
+	return statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_THREAD_NOT_FOUND, "thread %q not found", id)
+}
+
+func storeErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return status.Errorf(codes.Internal, "runtime store: %v", err)
+}
+
+func principalOf(ctx context.Context) *typev1.Principal {
+	p := auth.EffectivePrincipal(ctx)
+	if p == nil {
+		p = auth.DefaultPrincipal()
+	}
+	if p.Tenant == "" {
+		p.Tenant = "default"
+	}
+	return p
+}
+
+// ownThread loads a thread owned by the request's effective principal; a
+// thread of anyone else is NOT_FOUND (never PERMISSION_DENIED, so ids do
+// not leak).
+func (s *Server) ownThread(ctx context.Context, id string) (*runtimestore.Thread, *typev1.Principal, error) {
+	p := principalOf(ctx)
+	t, err := s.store.GetThread(ctx, id)
+	if errors.Is(err, runtimestore.ErrNotFound) {
+		return nil, nil, threadNotFound(id)
+	}
+	if err != nil {
+		return nil, nil, storeErr(err)
+	}
+	if t.Proto.GetOwnerSubject() != p.GetSubject() || t.Proto.GetOwnerTenant() != p.GetTenant() {
+		return nil, nil, threadNotFound(id)
+	}
+	return t, p, nil
+}
+
+// Workspace virtual roots (deerflow-reference §6.2 ThreadData).
+var workspaceDirs = []string{"workspace", "outputs", "uploads"}
+
+// CreateThread creates a thread owned by the caller's effective principal,
+// with its workspace <data dir>/runtime/threads/<id>/user-data/{workspace,outputs,uploads}.
+// The agent must exist (empty = the default agent). Metadata is free text
+// and never read as state: it cannot activate skills or promote tools.
+func (s *Server) CreateThread(ctx context.Context, req *runtimev1.CreateThreadRequest) (*runtimev1.CreateThreadResponse, error) {
+	if req.GetAgent() != "" && req.GetAgent() != defaultAgentName {
+		if _, err := s.store.GetAgent(ctx, req.GetAgent()); errors.Is(err, runtimestore.ErrNotFound) {
+			return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent: %q not found", req.GetAgent())
+		} else if err != nil {
+			return nil, storeErr(err)
+		}
+	}
+	p := principalOf(ctx)
+	now := timestamppb.New(s.now())
+	th := &runtimestore.Thread{Proto: &runtimev1.Thread{
+		ThreadId: uuid.NewString(), Agent: req.GetAgent(), OwnerSubject: p.GetSubject(), OwnerTenant: p.GetTenant(),
+		CreateTime: now, UpdateTime: now, Metadata: req.GetMetadata(), TokenUsage: &runtimev1.TokenUsage{},
+	}, ReadMarks: map[string]string{}}
+	for _, d := range workspaceDirs {
+		if err := os.MkdirAll(filepath.Join(s.threadDir(th.Proto.ThreadId), "user-data", d), 0o700); err != nil {
+			return nil, status.Errorf(codes.Internal, "workspace: %v", err)
+		}
+	}
+	if err := s.store.CreateThread(ctx, th); err != nil {
+		_ = os.RemoveAll(s.threadDir(th.Proto.ThreadId))
+		return nil, storeErr(err)
+	}
+	return &runtimev1.CreateThreadResponse{Thread: th.Proto}, nil
+}
+
+// ListThreads lists the caller's threads, newest first.
+func (s *Server) ListThreads(ctx context.Context, req *runtimev1.ListThreadsRequest) (*runtimev1.ListThreadsResponse, error) {
+	p := principalOf(ctx)
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = 50
+	}
+	ths, next, err := s.store.ListThreads(ctx, p.GetTenant(), p.GetSubject(), runtimestore.Page{Limit: size, Token: req.GetPageToken()})
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "page_token: %v", err)
+	}
+	resp := &runtimev1.ListThreadsResponse{NextPageToken: next}
+	for _, t := range ths {
+		resp.Threads = append(resp.Threads, t.Proto)
+	}
+	return resp, nil
+}
+
+// GetThread returns one of the caller's threads.
+func (s *Server) GetThread(ctx context.Context, req *runtimev1.GetThreadRequest) (*runtimev1.GetThreadResponse, error) {
+	t, _, err := s.ownThread(ctx, req.GetThreadId())
+	if err != nil {
+		return nil, err
+	}
+	return &runtimev1.GetThreadResponse{Thread: t.Proto}, nil
+}
+
+// DeleteThread deletes one of the caller's threads with its messages, runs,
+// events and workspace (artifacts included).
+func (s *Server) DeleteThread(ctx context.Context, req *runtimev1.DeleteThreadRequest) (*runtimev1.DeleteThreadResponse, error) {
+	if _, _, err := s.ownThread(ctx, req.GetThreadId()); err != nil {
+		return nil, err
+	}
+	if err := s.store.DeleteThread(ctx, req.GetThreadId()); err != nil && !errors.Is(err, runtimestore.ErrNotFound) {
+		return nil, storeErr(err)
+	}
+	if err := os.RemoveAll(s.threadDir(req.GetThreadId())); err != nil {
+		return nil, status.Errorf(codes.Internal, "workspace: %v", err)
+	}
+	return &runtimev1.DeleteThreadResponse{}, nil
+}
+
+// ListMessages pages a thread's conversation, oldest first.
+func (s *Server) ListMessages(ctx context.Context, req *runtimev1.ListMessagesRequest) (*runtimev1.ListMessagesResponse, error) {
+	if _, _, err := s.ownThread(ctx, req.GetThreadId()); err != nil {
+		return nil, err
+	}
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = 100
+	}
+	msgs, next, err := s.store.ListMessages(ctx, req.GetThreadId(), runtimestore.Page{Limit: size, Token: req.GetPageToken()})
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "page_token: %v", err)
+	}
+	return &runtimev1.ListMessagesResponse{Messages: msgs, NextPageToken: next}, nil
+}

@@ -1,0 +1,214 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+)
+
+// watchState tracks the catalog and policy streams. Cached assembly results
+// are used only while both streams are live: a cache entry is keyed by the
+// catalog generation and the policy version, and a dead stream disables the
+// cache (every assembly then asks the upstreams afresh).
+type watchState struct {
+	mu            sync.Mutex
+	catalogLive   bool
+	catalogGen    uint64
+	policyLive    bool
+	policyVersion int64
+	tools         []*catalogv1.Tool // catalog tool list at catalogGen; nil = not fetched
+}
+
+// cacheKey returns the generation part of an assembly cache key, and false
+// when caching is off (a stream is down).
+func (w *watchState) cacheKey() (gen uint64, policy int64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.catalogGen, w.policyVersion, w.catalogLive && w.policyLive
+}
+
+func (w *watchState) catalogChanged(live bool) {
+	w.mu.Lock()
+	w.catalogGen++
+	w.catalogLive = live
+	w.tools = nil
+	w.mu.Unlock()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// watchCatalog follows WatchCatalog; every CHANGED event (and every
+// reconnect) bumps the catalog generation. It reconnects with backoff
+// capped at 5 s.
+func (s *Server) watchCatalog(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		stream, err := s.catalog.WatchCatalog(ctx, &catalogv1.WatchCatalogRequest{})
+		if err == nil {
+			for {
+				ev, rerr := stream.Recv()
+				if rerr != nil {
+					break
+				}
+				delay = 100 * time.Millisecond
+				if ev.GetEvent().GetType() != catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_STATE {
+					s.watch.catalogChanged(true)
+				}
+			}
+		}
+		s.watch.catalogChanged(false)
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// watchPolicy follows WatchPolicy and records the policy version.
+func (s *Server) watchPolicy(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		stream, err := s.authz.WatchPolicy(ctx, &authzv1.WatchPolicyRequest{})
+		if err == nil {
+			for {
+				m, rerr := stream.Recv()
+				if rerr != nil {
+					break
+				}
+				delay = 100 * time.Millisecond
+				s.watch.mu.Lock()
+				s.watch.policyVersion = m.GetPolicyVersion()
+				s.watch.policyLive = true
+				s.watch.mu.Unlock()
+			}
+		}
+		s.watch.mu.Lock()
+		s.watch.policyLive = false
+		s.watch.mu.Unlock()
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// retentionLoop deletes threads idle longer than runtime.retention.threads.
+func (s *Server) retentionLoop(ctx context.Context) {
+	if s.cfg.Retention.Threads <= 0 {
+		return
+	}
+	for {
+		ids, err := s.store.PurgeThreadsBefore(ctx, s.now().Add(-s.cfg.Retention.Threads))
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("retention sweep failed", "error", err)
+		}
+		for _, id := range ids {
+			_ = os.RemoveAll(s.threadDir(id))
+		}
+		if len(ids) > 0 {
+			s.log.Info("retention removed threads", "threads", len(ids))
+		}
+		if !sleepCtx(ctx, s.cfg.Retention.SweepInterval) {
+			return
+		}
+	}
+}
+
+func (s *Server) threadDir(id string) string { return filepath.Join(s.dataDir, "threads", id) }
+
+// assemblyCache holds base assemblies (steps 1–4 of ARCHITECTURE §3.1) per
+// principal × agent × catalog generation × policy version, with a TTL
+// bounding how long skill listings may be stale.
+type assemblyCache struct {
+	c *lru.Cache[string, *cachedBase]
+}
+
+type cachedBase struct {
+	base    *baseAssembly
+	expires time.Time
+}
+
+const cacheTTL = 30 * time.Second
+
+func newAssemblyCache(n int) *assemblyCache {
+	if n <= 0 {
+		return &assemblyCache{}
+	}
+	c, _ := lru.New[string, *cachedBase](n)
+	return &assemblyCache{c: c}
+}
+
+func (a *assemblyCache) get(key string, now time.Time) *baseAssembly {
+	if a.c == nil {
+		return nil
+	}
+	e, ok := a.c.Get(key)
+	if !ok || now.After(e.expires) {
+		return nil
+	}
+	return e.base
+}
+
+func (a *assemblyCache) put(key string, b *baseAssembly, now time.Time) {
+	if a.c != nil {
+		a.c.Add(key, &cachedBase{base: b, expires: now.Add(cacheTTL)})
+	}
+}
+
+func (a *assemblyCache) purge() {
+	if a.c != nil {
+		a.c.Purge()
+	}
+}
+
+// keyedLocks serialises work per key (read-before-write gate + write per
+// thread and path, deerflow-reference §6.2).
+type keyedLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.m[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}
