@@ -305,11 +305,11 @@ func BenchmarkScanMinified(b *testing.B) {
 }
 
 func TestScanTimeoutFailsClosed(t *testing.T) {
-	line := strings.Repeat("function(a){return a.sync;}var env=1;token=x;", 100000)
+	line := strings.Repeat("function(a){return a.sync;}var env=1;token=x;", 20000)
 	pkg, _ := skillsarchive.FromFiles(map[string][]byte{
 		"SKILL.md": []byte("---\nname: x\ndescription: d\n---\n"), "data/big.txt": []byte(line + "\n"),
 	}, nil, skillsarchive.Limits{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
 	rep := Default().ScanContext(ctx, pkg)
 	last := rep.Findings[len(rep.Findings)-1]
@@ -320,7 +320,8 @@ func TestScanTimeoutFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A finished scan has no such finding.
-	if rep := Default().ScanContext(context.Background(), pkg); rep.Blocked {
+	small, _ := skillsarchive.FromFiles(map[string][]byte{"SKILL.md": []byte("---\nname: x\ndescription: d\n---\n")}, nil, skillsarchive.Limits{})
+	if rep := Default().ScanContext(context.Background(), small); rep.Blocked || len(rep.Findings) != 0 {
 		t.Fatalf("%+v", rep.Findings)
 	}
 }
