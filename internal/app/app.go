@@ -49,6 +49,7 @@ import (
 	"github.com/toolplane/toolplane/services/authz"
 	"github.com/toolplane/toolplane/services/catalog"
 	"github.com/toolplane/toolplane/services/runtime"
+	"github.com/toolplane/toolplane/services/runtime/runtimemcp"
 	"github.com/toolplane/toolplane/services/skills"
 )
 
@@ -325,7 +326,13 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 		}
 	}
 	probe := &probe{services: services, health: healthSrv}
-	httpSrv := &http.Server{Handler: gateway.Handler(mux, probe, reg), ReadHeaderTimeout: 10 * time.Second}
+	// --- MCP front door (issue 9): /mcp on the HTTP listener when the runtime is served.
+	httpHandler := gateway.Handler(mux, probe, reg)
+	if selected["runtime"] {
+		httpHandler = runtimemcp.Mount(httpHandler, gwConn, runtimemcp.Options{Logger: log.With("service", "runtime-mcp"), Context: ctx})
+	}
+	// --- end MCP front door.
+	httpSrv := &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second}
 	httpLis := lis.HTTP
 	if cfg.Server.TLS.Enabled() {
 		tc, err := grpcx.ServerTLS(cfg.Server.TLS.CertFile, cfg.Server.TLS.KeyFile, cfg.Server.TLS.ClientCAFile)
