@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"golang.org/x/sync/singleflight"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -565,4 +566,17 @@ func rpcError(what string, err error) error {
 		return fmt.Errorf("toolplane runtime: %s: %s: %s", what, strings.ToLower(strings.ReplaceAll(st.Code().String(), "Code(", "")), st.Message())
 	}
 	return fmt.Errorf("toolplane runtime: %s: %w", what, err)
+}
+
+// Path is where the suite's HTTP listener serves the front door.
+const Path = "/mcp"
+
+// Mount returns next with the front door added at Path, over a
+// RuntimeService client of conn (the process's in-memory connection: each
+// request's Authorization header is forwarded, not replaced).
+func Mount(next http.Handler, conn grpc.ClientConnInterface, opts Options) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(Path, NewHandler(runtimev1.NewRuntimeServiceClient(conn), opts))
+	mux.Handle("/", next)
+	return mux
 }
