@@ -22,7 +22,8 @@ import (
 //	go test ./internal/search -run '^$' -bench Search/ -benchtime 2000x # per-mode p50/p99
 //
 // BenchmarkSearch reports p50/p99 per mode and BenchmarkSearchVsRegex the
-// regex/BM25 and regex/AUTO latency ratios measured in the same run.
+// DeerFlow-regex/BM25 and DeerFlow-regex/AUTO latency ratios measured in
+// the same run.
 
 // keywordQueries are generic keyword searches an agent sends.
 var keywordQueries = []string{
@@ -77,15 +78,14 @@ func buildCatalogIndex(tb testing.TB, docs []Document) *Index {
 	return ix
 }
 
-// latencies runs every keyword query rounds times in mode and returns the
-// sorted per-query durations.
-func latencies(tb testing.TB, ix *Index, mode Mode, rounds int) []time.Duration {
-	ctx := context.Background()
+// latencies runs every keyword query rounds times and returns the sorted
+// per-query durations.
+func latencies(tb testing.TB, rounds int, run func(q string) error) []time.Duration {
 	out := make([]time.Duration, 0, rounds*len(keywordQueries))
 	for range rounds {
 		for _, q := range keywordQueries {
 			start := time.Now()
-			if _, err := ix.Search(ctx, Request{Query: q, Mode: mode}); err != nil {
+			if err := run(q); err != nil {
 				tb.Fatal(err)
 			}
 			out = append(out, time.Since(start))
@@ -95,22 +95,48 @@ func latencies(tb testing.TB, ix *Index, mode Mode, rounds int) []time.Duration 
 	return out
 }
 
+func modeRunner(ix *Index, mode Mode) func(string) error {
+	return func(q string) error {
+		_, err := ix.Search(context.Background(), Request{Query: q, Mode: mode})
+		return err
+	}
+}
+
+func referenceRunner(docs []Document) func(string) error {
+	return func(q string) error {
+		deerflowRegexReference(docs, q, DefaultLimit)
+		return nil
+	}
+}
+
 func pct(d []time.Duration, p float64) time.Duration {
 	i := int(p*float64(len(d)) + 0.5)
 	return d[max(0, min(i, len(d)-1))]
 }
 
+// BenchmarkSearch measures each product mode, and "deerflow-regex" (the
+// plain DeerFlow algorithm, deerflowRegexReference), on the same catalog.
 func BenchmarkSearch(b *testing.B) {
-	ix := buildCatalogIndex(b, loadCatalog(b))
+	docs := loadCatalog(b)
+	ix := buildCatalogIndex(b, docs)
+	runners := []struct {
+		name string
+		run  func(string) error
+	}{{"deerflow-regex", referenceRunner(docs)}}
 	for _, mode := range []Mode{ModeRegex, ModeBM25, ModeSemantic, ModeAuto} {
-		b.Run(mode.String(), func(b *testing.B) {
-			ctx := context.Background()
-			times := make([]time.Duration, 0, b.N)
+		runners = append(runners, struct {
+			name string
+			run  func(string) error
+		}{mode.String(), modeRunner(ix, mode)})
+	}
+	for _, r := range runners {
+		b.Run(r.name, func(b *testing.B) {
+			times := make([]time.Duration, 0, 1024)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				q := keywordQueries[i%len(keywordQueries)]
 				start := time.Now()
-				if _, err := ix.Search(ctx, Request{Query: q, Mode: mode}); err != nil {
+				if err := r.run(q); err != nil {
 					b.Fatal(err)
 				}
 				times = append(times, time.Since(start))
@@ -122,14 +148,19 @@ func BenchmarkSearch(b *testing.B) {
 	}
 }
 
-// BenchmarkSearchVsRegex measures regex, BM25 and AUTO on the same catalog
-// and queries in one run and reports the speed-up ratios (p50 and p99).
+// BenchmarkSearchVsRegex measures the DeerFlow regex algorithm, BM25 and
+// AUTO on the same catalog and queries in one run and reports the speed-up
+// ratios (p50 and p99), plus our REGEX mode (literal fast path) vs the
+// reference.
 func BenchmarkSearchVsRegex(b *testing.B) {
-	ix := buildCatalogIndex(b, loadCatalog(b))
+	docs := loadCatalog(b)
+	ix := buildCatalogIndex(b, docs)
 	for b.Loop() {
-		re := latencies(b, ix, ModeRegex, 5)
-		bm := latencies(b, ix, ModeBM25, 5)
-		au := latencies(b, ix, ModeAuto, 5)
+		re := latencies(b, 5, referenceRunner(docs))
+		bm := latencies(b, 5, modeRunner(ix, ModeBM25))
+		au := latencies(b, 5, modeRunner(ix, ModeAuto))
+		rx := latencies(b, 5, modeRunner(ix, ModeRegex))
+		b.ReportMetric(float64(pct(re, 0.5))/float64(pct(rx, 0.5)), "regex/regexmode-p50-x")
 		b.ReportMetric(float64(pct(re, 0.5))/float64(pct(bm, 0.5)), "regex/bm25-p50-x")
 		b.ReportMetric(float64(pct(re, 0.99))/float64(pct(bm, 0.99)), "regex/bm25-p99-x")
 		b.ReportMetric(float64(pct(re, 0.5))/float64(pct(au, 0.5)), "regex/auto-p50-x")

@@ -184,6 +184,7 @@ type docData struct {
 	lens      [numFields]float32
 	lowerName string
 	regexText string    // "<name> <description>" (deerflow-reference §2.3)
+	lowerText string    // strings.ToLower(regexText) when it is pure ASCII, else ""
 	vec       []float32 // unit vector, nil when not embedded
 }
 
@@ -198,6 +199,9 @@ func analyze(d Document) (*docData, error) {
 	d.ParamDescriptions = slices.Clone(d.ParamDescriptions)
 	d.Keywords = slices.Clone(d.Keywords)
 	dd := &docData{doc: d, hash: d.contentHash(), lowerName: strings.ToLower(d.Name), regexText: d.Name + " " + d.Description}
+	if isASCII(dd.regexText) {
+		dd.lowerText = strings.ToLower(dd.regexText)
+	}
 	idx := make(map[string]int, 32)
 	texts := d.fieldTexts()
 	for f := range numFields {
@@ -572,4 +576,13 @@ func (s *Snapshot) Get(name string) (Document, bool) {
 func (s *Snapshot) HasVector(name string) bool {
 	slot, ok := s.byName[name]
 	return ok && s.slots[slot].vec != nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

@@ -248,8 +248,20 @@ func (s *Snapshot) regexRank(text string, mask []bool, limit int, countRegex boo
 		return nil, queryErr("query", "regex pattern is %d characters, longer than %d", n, MaxRegexChars)
 	}
 	re, err := regexp.Compile("(?i)" + text)
+	// Fast path with identical results: when the pattern is a literal (it
+	// has no metacharacter, or is invalid and so matched literally) and
+	// ASCII, an ASCII document matches iff its lower-cased text contains the
+	// lower-cased pattern (RE2 case folding and ASCII lower-casing agree on
+	// ASCII); other documents use the regexp.
+	lit := ""
 	if err != nil {
 		re = regexp.MustCompile("(?i)" + regexp.QuoteMeta(text))
+		lit = strings.ToLower(text)
+	} else if regexp.QuoteMeta(text) == text {
+		lit = strings.ToLower(text)
+	}
+	if !isASCII(lit) {
+		lit = ""
 	}
 	type hit struct {
 		slot  int32
@@ -262,6 +274,24 @@ func (s *Snapshot) regexRank(text string, mask []bool, limit int, countRegex boo
 			continue
 		}
 		d := s.slots[slot]
+		if lit != "" && d.lowerText != "" {
+			n := 0
+			if countRegex {
+				n = strings.Count(d.lowerText, lit)
+			} else if strings.Contains(d.lowerText, lit) {
+				n = 1
+			}
+			if n == 0 {
+				continue
+			}
+			inName := strings.Contains(d.lowerName, lit)
+			h := hit{slot: slot, score: float64(n), name: inName}
+			if !countRegex && inName {
+				h.score = 2
+			}
+			hits = append(hits, h)
+			continue
+		}
 		if countRegex {
 			if n := len(re.FindAllStringIndex(d.regexText, -1)); n > 0 {
 				hits = append(hits, hit{slot: slot, score: float64(n), name: re.MatchString(d.doc.Name)})
