@@ -149,7 +149,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		if !ok {
 			continue // index one update ahead of or behind this snapshot
 		}
-		out.Hits = append(out.Hits, &catalogv1.SearchHit{Tool: e.tool, Score: r.Score, MatchedFields: r.Matched})
+		out.Hits = append(out.Hits, &catalogv1.SearchHit{Tool: e.full(), Score: r.Score, MatchedFields: r.Matched})
 	}
 	if req.GetCandidates() != nil {
 		out.CatalogHash = hashElements(hashSet)

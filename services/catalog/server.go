@@ -201,11 +201,13 @@ func (s *Server) reload(force bool) (restarted, unchanged []string, err error) {
 	if old, ok := s.fileHash.Load().([32]byte); ok && old == sum && !force {
 		return nil, nil, nil
 	}
+	// Remember the content even when it does not parse, so a broken file is
+	// reported once, not on every tick; the next edit is picked up.
+	s.fileHash.Store(sum)
 	f, err := catalogconfig.Parse(raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	s.fileHash.Store(sum)
 	r, u := s.applyLocked(f)
 	return r, u, nil
 }

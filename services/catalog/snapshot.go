@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -23,7 +24,10 @@ type snapshot struct {
 	at       time.Time
 }
 
-// entry is one tool of a snapshot.
+// entry is one tool of a snapshot. tool holds every field but the four
+// Struct-valued ones (schemas, annotations, meta), which full() adds on
+// first use: most tools of a large static catalog are never fetched, and
+// Structs cost several times the raw JSON.
 type entry struct {
 	tool     *catalogv1.Tool
 	server   string // configured server: the routing key
@@ -31,19 +35,42 @@ type entry struct {
 	static   bool
 	canon    []byte // RFC 8785 element for the hash
 	b        *base
+
+	fullOnce sync.Once
+	fullTool *catalogv1.Tool
+}
+
+// full returns the complete tool message (built once per entry).
+func (e *entry) full() *catalogv1.Tool {
+	e.fullOnce.Do(func() {
+		in, out, ann, meta := e.b.structs()
+		t := e.tool
+		e.fullTool = &catalogv1.Tool{Name: t.Name, OriginalName: t.OriginalName, Server: t.Server, Title: t.Title,
+			Description: t.Description, InputSchema: in, OutputSchema: out, Annotations: ann, Routing: t.Routing,
+			Source: t.Source, Available: t.Available, Renamed: t.Renamed, Problems: t.Problems, Meta: meta}
+	})
+	return e.fullTool
 }
 
 // base is the name-independent part of a tool, cached per server.
 type base struct {
-	def         catalogmcp.ToolDef
-	input       *structpb.Struct
-	output      *structpb.Struct
-	annotations *structpb.Struct
-	meta        *structpb.Struct
-	problems    []string
-	routing     *catalogv1.Routing
-	canonName   string
-	canon       []byte
+	def       catalogmcp.ToolDef
+	problems  []string
+	routing   *catalogv1.Routing
+	canonName string
+	canon     []byte
+
+	once                           sync.Once
+	input, output, annotations, md *structpb.Struct
+}
+
+// structs converts the raw JSON values to Structs once, on first use.
+func (b *base) structs() (input, output, annotations, meta *structpb.Struct) {
+	b.once.Do(func() {
+		b.input, b.output = rawStruct(b.def.InputSchema), rawStruct(b.def.OutputSchema)
+		b.annotations, b.md = rawStruct(b.def.Annotations), rawStruct(b.def.Meta)
+	})
+	return b.input, b.output, b.annotations, b.md
 }
 
 type serverCache struct {
@@ -60,9 +87,7 @@ func (s *Server) bases(st catalogmcp.Status) []*base {
 	}
 	bs := make([]*base, len(st.Tools))
 	for i, d := range st.Tools {
-		b := &base{def: d, input: rawStruct(d.InputSchema), output: rawStruct(d.OutputSchema),
-			annotations: rawStruct(d.Annotations), meta: rawStruct(d.Meta), problems: schemaProblems(d.InputSchema),
-			routing: routingProto(st.Config.ResolveRouting(d.Name))}
+		b := &base{def: d, problems: schemaProblems(d.InputSchema), routing: routingProto(st.Config.ResolveRouting(d.Name))}
 		bs[i] = b
 	}
 	s.cache[st.Name] = &serverCache{instance: st.Instance, version: st.ToolsVersion, bases: bs}
@@ -119,9 +144,8 @@ func (s *Server) rebuild() {
 			source = catalogv1.ToolSource_TOOL_SOURCE_STATIC
 		}
 		t := &catalogv1.Tool{Name: a.Name, OriginalName: b.def.Name, Server: b.def.Origin, Title: b.def.Title,
-			Description: b.def.Description, InputSchema: b.input, OutputSchema: b.output, Annotations: b.annotations,
-			Routing: b.routing, Source: source, Available: it.st.State == catalogmcp.StateReady, Renamed: a.Suffixed,
-			Problems: b.problems, Meta: b.meta}
+			Description: b.def.Description, Routing: b.routing, Source: source,
+			Available: it.st.State == catalogmcp.StateReady, Renamed: a.Suffixed, Problems: b.problems}
 		e := &entry{tool: t, server: it.st.Name, original: b.def.Name, static: static, canon: b.canon, b: b}
 		snap.tools[i] = e
 		snap.byName[a.Name] = e

@@ -83,7 +83,7 @@ func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (
 		size = defaultPageSize
 	}
 	size = min(size, maxPageSize)
-	var match []*catalogv1.Tool
+	var match []*entry
 	for _, e := range snap.tools {
 		if req.GetServer() != "" && e.server != req.GetServer() && e.tool.Server != req.GetServer() {
 			continue
@@ -94,12 +94,15 @@ func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (
 		if req.Available != nil && e.tool.Available != req.GetAvailable() {
 			continue
 		}
-		match = append(match, e.tool)
+		match = append(match, e)
 	}
 	out := &catalogv1.ListToolsResponse{TotalSize: int32(len(match))}
 	if off < len(match) {
 		end := min(off+size, len(match))
-		out.Tools = match[off:end]
+		out.Tools = make([]*catalogv1.Tool, 0, end-off)
+		for _, e := range match[off:end] {
+			out.Tools = append(out.Tools, e.full())
+		}
 		if end < len(match) {
 			out.NextPageToken = pageToken(end, filter)
 		}
@@ -113,7 +116,7 @@ func (s *Server) GetTool(_ context.Context, req *catalogv1.GetToolRequest) (*cat
 	if !ok {
 		return nil, toolNotFound(req.GetName())
 	}
-	return &catalogv1.GetToolResponse{Tool: e.tool}, nil
+	return &catalogv1.GetToolResponse{Tool: e.full()}, nil
 }
 
 // GetCatalog returns the hash over the candidate set (or every tool), counts
