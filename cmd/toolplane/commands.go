@@ -1,6 +1,7 @@
 package main
 
-// Client and tool sub-commands defined in the other files of this package.
+// Client and tool sub-commands defined in the other files of this package
+// (runtime_cmds.go and mcp_cmd.go register theirs in their own init).
 func init() {
 	extraCommands = append(extraCommands,
 		newServersCmd, newToolsCmd, // catalog (servers_cmds.go, tools_cmds.go)
