@@ -2,6 +2,8 @@ package skills
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -92,8 +94,8 @@ func (s *Server) DescribeSkills(ctx context.Context, req *skillsv1.DescribeSkill
 		limit = s.cfg.Describe.DefaultLimit
 	}
 	limit = min(limit, s.cfg.Describe.MaxLimit)
-	ix := search.NewIndex(search.Options{})
-	if err := ix.Replace(ctx, docs); err != nil && !errors.Is(err, search.ErrEmbedding) {
+	ix, err := s.describeIndex(ctx, docs)
+	if err != nil {
 		return nil, s.fail("DescribeSkills", err)
 	}
 	res, err := ix.Search(ctx, search.Request{Query: req.GetQuery(), Mode: search.ModeAuto, Limit: limit})
@@ -108,6 +110,26 @@ func (s *Server) DescribeSkills(ctx context.Context, req *skillsv1.DescribeSkill
 		out.Matches = append(out.Matches, &skillsv1.SkillMatch{Skill: s.skillProto(sk, true, u), Score: r.Score})
 	}
 	return out, nil
+}
+
+// describeIndex returns a search index over docs, shared by every request
+// with the same document set (the key hashes each document's fields; skill
+// content is immutable per digest, so a cached index is never stale).
+func (s *Server) describeIndex(ctx context.Context, docs []search.Document) (*search.Index, error) {
+	h := sha256.New()
+	for _, d := range docs {
+		fmt.Fprintf(h, "%q %q %q\n", d.Name, d.Description, d.Keywords)
+	}
+	key := hex.EncodeToString(h.Sum(nil))
+	if ix, ok := s.indexes.Get(key); ok {
+		return ix, nil
+	}
+	ix := search.NewIndex(search.Options{})
+	if err := ix.Replace(ctx, docs); err != nil && !errors.Is(err, search.ErrEmbedding) {
+		return nil, err
+	}
+	s.indexes.Add(key, ix)
+	return ix, nil
 }
 
 // ResolveSkillPolicy computes the tool policy of the active skills

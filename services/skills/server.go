@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc"
 
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
+	"github.com/toolplane/toolplane/internal/search"
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/skills/skillsblob"
 	"github.com/toolplane/toolplane/services/skills/skillsmd"
@@ -53,6 +54,8 @@ type Server struct {
 	mu sync.Mutex
 	// docs caches parsed SKILL.md by blob digest (immutable content).
 	docs *lru.Cache[string, *parsedDoc]
+	// indexes caches DescribeSkills search indexes by document-set hash.
+	indexes *lru.Cache[string, *search.Index]
 }
 
 type parsedDoc struct {
@@ -92,7 +95,8 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		return nil, fmt.Errorf("skills: %w", err)
 	}
 	docs, _ := lru.New[string, *parsedDoc](1024)
-	s := &Server{cfg: cfg, env: env, log: log, store: store, blobs: blobs, rules: skillsscan.Default(), docs: docs}
+	indexes, _ := lru.New[string, *search.Index](64)
+	s := &Server{cfg: cfg, env: env, log: log, store: store, blobs: blobs, rules: skillsscan.Default(), docs: docs, indexes: indexes}
 	if err := s.syncPublic(ctx); err != nil {
 		store.Close()
 		return nil, err

@@ -26,7 +26,7 @@ import (
 	"github.com/toolplane/toolplane/skills/public"
 )
 
-func newServer(t *testing.T, dir string) *Server {
+func newServer(t testing.TB, dir string) *Server {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -613,6 +613,23 @@ func TestDescribeSkills(t *testing.T) {
 	}
 	if got := q("why did my tool call fail", nil); len(got) == 0 || got[0] != "tool-call-triage" {
 		t.Fatalf("ranked 2: %v", got)
+	}
+	// describe_skill passes a bare name most of the time.
+	for _, n := range []string{"tool-search-guide", "casbin-policy-writer", "mcp-config-review", "tool-call-triage"} {
+		if got := q(n, nil); len(got) == 0 || got[0] != n {
+			t.Fatalf("name %s: %v", n, got)
+		}
+	}
+	// The cached index follows the visible set: alice's new skill is found at once.
+	if _, err := s.InstallSkill(alice, &skillsv1.InstallSkillRequest{Source: &skillsv1.InstallSkillRequest_Files{Files: &skillsv1.InlineFiles{
+		Files: []*skillsv1.SkillFile{{Path: "SKILL.md", Content: skillMD("invoice-parser", "Extract totals and line items from invoices.", "", "")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := q("parse an invoice", nil); len(got) == 0 || got[0] != "invoice-parser" {
+		t.Fatalf("after install: %v", got)
+	}
+	if got := q("parse an invoice", &typev1.StringList{Values: []string{"tool-call-triage"}}); len(got) == 1 && got[0] == "invoice-parser" {
+		t.Fatalf("allowlist ignored: %v", got)
 	}
 	if got := q("select:tool-search-guide", &typev1.StringList{}); len(got) != 0 {
 		t.Fatalf("empty allowlist: %v", got)
