@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,5 +237,41 @@ func BenchmarkMemory10k(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "index-heap-MB")
 		b.ReportMetric(vecMB, "vectors-heap-MB")
 		runtime.KeepAlive(ix)
+	}
+}
+
+// BenchmarkSelect10000Names runs a select: with 10,000 names (half unknown)
+// over the 8,010-tool catalog; it is capped at 20 results.
+func BenchmarkSelect10000Names(b *testing.B) {
+	docs := loadCatalog(b)
+	ix := buildCatalogIndex(b, docs)
+	var names []string
+	for i := range 10_000 {
+		if i%2 == 0 && i/2 < len(docs) {
+			names = append(names, docs[len(docs)-1-i/2].Name)
+		} else {
+			names = append(names, fmt.Sprintf("unknown_%d", i))
+		}
+	}
+	q := "select:" + strings.Join(names, ",")
+	ctx := context.Background()
+	for b.Loop() {
+		resp, err := ix.Search(ctx, Request{Query: q})
+		if err != nil || len(resp.Results) != MaxSelectResults || !resp.Truncated {
+			b.Fatalf("%v %v", resp, err)
+		}
+	}
+}
+
+// BenchmarkDecodeVectors decodes the committed vector file.
+func BenchmarkDecodeVectors(b *testing.B) {
+	raw, err := os.ReadFile(filepath.Join("vectors", "words.bin"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := vectors.Decode(raw); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

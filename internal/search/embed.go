@@ -46,7 +46,7 @@ var (
 )
 
 // DefaultEmbedder returns the StaticEmbedder over the committed vectors
-// (internal/search/vectors), decoding them on first use (tens of ms).
+// (internal/search/vectors), decoding them once, on first use (about 0.1 s).
 func DefaultEmbedder() (*StaticEmbedder, error) {
 	defaultEmbedderOnce.Do(func() {
 		t, err := vectors.Default()
