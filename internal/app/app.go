@@ -183,7 +183,11 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 
 	pol := &policy{classes: map[string]auth.Class{}, services: map[string]svckit.Service{}}
 	chain := grpcx.ServerOptions(grpcx.ChainOptions{Logger: log, Metrics: metrics, Authenticator: au, Policy: pol})
+	// watchCtx ends the Watch* streams when the drain period is over.
+	watchCtx, endWatches := context.WithCancel(context.Background())
+	defer endWatches()
 	base := append([]grpc.ServerOption{
+		grpcx.EndWatchesOn(watchCtx),
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.MaxRecvMsgSize(cfg.Server.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.Server.MaxMessageBytes),
@@ -238,10 +242,18 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 		services []svckit.Service
 		conns    []*grpc.ClientConn
 	)
+	// closeConns closes this process's own client connections (the
+	// gateway's and the runtime's upstreams); idempotent.
+	var closeConnsOnce sync.Once
+	closeConns := func() {
+		closeConnsOnce.Do(func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		})
+	}
 	closeAll := func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
+		closeConns()
 		for i := len(services) - 1; i >= 0; i-- {
 			if err := services[i].Close(); err != nil {
 				log.Error("close service", "service", services[i].Name(), "error", err)
@@ -368,27 +380,29 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 		log.Info("shutting down", "drain", cfg.Server.DrainPeriod, "timeout", cfg.Server.ShutdownTimeout)
 		probe.shutdown()
 		time.Sleep(cfg.Server.DrainPeriod)
-		done := make(chan struct{})
+		endWatches()
+		deadline := time.Now().Add(cfg.Server.ShutdownTimeout)
+		// 1. The external entry points drain first: their in-flight calls may
+		// still need the in-memory server (the gateway forwards to it, the
+		// runtime reaches in-process upstreams through it).
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); gracefulStop(ext, deadline, log, "grpc") }()
 		go func() {
-			var wg sync.WaitGroup
-			for _, s := range []*grpc.Server{ext, in} {
-				wg.Add(1)
-				go func() { defer wg.Done(); s.GracefulStop() }()
+			defer wg.Done()
+			hctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			if err := httpSrv.Shutdown(hctx); err != nil {
+				_ = httpSrv.Close()
 			}
-			wg.Wait()
-			close(done)
 		}()
-		select {
-		case <-done:
-		case <-time.After(cfg.Server.ShutdownTimeout):
-			log.Warn("graceful stop timed out; stopping")
-			ext.Stop()
-			in.Stop()
-			<-done
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = httpSrv.Shutdown(sctx)
+		wg.Wait()
+		// 2. This process's own clients go away, ending their long-lived
+		// streams on the in-memory server (e.g. the runtime's watches), which
+		// GracefulStop would otherwise wait for until the deadline.
+		closeConns()
+		// 3. The in-memory server.
+		gracefulStop(in, deadline, log, "in-process grpc")
 		return nil
 	})
 	err = g.Wait()
@@ -399,6 +413,21 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 		return nil
 	}
 	return err
+}
+
+// gracefulStop stops s gracefully, or forcibly once deadline has passed
+// (at least one second is always granted).
+func gracefulStop(s *grpc.Server, deadline time.Time, log *slog.Logger, name string) {
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	wait := max(time.Until(deadline), time.Second)
+	select {
+	case <-done:
+	case <-time.After(wait):
+		log.Warn("graceful stop timed out; stopping", "server", name)
+		s.Stop()
+		<-done
+	}
 }
 
 func ignoreClosed(err error) error {

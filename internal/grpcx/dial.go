@@ -6,9 +6,11 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -94,7 +96,15 @@ type DialOptions struct {
 // Dial creates a lazy client connection (it does not block; the first RPC
 // or a health check connects). Tracing context propagates through OTel.
 func Dial(target string, o DialOptions) (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler())}
+	opts := []grpc.DialOption{
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		// Reconnect within seconds once a restarted upstream is back (the
+		// default backoff grows to 120 s, so readiness would lag minutes).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(o.TLS)))
 	} else {

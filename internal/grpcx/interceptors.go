@@ -186,6 +186,29 @@ func ServerOptions(o ChainOptions) []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...), grpc.InTapHandle(credentialTap(o))}
 }
 
+// EndWatchesOn returns a server option that ends every running Watch*
+// server stream (subscriptions without an end by contract: WatchCatalog,
+// WatchPolicy) once stop is done, answering UNAVAILABLE so that clients
+// reconnect elsewhere; a graceful stop would otherwise wait for them until
+// its deadline. Other streams (CallToolStream, RunTurn, ...) drain normally.
+func EndWatchesOn(stop context.Context) grpc.ServerOption {
+	return grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		i := strings.LastIndexByte(info.FullMethod, '/')
+		if i < 0 || !strings.HasPrefix(info.FullMethod[i+1:], "Watch") {
+			return h(srv, ss)
+		}
+		ctx, cancel := context.WithCancel(ss.Context())
+		defer cancel()
+		unregister := context.AfterFunc(stop, cancel)
+		defer unregister()
+		err := h(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+		if stop.Err() != nil && ss.Context().Err() == nil {
+			return status.Error(codes.Unavailable, "server shutting down: reconnect")
+		}
+		return err
+	})
+}
+
 // credentialTap refuses, before the request message is read, a call that
 // carries no valid credential: grpc-go decodes the request before any
 // interceptor runs, so without it a malformed body would answer INTERNAL

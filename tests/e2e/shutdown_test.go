@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 
 	"github.com/toolplane/toolplane/internal/testkit"
 )
@@ -109,4 +113,53 @@ func TestShutdownTimeoutBoundsDrain(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Errorf("a 20s call survived a 1s shutdown timeout")
 	}
+}
+
+// TestSIGTERMEndsWatches: a subscription that never ends by itself
+// (catalog WatchCatalog) does not hold the process until
+// server.shutdown_timeout: after the drain period the stream ends with
+// UNAVAILABLE (reconnect elsewhere) and the process exits 0.
+func TestSIGTERMEndsWatches(t *testing.T) {
+	p := testkit.Start(t, testkit.Options{Config: "server:\n  shutdown_timeout: 60s\n"})
+	conn := p.Dial(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := catalogv1.NewCatalogServiceClient(conn).WatchCatalog(ctx, &catalogv1.WatchCatalogRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "WatchCatalog started", func() error {
+		if n := scrape(t, p).sum("grpc_server_started_total", `grpc_method="WatchCatalog"`); n < 1 {
+			return fmt.Errorf("started %v", n)
+		}
+		return nil
+	})
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				recvErr <- err
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, ok := p.WaitExit(30 * time.Second)
+	if !ok {
+		t.Fatalf("process still running 30s after SIGTERM with an open watch (shutdown_timeout 60s); stderr:\n%s", p.Stderr())
+	}
+	if code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	p.Stop(t)
+	select {
+	case err := <-recvErr:
+		wantCode(t, "the watch after SIGTERM", err, codes.Unavailable)
+	case <-time.After(5 * time.Second):
+		t.Error("the watch stream did not end")
+	}
+	t.Logf("exit %s after SIGTERM", time.Since(start).Round(time.Millisecond))
 }
