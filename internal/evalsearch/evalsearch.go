@@ -75,40 +75,60 @@ type Options struct {
 
 // Tool is one row of tools.jsonl.
 type Tool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
+	// Name is the original tool name (unique in the file); results are scored on it.
+	Name string `json:"name"`
+	// Description is the tool description.
+	Description string `json:"description"`
+	// InputSchema is the tool's JSON Schema, or null.
 	InputSchema json.RawMessage `json:"input_schema"`
-	Server      *string         `json:"server"`
+	// Server is the server key, or null.
+	Server *string `json:"server"`
 }
 
 // Query is one row of queries.jsonl.
 type Query struct {
-	ID         string              `json:"id"`
-	Query      string              `json:"query"`
-	Relevant   []string            `json:"relevant"`
+	// ID identifies the query (and decides its split).
+	ID string `json:"id"`
+	// Query is the request text.
+	Query string `json:"query"`
+	// Relevant lists the tool names a correct answer uses.
+	Relevant []string `json:"relevant"`
+	// Equivalent maps a relevant tool to same-named tools of other servers;
+	// strict scoring ignores it.
 	Equivalent map[string][]string `json:"equivalent,omitempty"`
 }
 
-// Metrics are the averaged results of one mode. JSON keys follow issue 4.
+// Metrics are the averaged results of one mode (per-query means). JSON keys
+// follow issue 4.
 type Metrics struct {
-	Mode    string  `json:"mode"`
-	Queries int     `json:"queries"`
-	R1      float64 `json:"recall@1"`
-	R3      float64 `json:"recall@3"`
-	R5      float64 `json:"recall@5"`
-	R10     float64 `json:"recall@10"`
-	NDCG10  float64 `json:"ndcg@10"`
-	MRR     float64 `json:"mrr"`
-	P50ms   float64 `json:"latency_p50_ms"`
-	P99ms   float64 `json:"latency_p99_ms"`
+	// Mode is the evaluated mode.
+	Mode string `json:"mode"`
+	// Queries is the number of scored queries.
+	Queries int `json:"queries"`
+	// R1, R3, R5 and R10 are Recall@k: the share of relevant tools in the top k.
+	R1  float64 `json:"recall@1"`
+	R3  float64 `json:"recall@3"`
+	R5  float64 `json:"recall@5"`
+	R10 float64 `json:"recall@10"`
+	// NDCG10 is nDCG@10 with binary gains.
+	NDCG10 float64 `json:"ndcg@10"`
+	// MRR is the mean reciprocal rank of the first relevant tool within K.
+	MRR float64 `json:"mrr"`
+	// P50ms and P99ms are per-query search latencies in milliseconds.
+	P50ms float64 `json:"latency_p50_ms"`
+	P99ms float64 `json:"latency_p99_ms"`
 }
 
 // Report is the outcome of Evaluate.
 type Report struct {
-	Tools   int       `json:"tools"`
-	Queries int       `json:"queries"`
-	Split   Split     `json:"split"`
-	Modes   []Metrics `json:"modes"`
+	// Tools is the number of indexed tools.
+	Tools int `json:"tools"`
+	// Queries is the number of scored queries.
+	Queries int `json:"queries"`
+	// Split is the evaluated split.
+	Split Split `json:"split"`
+	// Modes holds one entry per evaluated mode, in request order.
+	Modes []Metrics `json:"modes"`
 }
 
 // Mode returns the metrics of mode, or nil.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -37,7 +38,7 @@ func (m Mode) String() string {
 	case ModeAuto:
 		return "auto"
 	default:
-		return "mode(" + string(rune('0'+int(m)%10)) + ")"
+		return "mode(" + strconv.Itoa(int(m)) + ")"
 	}
 }
 
