@@ -96,8 +96,8 @@ func BenchmarkRebuildAfter50ToolChange(b *testing.B) {
 // (the 8,010-tool catalog plus the 2,000-tool mcpm catalog) — issue 4 target:
 // resident memory < 150 MB. Run with -v to see the figure.
 func TestMemory10k(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
+	if testing.Short() || raceEnabled {
+		t.Skip("short mode or race detector (which multiplies memory)")
 	}
 	a := toolsdk(t)
 	bPath := filepath.Join(filepath.Dir(filepath.Dir(a)), "mcpm-registry", "tools.jsonl")
