@@ -49,6 +49,8 @@ type baseAssembly struct {
 	skills       []*skillsv1.Skill
 	skillsByName map[string]*skillsv1.Skill
 	skillsNote   string
+	// deferredText and skillsText are the rendered prompt sections.
+	deferredText, skillsText string
 }
 
 func (b *baseAssembly) hasDeferred() bool { return len(b.deferredNames) > 0 }
@@ -327,6 +329,8 @@ func (s *Server) buildBase(ctx context.Context, p *typev1.Principal, agent *runt
 		return nil, assemblyFailed("deferral is on and %d tools are deferrable, but the deferred set is empty (fail closed)", deferrable)
 	}
 	b.hints = routingHints(b.tools, b.deferred)
+	b.deferredText = deferredSection(b, s.cfg.ToolSearch.DeferredListMax)
+	b.skillsText = skillsSection(b)
 	return b, nil
 }
 

@@ -68,7 +68,7 @@ func npmJS(t testing.TB, name string) string {
 // suite is one toolplane process (catalog + runtime, real MCP servers,
 // auth on) with authz and skills served by fakes over gRPC.
 type suite struct {
-	t        *testing.T
+	t        testing.TB
 	dataDir  string
 	ext      string
 	az       *runtimetest.FakeAuthz
@@ -82,7 +82,7 @@ type suite struct {
 	conns    []*grpc.ClientConn
 }
 
-func newSuite(t *testing.T, mutate func(*config.Config)) *suite {
+func newSuite(t testing.TB, mutate func(*config.Config)) *suite {
 	t.Helper()
 	memory := npmJS(t, "server-memory")
 	everything := npmJS(t, "server-everything")
@@ -100,6 +100,13 @@ func newSuite(t *testing.T, mutate func(*config.Config)) *suite {
 		"everything": map[string]any{"command": "node", "args": []string{everything}},
 		"bulk":       map[string]any{"type": "static", "path": filepath.Join(dir, "bulk.jsonl")},
 	}}
+	return newSuiteWith(t, dir, ext, mutate)
+}
+
+// newSuiteWith starts a suite whose catalog serves the given
+// extensions_config.json content.
+func newSuiteWith(t testing.TB, dir string, ext map[string]any, mutate func(*config.Config)) *suite {
+	t.Helper()
 	b, _ := json.Marshal(ext)
 	extPath := filepath.Join(dir, "extensions_config.json")
 	if err := os.WriteFile(extPath, b, 0o600); err != nil {

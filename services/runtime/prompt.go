@@ -152,11 +152,11 @@ func (s *Server) promptSections(b *baseAssembly, activation *runtimev1.PromptSec
 			out = append(out, &runtimev1.PromptSection{Name: name, Text: text})
 		}
 	}
-	add("skills", skillsSection(b))
+	add("skills", b.skillsText)
 	if activation != nil {
 		out = append(out, activation)
 	}
-	add("deferred_tools", deferredSection(b, s.cfg.ToolSearch.DeferredListMax))
+	add("deferred_tools", b.deferredText)
 	add("routing_hints", b.hints)
 	if b.agent.GetSubagentsEnabled() {
 		add("subagents", "<subagent_system>\nUse the task tool to delegate self-contained work to a subagent; it returns the subagent's result.\n</subagent_system>")
