@@ -1,0 +1,847 @@
+package runtimeloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+)
+
+// Deps are the Engine's collaborators. Threads may be nil (the task tool
+// then answers that subagents are unavailable).
+type Deps struct {
+	// Assembler is AssembleTools.
+	Assembler Assembler
+	// Executor is ExecuteToolCall.
+	Executor Executor
+	// Authorizer decides model:use.
+	Authorizer ModelAuthorizer
+	// Store persists messages and runs.
+	Store Store
+	// Models resolves model names.
+	Models Models
+	// Threads creates child threads for subagents (optional).
+	Threads Threads
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// NewID returns fresh ids for runs and messages (default UUIDv4).
+	NewID func() string
+}
+
+// Engine runs agent-loop turns. It keeps the registry of active runs of
+// this process (for CancelRun and the one-active-run-per-thread rule).
+type Engine struct {
+	cfg Config
+	d   Deps
+
+	mu       sync.Mutex
+	active   map[string]*activeRun // by run id
+	byThread map[string]string     // thread id → active run id
+	seqs     map[string]int64      // last event seq of runs waiting for input
+}
+
+type activeRun struct {
+	threadID string
+	cancel   context.CancelCauseFunc
+	done     chan struct{}
+}
+
+// New builds an Engine; cfg is defaulted and validated.
+func New(cfg Config, d Deps) (*Engine, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Assembler == nil || d.Executor == nil || d.Authorizer == nil || d.Store == nil || d.Models == nil {
+		return nil, errors.New("runtimeloop: Assembler, Executor, Authorizer, Store and Models are required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.NewID == nil {
+		d.NewID = uuid.NewString
+	}
+	return &Engine{cfg: cfg, d: d, active: map[string]*activeRun{}, byThread: map[string]string{}, seqs: map[string]int64{}}, nil
+}
+
+// Config returns the effective configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// TurnRequest starts a turn.
+type TurnRequest struct {
+	// ThreadID is the thread (already authorized by the caller).
+	ThreadID string
+	// Agent is the thread's agent.
+	Agent Agent
+	// Message is the user's message.
+	Message string
+	// Model overrides the agent's model (still authorized with model:use).
+	Model string
+	// Limits override the configured limits field by field (zero = default).
+	Limits Limits
+}
+
+// ResumeRequest answers a pending clarification.
+type ResumeRequest struct {
+	// ThreadID is the thread.
+	ThreadID string
+	// RunID is the run waiting for input.
+	RunID string
+	// Answer is the user's answer.
+	Answer string
+	// Agent is the thread's agent.
+	Agent Agent
+	// Limits as in TurnRequest.
+	Limits Limits
+}
+
+// RunTurn runs one turn to its end and returns the run in its final state
+// (completed, failed, cancelled or waiting_for_input). Events go to sink.
+// Errors are returned only when no run could be started (ErrRunActive, a
+// store failure); every later failure is recorded in the run.
+func (e *Engine) RunTurn(ctx context.Context, req TurnRequest, sink Sink) (*runtimev1.Run, error) {
+	runID := e.d.NewID()
+	ctx, ar, err := e.register(ctx, req.ThreadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer e.unregister(runID, ar)
+	e.supersedeWaiting(ctx, req.ThreadID)
+	now := e.d.Now()
+	run := &runtimev1.Run{
+		RunId: runID, ThreadId: req.ThreadID, Status: runtimev1.RunStatus_RUN_STATUS_RUNNING,
+		StartTime: timestamppb.New(now), Usage: &runtimev1.TokenUsage{},
+	}
+	if err := e.d.Store.PutRun(ctx, run); err != nil {
+		return nil, fmt.Errorf("runtimeloop: create run: %w", err)
+	}
+	t := e.newTurn(req.ThreadID, run, req.Agent, req.Limits, sink, 0)
+	t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Status{Status: runtimev1.RunStatus_RUN_STATUS_RUNNING}})
+	t.userText = req.Message
+	user := &runtimev1.Message{Id: e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: req.Message, RunId: runID, CreateTime: timestamppb.New(now)}
+	if err := e.d.Store.AppendMessages(ctx, req.ThreadID, user); err != nil {
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "store: "+err.Error())
+		return t.run, nil
+	}
+	t.drive(ctx, req.Model)
+	return t.run, nil
+}
+
+// ResumeRun answers the pending clarification of a waiting run and
+// continues the turn (deerflow-reference §6.2 Clarification). The answer is
+// appended as a user message. Errors: ErrNotFound, ErrRunNotWaiting, ErrRunActive.
+func (e *Engine) ResumeRun(ctx context.Context, req ResumeRequest, sink Sink) (*runtimev1.Run, error) {
+	run, err := e.d.Store.GetRun(ctx, req.ThreadID, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	if run.GetStatus() != runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
+		return nil, ErrRunNotWaiting
+	}
+	ctx, ar, err := e.register(ctx, req.ThreadID, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	defer e.unregister(req.RunID, ar)
+	// Re-read under registration: a concurrent resume or cancel may have won.
+	if run, err = e.d.Store.GetRun(ctx, req.ThreadID, req.RunID); err != nil {
+		return nil, err
+	}
+	if run.GetStatus() != runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
+		return nil, ErrRunNotWaiting
+	}
+	run.Status, run.PendingQuestion, run.EndTime, run.Reason = runtimev1.RunStatus_RUN_STATUS_RUNNING, "", nil, ""
+	if run.Usage == nil {
+		run.Usage = &runtimev1.TokenUsage{}
+	}
+	if err := e.d.Store.PutRun(ctx, run); err != nil {
+		return nil, fmt.Errorf("runtimeloop: resume run: %w", err)
+	}
+	e.mu.Lock()
+	seq := e.seqs[req.RunID]
+	delete(e.seqs, req.RunID)
+	e.mu.Unlock()
+	t := e.newTurn(req.ThreadID, run, req.Agent, req.Limits, sink, seq)
+	t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Status{Status: runtimev1.RunStatus_RUN_STATUS_RUNNING}})
+	t.userText = req.Answer
+	user := &runtimev1.Message{Id: e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: req.Answer, RunId: req.RunID, CreateTime: timestamppb.New(e.d.Now())}
+	if err := e.d.Store.AppendMessages(ctx, req.ThreadID, user); err != nil {
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "store: "+err.Error())
+		return t.run, nil
+	}
+	t.drive(ctx, run.GetModel())
+	return t.run, nil
+}
+
+// CancelRun stops a run. An active run is cancelled (the loop and any
+// in-flight tool call stop; the call gets a "cancelled" error result so no
+// call dangles) and CancelRun waits up to wait for it to record its end. A
+// run waiting for input is marked cancelled directly. A finished run is
+// returned unchanged.
+func (e *Engine) CancelRun(ctx context.Context, threadID, runID string, wait time.Duration) (*runtimev1.Run, error) {
+	e.mu.Lock()
+	ar := e.active[runID]
+	e.mu.Unlock()
+	if ar != nil && ar.threadID == threadID {
+		ar.cancel(ErrCancelled)
+		select {
+		case <-ar.done:
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return e.d.Store.GetRun(ctx, threadID, runID)
+	}
+	run, err := e.d.Store.GetRun(ctx, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	if run.GetStatus() == runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
+		run.Status, run.Reason, run.PendingQuestion = runtimev1.RunStatus_RUN_STATUS_CANCELLED, "cancelled while waiting for input", ""
+		run.EndTime = timestamppb.New(e.d.Now())
+		if err := e.d.Store.PutRun(ctx, run); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		delete(e.seqs, runID)
+		e.mu.Unlock()
+	}
+	return run, nil
+}
+
+// Active reports the id of the run active in a thread, if any.
+func (e *Engine) Active(threadID string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id, ok := e.byThread[threadID]
+	return id, ok
+}
+
+func (e *Engine) register(ctx context.Context, threadID, runID string) (context.Context, *activeRun, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, busy := e.byThread[threadID]; busy {
+		return nil, nil, ErrRunActive
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	ar := &activeRun{threadID: threadID, cancel: cancel, done: make(chan struct{})}
+	e.active[runID] = ar
+	e.byThread[threadID] = runID
+	return cctx, ar, nil
+}
+
+func (e *Engine) unregister(runID string, ar *activeRun) {
+	e.mu.Lock()
+	delete(e.active, runID)
+	if e.byThread[ar.threadID] == runID {
+		delete(e.byThread, ar.threadID)
+	}
+	e.mu.Unlock()
+	ar.cancel(nil)
+	close(ar.done)
+}
+
+// supersedeWaiting cancels runs of the thread still waiting for input: a
+// new user message replaces the unanswered clarification.
+func (e *Engine) supersedeWaiting(ctx context.Context, threadID string) {
+	runs, err := e.d.Store.ListRuns(ctx, threadID)
+	if err != nil {
+		return
+	}
+	for _, r := range runs {
+		if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
+			r.Status, r.Reason, r.PendingQuestion = runtimev1.RunStatus_RUN_STATUS_CANCELLED, "superseded by a new turn", ""
+			r.EndTime = timestamppb.New(e.d.Now())
+			_ = e.d.Store.PutRun(ctx, r)
+			e.mu.Lock()
+			delete(e.seqs, r.GetRunId())
+			e.mu.Unlock()
+		}
+	}
+}
+
+// turn is the state of one drive of the loop.
+type turn struct {
+	e        *Engine
+	threadID string
+	run      *runtimev1.Run
+	agent    Agent
+	limits   Limits
+	sink     Sink
+	emitMu   sync.Mutex
+	seq      int64
+	userText string
+	pending  []string
+	det      *loopDetector
+
+	// Subagent state: child turns have a name filter and their own prompt.
+	isSubagent bool
+	subType    *SubagentType
+	tasksUsed  int
+	model      Model
+	modelName  string
+}
+
+func (e *Engine) newTurn(threadID string, run *runtimev1.Run, a Agent, l Limits, sink Sink, seq int64) *turn {
+	return &turn{
+		e: e, threadID: threadID, run: run, agent: a, limits: l.merge(e.cfg.Limits), sink: sink, seq: seq,
+		det: newLoopDetector(e.cfg.LoopDetection),
+	}
+}
+
+func (t *turn) emit(ev *runtimev1.RunEvent) {
+	t.emitMu.Lock()
+	defer t.emitMu.Unlock()
+	t.seq++
+	ev.RunId, ev.Seq = t.run.GetRunId(), t.seq
+	if t.sink != nil {
+		t.sink(ev)
+	}
+}
+
+var errDeadline = errors.New("runtimeloop: turn deadline reached")
+
+// Stop reasons recorded in Run.reason (deerflow-reference §6.2, §8).
+const (
+	ReasonSafety        = "safety_capped"
+	ReasonLength        = "model_length_capped"
+	ReasonLoop          = "loop_capped"
+	ReasonToken         = "token_capped"
+	ReasonSubagentLimit = "subagent_limit_capped"
+	ReasonEmpty         = "empty_response"
+	ReasonTurnLimit     = "turn_capped"
+	ReasonDirectAnswer  = "direct_answer"
+)
+
+// drive runs the loop until the turn ends; t.run holds the outcome.
+func (t *turn) drive(parent context.Context, requestedModel string) {
+	ctx, cancel := context.WithTimeoutCause(parent, t.limits.Deadline, errDeadline)
+	defer cancel()
+	e := t.e
+	calls, retriedEmpty, usedTools, first := 0, false, false, true
+	for {
+		if t.stopped(ctx) {
+			return
+		}
+		if calls >= t.limits.MaxModelCalls {
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, fmt.Sprintf("%s: the turn reached its limit of %d model calls", ReasonTurnLimit, t.limits.MaxModelCalls))
+			return
+		}
+		asm, err := e.d.Assembler.Assemble(ctx, t.threadID, t.userText)
+		if err != nil {
+			if t.stopped(ctx) {
+				return
+			}
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "assembly: "+err.Error())
+			return
+		}
+		if first && asm.GetSkipModel() {
+			msg := &runtimev1.Message{Id: e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_ASSISTANT, Content: asm.GetDirectAnswer(), RunId: t.run.GetRunId(), CreateTime: timestamppb.New(e.d.Now())}
+			if !t.append(ctx, msg) {
+				return
+			}
+			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_FinalMessage{FinalMessage: msg}})
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_COMPLETED, ReasonDirectAnswer)
+			return
+		}
+		if t.model == nil {
+			want := requestedModel
+			if t.subType != nil && t.subType.Model != "" && want == "" {
+				want = t.subType.Model
+			}
+			name, m, reason := e.chooseModel(ctx, want, t.agent.Model)
+			if m == nil {
+				t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, reason)
+				return
+			}
+			t.model, t.modelName, t.run.Model = m, name, name
+		}
+		first = false
+		tools := t.bindable(asm)
+		history, err := e.d.Store.Messages(ctx, t.threadID)
+		if err != nil {
+			if t.stopped(ctx) {
+				return
+			}
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "store: "+err.Error())
+			return
+		}
+		req := t.request(asm, history, tools)
+		resp, err := t.model.Complete(ctx, req, func(d string) {
+			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_TextDelta{TextDelta: d}})
+		})
+		calls++
+		if err != nil {
+			if t.stopped(ctx) {
+				return
+			}
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "model: "+boundErr(err))
+			return
+		}
+		t.addUsage(ctx, resp.Usage)
+
+		// after_model guards, reverse list order (deerflow-reference §6.1).
+		content, toolCalls, stop := resp.Content, t.normalizeCalls(resp.ToolCalls), ""
+		if safetyFinish(resp.FinishReason) {
+			n := len(toolCalls)
+			toolCalls = nil
+			content = appendText(content, fmt.Sprintf("[STOPPED BY SAFETY FILTER] The model provider ended this response with finish reason %q; %d tool call(s) in it were not run. Rephrase the request if you believe this is a mistake.", resp.FinishReason, n))
+			stop = ReasonSafety
+		}
+		if stop == "" && resp.FinishReason == "length" && len(toolCalls) == 0 {
+			stop = ReasonLength // content is never rewritten
+		}
+		if len(toolCalls) == 0 && strings.TrimSpace(content) == "" && usedTools && stop == "" {
+			if !retriedEmpty {
+				retriedEmpty = true
+				t.pending = append(t.pending, "[EMPTY RESPONSE] Your last reply was empty. Using the tool results above, write your final answer to the user now.")
+				continue
+			}
+			content, stop = "I could not produce a final answer: the model returned an empty response after using tools, twice. Please try again or rephrase the request.", ReasonEmpty
+		}
+		if b := t.limits.TokenBudget; b > 0 {
+			used := t.run.GetUsage().GetTotalTokens()
+			switch {
+			case used >= b:
+				if len(toolCalls) > 0 {
+					content = appendText(content, fmt.Sprintf("[TOKEN BUDGET REACHED] This turn used %d of its %d tokens; %d tool call(s) were not run.", used, b, len(toolCalls)))
+					toolCalls = nil
+				}
+				if stop == "" {
+					stop = ReasonToken
+				}
+			case float64(used) >= e.cfg.TokenBudgetWarn*float64(b):
+				t.queue(fmt.Sprintf("[TOKEN BUDGET WARNING] This turn has used %d of its %d-token budget. Wrap up and give your final answer soon.", used, b))
+			}
+		}
+		if len(toolCalls) > 0 {
+			switch v, why := t.det.observe(toolCalls); v {
+			case loopHard:
+				content = appendText(content, fmt.Sprintf("[FORCED STOP] Repeated tool calls were detected (%s); the calls were not run. This is the answer with what was gathered so far.", why))
+				toolCalls, stop = nil, ReasonLoop+": "+why
+			case loopWarn:
+				t.queue(fmt.Sprintf("[LOOP DETECTED] %s. Change your approach: use the results you already have, try a different tool or different arguments, or give your final answer.", capitalize(why)))
+			}
+		}
+		if len(toolCalls) > 0 {
+			var note string
+			toolCalls, note = t.limitTasks(toolCalls)
+			if note != "" {
+				content = appendText(content, note)
+				if len(toolCalls) == 0 && stop == "" {
+					stop = ReasonSubagentLimit
+				}
+			}
+		}
+		msg := &runtimev1.Message{Id: e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_ASSISTANT, Content: content, ToolCalls: toolCalls, RunId: t.run.GetRunId(), CreateTime: timestamppb.New(e.d.Now())}
+		if len(toolCalls) == 0 {
+			if !t.append(ctx, msg) {
+				return
+			}
+			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_FinalMessage{FinalMessage: msg}})
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_COMPLETED, stop)
+			return
+		}
+		results, question := t.executeAll(ctx, toolCalls)
+		usedTools = true
+		if !t.append(ctx, append([]*runtimev1.Message{msg}, results...)...) {
+			return
+		}
+		if t.stopped(ctx) {
+			return
+		}
+		if question != "" {
+			t.run.PendingQuestion = question
+			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Clarification{Clarification: question}})
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT, "clarification requested")
+			return
+		}
+	}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func (t *turn) queue(s string) {
+	if len(t.pending) < 4 { // ≤ 4 pending per run (deerflow-reference §6.2 LoopDetection)
+		t.pending = append(t.pending, s)
+	}
+}
+
+// stopped finishes the run when ctx ended (cancel, deadline, client gone)
+// and reports whether it did.
+func (t *turn) stopped(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errDeadline):
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, fmt.Sprintf("deadline: the turn reached its wall-clock limit of %s", t.limits.Deadline))
+	case errors.Is(cause, ErrCancelled):
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_CANCELLED, "cancelled by CancelRun")
+	default:
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_CANCELLED, "the caller went away: "+cause.Error())
+	}
+	return true
+}
+
+// append persists messages (detached from cancellation so a step is never
+// half-written); on failure the run fails.
+func (t *turn) append(ctx context.Context, msgs ...*runtimev1.Message) bool {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := t.e.d.Store.AppendMessages(wctx, t.threadID, msgs...); err != nil {
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "store: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (t *turn) finish(ctx context.Context, st runtimev1.RunStatus, reason string) {
+	t.run.Status, t.run.Reason = st, reason
+	if st != runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
+		t.run.EndTime = timestamppb.New(t.e.d.Now())
+		t.run.PendingQuestion = ""
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := t.e.d.Store.PutRun(wctx, t.run); err != nil {
+		t.e.d.Logger.Error("run state not saved", "run", t.run.GetRunId(), "thread", t.threadID, "err", err)
+	}
+	if st == runtimev1.RunStatus_RUN_STATUS_FAILED {
+		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Error{Error: reason}})
+	}
+	t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Status{Status: st}})
+	if st == runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT && !t.isSubagent {
+		t.e.mu.Lock()
+		t.e.seqs[t.run.GetRunId()] = t.seq
+		t.e.mu.Unlock()
+	}
+}
+
+func (t *turn) addUsage(ctx context.Context, u *runtimev1.TokenUsage) {
+	if u == nil || (u.GetTotalTokens() == 0 && u.GetInputTokens() == 0 && u.GetOutputTokens() == 0) {
+		return
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.InputTokens + u.OutputTokens
+	}
+	ru := t.run.Usage
+	if ru == nil {
+		ru = &runtimev1.TokenUsage{}
+		t.run.Usage = ru
+	}
+	ru.InputTokens += u.GetInputTokens()
+	ru.OutputTokens += u.GetOutputTokens()
+	ru.TotalTokens += u.GetTotalTokens()
+	if err := t.e.d.Store.AddUsage(context.WithoutCancel(ctx), t.threadID, u); err != nil {
+		t.e.d.Logger.Warn("thread usage not saved", "thread", t.threadID, "err", err)
+	}
+	t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Usage{Usage: proto.Clone(ru).(*runtimev1.TokenUsage)}})
+}
+
+// chooseModel resolves and authorizes the model (deerflow-reference §3.6):
+// the requested name, else the agent's, else the configured default, else
+// the first configured model; denied → the first other model the principal
+// may use; none → no model (fail closed, also when authz errs).
+func (e *Engine) chooseModel(ctx context.Context, requested, agentModel string) (string, Model, string) {
+	names := e.d.Models.Names()
+	want := requested
+	if want == "" {
+		want = agentModel
+	}
+	if want == "" {
+		want = e.cfg.DefaultModel
+	}
+	if want == "" && len(names) > 0 {
+		want = names[0]
+	}
+	if want == "" {
+		return "", nil, "model: no model is configured (runtime.loop.models)"
+	}
+	if _, ok := e.d.Models.Model(want); !ok {
+		return "", nil, fmt.Sprintf("model: %q is not a configured model", want)
+	}
+	ok, why, err := e.d.Authorizer.AuthorizeModel(ctx, want)
+	if err != nil {
+		return "", nil, "model: authorization unavailable (fail closed): " + boundErr(err)
+	}
+	if ok {
+		m, _ := e.d.Models.Model(want)
+		return want, m, ""
+	}
+	allowed, err := e.d.Authorizer.FilterModels(ctx, names)
+	if err != nil {
+		return "", nil, "model: authorization unavailable (fail closed): " + boundErr(err)
+	}
+	for _, n := range allowed {
+		if n == want {
+			continue
+		}
+		m, exists := e.d.Models.Model(n)
+		if !exists {
+			continue
+		}
+		if ok2, _, err := e.d.Authorizer.AuthorizeModel(ctx, n); err == nil && ok2 {
+			e.d.Logger.Warn("model denied, falling back", "denied", want, "model", n, "reason", why)
+			return n, m, ""
+		}
+	}
+	return "", nil, fmt.Sprintf("model: no models authorized (%q denied: %s)", want, why)
+}
+
+func boundErr(err error) string {
+	s := err.Error()
+	if len(s) > 500 {
+		s = s[:497] + "..."
+	}
+	return s
+}
+
+// normalizeCalls gives every call an id and a provider-safe name, so the
+// stored assistant message never poisons the thread; the original bad name
+// is kept for the error result.
+func (t *turn) normalizeCalls(in []*runtimev1.ToolCall) []*runtimev1.ToolCall {
+	seen := map[string]bool{}
+	for i, c := range in {
+		if c.GetId() == "" || seen[c.GetId()] {
+			c.Id = fmt.Sprintf("call_%s_%d", shortID(t.e.d.NewID()), i)
+		}
+		seen[c.GetId()] = true
+	}
+	return in
+}
+
+// request builds the model request: one coalesced system message (agent or
+// subagent prompt, then the assembly's prompt sections), the repaired
+// history with the last user message sanitised, then hidden pending
+// messages (consumed).
+func (t *turn) request(asm *runtimev1.AssembleToolsResponse, history []*runtimev1.Message, tools []*runtimev1.ToolSchema) *ModelRequest {
+	var sys []string
+	if t.subType != nil {
+		sys = append(sys, t.subType.SystemPrompt)
+	} else if t.agent.SystemPrompt != "" {
+		sys = append(sys, t.agent.SystemPrompt)
+	}
+	for _, s := range asm.GetPromptSections() {
+		if strings.TrimSpace(s.GetText()) != "" {
+			sys = append(sys, s.GetText())
+		}
+	}
+	msgs := repairHistory(history)
+	if !t.e.cfg.DisableInputSanitization {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_USER {
+				c := proto.Clone(msgs[i]).(*runtimev1.Message)
+				c.Content = SanitizeUserInput(c.Content)
+				msgs[i] = c
+				break
+			}
+		}
+	}
+	for _, p := range t.pending {
+		msgs = append(msgs, &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: p})
+	}
+	t.pending = nil
+	return &ModelRequest{System: strings.Join(sys, "\n\n"), Messages: msgs, Tools: tools}
+}
+
+// bindable returns the tools to bind: the assembly's tools, plus task for
+// a lead agent with subagents enabled; for a subagent, the assembly's tools
+// narrowed by the subagent's allow/deny lists (tool_search exempt).
+func (t *turn) bindable(asm *runtimev1.AssembleToolsResponse) []*runtimev1.ToolSchema {
+	var out []*runtimev1.ToolSchema
+	hasTask := false
+	for _, s := range asm.GetTools() {
+		if t.isSubagent && !t.subagentAllows(s.GetName()) {
+			continue
+		}
+		if s.GetName() == ToolTask {
+			if !t.agent.SubagentsEnabled || t.isSubagent {
+				continue
+			}
+			hasTask = true
+		}
+		out = append(out, s)
+	}
+	if !t.isSubagent && t.agent.SubagentsEnabled && !hasTask && t.e.d.Threads != nil {
+		out = append(out, t.e.taskSchema())
+	}
+	return out
+}
+
+// subagentAllows applies a subagent type's allowlist then denylist
+// (deerflow-reference §1.4); task and ask_clarification are never allowed,
+// tool_search always is.
+func (t *turn) subagentAllows(name string) bool {
+	if name == ToolSearch {
+		return true
+	}
+	if name == ToolTask || name == ToolAskClarification {
+		return false
+	}
+	st := t.subType
+	if st == nil {
+		return true
+	}
+	if st.Tools != nil && !contains(st.Tools, name) {
+		return false
+	}
+	deny := st.DisallowedTools
+	if deny == nil {
+		deny = []string{ToolTask}
+	}
+	return !contains(deny, name)
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// executeAll runs the calls (in parallel, bounded) and returns their tool
+// messages in call order, plus the clarification question when the model
+// asked one (deerflow-reference §6.2 Clarification: the question becomes
+// the call's result and the turn ends).
+func (t *turn) executeAll(ctx context.Context, calls []*runtimev1.ToolCall) ([]*runtimev1.Message, string) {
+	results := make([]*runtimev1.ToolResult, len(calls))
+	question := ""
+	for _, c := range calls {
+		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_ToolCallStarted{ToolCallStarted: c}})
+	}
+	sem := make(chan struct{}, t.e.cfg.ParallelToolCalls)
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		if c.GetName() == ToolAskClarification && !t.isSubagent {
+			q := clarificationText(c)
+			if question == "" {
+				question = q
+			}
+			results[i] = textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS, 0, "", q)
+			continue
+		}
+		wg.Add(1)
+		go func(i int, c *runtimev1.ToolCall) {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+			}
+			results[i] = t.executeOne(ctx, c)
+		}(i, c)
+	}
+	wg.Wait()
+	now := timestamppb.New(t.e.d.Now())
+	msgs := make([]*runtimev1.Message, len(calls))
+	for i, c := range calls {
+		r := results[i]
+		r.ToolCallId, r.Name = c.GetId(), c.GetName()
+		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_ToolCallFinished{ToolCallFinished: r}})
+		if len(r.GetPromoted().GetNames()) > 0 {
+			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Promoted{Promoted: r.GetPromoted()}})
+		}
+		msgs[i] = &runtimev1.Message{
+			Id: t.e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: resultText(r),
+			ToolCallId: c.GetId(), Name: c.GetName(), Status: r.GetStatus(), RunId: t.run.GetRunId(), CreateTime: now,
+		}
+	}
+	return msgs, question
+}
+
+// executeOne runs one call: local refusals first (bad name, subagent
+// filter, clarification in a subagent), task through a child loop, the
+// rest through the Executor. Never returns nil.
+func (t *turn) executeOne(ctx context.Context, c *runtimev1.ToolCall) *runtimev1.ToolResult {
+	if err := ctx.Err(); err != nil {
+		return cancelledResult(c, ctx)
+	}
+	if !validToolName.MatchString(c.GetName()) {
+		bad := c.GetName()
+		c.Name = invalidToolName
+		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "tool.invalid_name",
+			fmt.Sprintf("Error: the tool call has no valid tool name (got %q). Call one of the tools you were given, by its exact name.", bad))
+	}
+	if t.isSubagent && !t.subagentAllows(c.GetName()) {
+		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "subagent.tool_denied",
+			fmt.Sprintf("Error: Tool '%s' is not available to this subagent. Use the tools you were given.", c.GetName()))
+	}
+	if c.GetName() == ToolTask && !t.isSubagent && t.agent.SubagentsEnabled && t.e.d.Threads != nil {
+		return t.runTask(ctx, c)
+	}
+	r, err := t.e.d.Executor.Execute(ctx, t.threadID, t.run.GetRunId(), c, func(n *typev1.Notification) {
+		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Notification{Notification: n}})
+	})
+	if err != nil || r == nil {
+		if ctx.Err() != nil {
+			return cancelledResult(c, ctx)
+		}
+		if err == nil {
+			err = errors.New("no result")
+		}
+		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_RUNTIME, "",
+			fmt.Sprintf("Error: Tool '%s' failed with %s. Continue with the information you have or try another tool.", c.GetName(), boundErr(err)))
+	}
+	return r
+}
+
+func cancelledResult(c *runtimev1.ToolCall, ctx context.Context) *runtimev1.ToolResult {
+	why := "the run was cancelled"
+	if errors.Is(context.Cause(ctx), errDeadline) {
+		why = "the turn reached its deadline"
+	}
+	return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_RUNTIME, "run.cancelled",
+		fmt.Sprintf("Error: Tool '%s' was stopped: %s.", c.GetName(), why))
+}
+
+func textResult(c *runtimev1.ToolCall, st runtimev1.ToolCallStatus, kind runtimev1.ErrorKind, reason, text string) *runtimev1.ToolResult {
+	return &runtimev1.ToolResult{
+		ToolCallId: c.GetId(), Name: c.GetName(), Status: st, ErrorKind: kind, ReasonCode: reason,
+		Content: []*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: text}},
+	}
+}
+
+// resultText is the text the model sees for a result: text blocks joined
+// by newlines; other blocks are named.
+func resultText(r *runtimev1.ToolResult) string {
+	var parts []string
+	for _, b := range r.GetContent() {
+		switch {
+		case b.GetText() != "":
+			parts = append(parts, b.GetText())
+		case b.GetUri() != "":
+			parts = append(parts, fmt.Sprintf("[%s %s]", strings.ToLower(strings.TrimPrefix(b.GetType().String(), "CONTENT_BLOCK_TYPE_")), b.GetUri()))
+		case b.GetType() != typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT:
+			parts = append(parts, fmt.Sprintf("[%s content, %s]", strings.ToLower(strings.TrimPrefix(b.GetType().String(), "CONTENT_BLOCK_TYPE_")), b.GetMimeType()))
+		}
+	}
+	if len(parts) == 0 && r.GetStructuredContent() != nil {
+		b, _ := r.GetStructuredContent().MarshalJSON()
+		parts = append(parts, string(b))
+	}
+	return strings.Join(parts, "\n")
+}

@@ -1,0 +1,74 @@
+package runtimeloop
+
+import (
+	"context"
+	"strings"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+)
+
+// ModelRequest is one chat-completions request.
+type ModelRequest struct {
+	// System is the single coalesced system message.
+	System string
+	// Messages are the conversation after repair and sanitisation (no
+	// system messages): user, assistant (with tool calls) and tool messages.
+	Messages []*runtimev1.Message
+	// Tools are the tools to bind (their OpenAI format is sent).
+	Tools []*runtimev1.ToolSchema
+}
+
+// ModelResponse is the model's answer.
+type ModelResponse struct {
+	// Content is the assistant text.
+	Content string
+	// ToolCalls are the tool calls; Arguments is nil and RawArguments set
+	// when the model's argument text was not a JSON object.
+	ToolCalls []*runtimev1.ToolCall
+	// FinishReason is the provider's finish reason ("stop", "tool_calls",
+	// "length", "content_filter", ...).
+	FinishReason string
+	// Usage is the token usage of this call (zero when the provider sent none).
+	Usage *runtimev1.TokenUsage
+}
+
+// Model is one chat model.
+type Model interface {
+	// Complete runs one chat completion; onDelta receives text deltas as
+	// they arrive (never called by non-streaming models except once with the
+	// whole text).
+	Complete(ctx context.Context, req *ModelRequest, onDelta func(string)) (*ModelResponse, error)
+}
+
+// Models resolves model names (as authorized with model:use) to clients.
+type Models interface {
+	// Names lists the configured model names in configuration order.
+	Names() []string
+	// Model returns the client of a name.
+	Model(name string) (Model, bool)
+}
+
+// StaticModels is a Models over a fixed list (tests and simple setups).
+type StaticModels struct {
+	// Order is the name order.
+	Order []string
+	// ByName maps names to clients.
+	ByName map[string]Model
+}
+
+// Names returns Order.
+func (s *StaticModels) Names() []string { return s.Order }
+
+// Model returns ByName[name].
+func (s *StaticModels) Model(name string) (Model, bool) { m, ok := s.ByName[name]; return m, ok }
+
+// safetyFinish reports a safety-terminated response: OpenAI-compatible
+// content_filter, Anthropic refusal, the Gemini SAFETY family
+// (deerflow-reference §6.2 SafetyFinishReason).
+func safetyFinish(reason string) bool {
+	switch strings.ToLower(reason) {
+	case "content_filter", "refusal", "safety", "prohibited_content", "blocklist", "spii", "image_safety":
+		return true
+	}
+	return false
+}

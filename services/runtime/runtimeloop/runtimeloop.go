@@ -1,0 +1,135 @@
+// Package runtimeloop is the runtime's agent loop (ARCHITECTURE §3.3, issue 8):
+// one turn = AssembleTools → authorized model choice → chat completion
+// (streamed deltas) → model-side guards → tool calls through ExecuteToolCall
+// → repeat until a final answer, a clarification, a cancel or a limit.
+//
+// The engine depends only on the narrow interfaces declared here (Assembler,
+// Executor, ModelAuthorizer, Store, Threads, Models); the runtime service
+// adapts them to its own RPC logic and store. The model-side middlewares of
+// deerflow-reference §6.1 are applied in the reference order:
+//
+//   - before a model call: dangling tool calls repaired, malformed names and
+//     arguments sanitised, input sanitisation of framework tags on the last
+//     user message, one coalesced system message, pending hidden warnings
+//     (loop detection, token budget, terminal-response retry);
+//   - after a model call, in the reference's reverse order: safety finish
+//     reason → length finish reason → terminal response → token budget →
+//     loop detection → subagent limit;
+//   - at tool time: ask_clarification and task are intercepted by the loop
+//     (deerflow-reference §6.2 Clarification, §1.4); every other call goes to
+//     the Executor (the runtime's ExecuteToolCall chain, ARCHITECTURE §3.2).
+package runtimeloop
+
+import (
+	"context"
+	"errors"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+)
+
+// Names of the tools the loop handles itself.
+const (
+	// ToolAskClarification ends the turn with a question (deerflow-reference §6.2 Clarification).
+	ToolAskClarification = "ask_clarification"
+	// ToolTask delegates to a subagent (deerflow-reference §1.4).
+	ToolTask = "task"
+	// ToolSearch is the deferred-tool search tool; subagent allow/deny
+	// lists never apply to it (deerflow-reference §1.4).
+	ToolSearch = "tool_search"
+)
+
+// Errors returned by the Engine. The runtime maps them to status codes.
+var (
+	// ErrRunActive: a run is already running in the thread.
+	ErrRunActive = errors.New("runtimeloop: a run is already active in this thread")
+	// ErrRunNotWaiting: ResumeRun on a run that is not waiting for input.
+	ErrRunNotWaiting = errors.New("runtimeloop: the run is not waiting for input")
+	// ErrNotFound: no such run.
+	ErrNotFound = errors.New("runtimeloop: run not found")
+	// ErrCancelled is the cancellation cause of CancelRun.
+	ErrCancelled = errors.New("runtimeloop: run cancelled")
+)
+
+// Assembler returns the tools, prompt sections and deferred names of the
+// next model call of a thread (the runtime's AssembleTools, ARCHITECTURE §3.1).
+type Assembler interface {
+	// Assemble runs assembly for threadID with the latest user text.
+	Assemble(ctx context.Context, threadID, userMessage string) (*runtimev1.AssembleToolsResponse, error)
+}
+
+// Executor runs one tool call through the tool-call chain (the runtime's
+// ExecuteToolCall, ARCHITECTURE §3.2). Tool failures are results; an error
+// means the call could not be run at all (the loop turns it into a RUNTIME
+// error result so the model can carry on, deerflow-reference §7).
+type Executor interface {
+	// Execute runs call in threadID for runID; notify receives progress and
+	// log notifications (may be called from the executing goroutine).
+	Execute(ctx context.Context, threadID, runID string, call *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error)
+}
+
+// ModelAuthorizer decides model:use for the principal of the context
+// (deerflow-reference §3.6).
+type ModelAuthorizer interface {
+	// AuthorizeModel reports whether the model may be used and, when not, why.
+	AuthorizeModel(ctx context.Context, model string) (allowed bool, reason string, err error)
+	// FilterModels returns the candidates the principal may use, in candidate order.
+	FilterModels(ctx context.Context, candidates []string) ([]string, error)
+}
+
+// Store persists a thread's messages and runs. AppendMessages must be
+// atomic: all messages or none (the loop writes an assistant message and
+// its tool results in one call, so a crash never leaves a half-written step).
+type Store interface {
+	// Messages returns the thread's messages, oldest first.
+	Messages(ctx context.Context, threadID string) ([]*runtimev1.Message, error)
+	// AppendMessages appends messages atomically (ids and times filled by the store when empty).
+	AppendMessages(ctx context.Context, threadID string, msgs ...*runtimev1.Message) error
+	// PutRun creates or replaces a run.
+	PutRun(ctx context.Context, r *runtimev1.Run) error
+	// GetRun returns a run or an error wrapping ErrNotFound.
+	GetRun(ctx context.Context, threadID, runID string) (*runtimev1.Run, error)
+	// ListRuns lists a thread's runs, newest first.
+	ListRuns(ctx context.Context, threadID string) ([]*runtimev1.Run, error)
+	// AddUsage adds token usage to the thread's total.
+	AddUsage(ctx context.Context, threadID string, u *runtimev1.TokenUsage) error
+}
+
+// ChildSpec describes the child thread of a subagent task.
+type ChildSpec struct {
+	// ParentThreadID is the delegating thread.
+	ParentThreadID string
+	// ParentRunID is the delegating run.
+	ParentRunID string
+	// SubagentType is the subagent type name.
+	SubagentType string
+	// Skills is the subagent's skills allowlist after intersection with the
+	// parent's (nil = all, empty = none; deerflow-reference §1.4).
+	Skills *typev1.StringList
+}
+
+// Threads creates child threads for subagents.
+type Threads interface {
+	// CreateChildThread creates a thread of the same owner and agent as the
+	// parent with its own promotion state, narrowed by spec, and returns its id.
+	CreateChildThread(ctx context.Context, spec ChildSpec) (string, error)
+}
+
+// Sink receives the events of a run in order. It is called from the loop's
+// goroutine only; it should not block for long.
+type Sink func(*runtimev1.RunEvent)
+
+// Agent is what the loop needs of a thread's agent profile.
+type Agent struct {
+	// Name of the agent ("default" for the built-in one).
+	Name string
+	// Model is the agent's model name; empty = the configured default.
+	Model string
+	// SystemPrompt is the agent's prompt, placed before the assembly sections.
+	SystemPrompt string
+	// SubagentsEnabled binds the task tool.
+	SubagentsEnabled bool
+	// Skills is the agent's skills allowlist (nil = all), intersected with a
+	// subagent type's list for child threads.
+	Skills *typev1.StringList
+}
