@@ -514,6 +514,7 @@ func (s *Server) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		}
 		return nil, rpcError("execute tool call", err)
 	}
+	settle(ctx)
 	if len(result.GetPromoted().GetNames()) > 0 {
 		if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" {
 			if err := s.mcp.SendNotificationToClient(ctx, string(mcp.MethodNotificationToolsListChanged), nil); err != nil {
@@ -522,6 +523,24 @@ func (s *Server) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		}
 	}
 	return resultFrom(result)
+}
+
+// settle waits (at most ~200 ms) until the notifications relayed to the
+// session have been taken by its writer. mcp-go v1.2.1's stdio server writes
+// notifications from a goroutine of its own, so a result returned at once
+// could overtake the last progress or log notification on stdout. Over HTTP
+// (with the event store) ordering is already guaranteed and this returns at
+// once.
+func settle(ctx context.Context) {
+	sess := server.ClientSessionFromContext(ctx)
+	if sess == nil || sess.SessionID() != "stdio" {
+		return
+	}
+	ch := sess.NotificationChannel()
+	for i := 0; i < 100 && len(ch) > 0; i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Millisecond)
 }
 
 // drain relays the stream's notifications and returns its final result.
