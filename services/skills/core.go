@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"time"
 
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
@@ -212,7 +213,10 @@ func (s *Server) check(ctx context.Context, op string, pkg *skillsarchive.Packag
 func (s *Server) scan(ctx context.Context, pkg *skillsarchive.Package) skillsscan.Report {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
 	defer cancel()
-	return s.rules.ScanContext(ctx, pkg)
+	start := time.Now()
+	rep := s.rules.ScanContext(ctx, pkg)
+	s.metrics.scanned(start, rep)
+	return rep
 }
 
 // putBlobs stores the package's files and returns the manifest and the

@@ -79,7 +79,8 @@ func (s *Server) GetSkill(ctx context.Context, req *skillsv1.GetSkillRequest) (*
 
 // InstallSkill installs a custom skill (any user) or an integration skill
 // (admin), atomically.
-func (s *Server) InstallSkill(ctx context.Context, req *skillsv1.InstallSkillRequest) (*skillsv1.InstallSkillResponse, error) {
+func (s *Server) InstallSkill(ctx context.Context, req *skillsv1.InstallSkillRequest) (_ *skillsv1.InstallSkillResponse, err error) {
+	defer func() { s.metrics.write("install", err) }()
 	u := userOf(ctx)
 	cat, owner := skillsstore.Custom, u.key
 	if req.GetCategory() == skillsv1.SkillCategory_SKILL_CATEGORY_INTEGRATION {
@@ -89,7 +90,6 @@ func (s *Server) InstallSkill(ctx context.Context, req *skillsv1.InstallSkillReq
 		cat, owner = skillsstore.Integration, ""
 	}
 	var pkg *skillsarchive.Package
-	var err error
 	folder := ""
 	if req.GetFiles() != nil {
 		pkg, err = s.inlinePackage(req.GetFiles().GetFiles())
@@ -112,7 +112,12 @@ func (s *Server) InstallSkill(ctx context.Context, req *skillsv1.InstallSkillReq
 }
 
 // UpdateSkill replaces a custom skill's content and/or toggles enablement.
-func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillRequest) (*skillsv1.UpdateSkillResponse, error) {
+func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillRequest) (_ *skillsv1.UpdateSkillResponse, err error) {
+	op := "edit"
+	if len(req.GetSkill().GetFiles()) == 0 {
+		op = map[bool]string{true: "enable", false: "disable"}[req.GetSkill().GetEnabled()]
+	}
+	defer func() { s.metrics.write(op, err) }()
 	u := userOf(ctx)
 	name := req.GetName()
 	sk, err := s.resolve(ctx, u, name)
@@ -178,7 +183,8 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 }
 
 // DeleteSkill deletes one of the user's custom skills and collects its blobs.
-func (s *Server) DeleteSkill(ctx context.Context, req *skillsv1.DeleteSkillRequest) (*skillsv1.DeleteSkillResponse, error) {
+func (s *Server) DeleteSkill(ctx context.Context, req *skillsv1.DeleteSkillRequest) (_ *skillsv1.DeleteSkillResponse, err error) {
+	defer func() { s.metrics.write("delete", err) }()
 	u := userOf(ctx)
 	sk, err := s.resolve(ctx, u, req.GetName())
 	if err != nil {
@@ -223,7 +229,8 @@ func (s *Server) ListSkillHistory(ctx context.Context, req *skillsv1.ListSkillHi
 // RollbackSkill restores an earlier content version of a custom skill as a
 // new version. The restored content is validated and re-scanned; a blocked
 // rollback is refused and recorded (action rollback_refused).
-func (s *Server) RollbackSkill(ctx context.Context, req *skillsv1.RollbackSkillRequest) (*skillsv1.RollbackSkillResponse, error) {
+func (s *Server) RollbackSkill(ctx context.Context, req *skillsv1.RollbackSkillRequest) (_ *skillsv1.RollbackSkillResponse, err error) {
+	defer func() { s.metrics.write("rollback", err) }()
 	u := userOf(ctx)
 	sk, err := s.resolve(ctx, u, req.GetName())
 	if err != nil {

@@ -1,8 +1,12 @@
 package skills
 
 import (
+	"log/slog"
+
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"strings"
 	"sync"
 	"testing"
@@ -147,4 +151,42 @@ func TestStoreFailureLeavesNoBlobs(t *testing.T) {
 		t.Fatalf("blobs left behind:\n%v\n%v", before, after)
 	}
 	s.store = real
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := New(context.Background(), Config{}, svckit.Env{DataDir: t.TempDir(), Metrics: reg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	alice := ctxFor("alice", false)
+	s.InstallSkill(alice, &skillsv1.InstallSkillRequest{Source: &skillsv1.InstallSkillRequest_Archive{Archive: sat.Good()}})
+	for _, c := range sat.Hostile() {
+		if c.Name == "reverse-shell" || c.Name == "zip-slip" {
+			s.InstallSkill(alice, &skillsv1.InstallSkillRequest{Source: &skillsv1.InstallSkillRequest_Archive{Archive: c.Data}})
+		}
+	}
+	for result, want := range map[string]float64{"ok": 1, "blocked": 1, "refused": 1} {
+		if got := counterValue(s.metrics.writes.WithLabelValues("install", result)); got != want {
+			t.Errorf("install %s = %v, want %v", result, got, want)
+		}
+	}
+	if counterValue(s.metrics.findings.WithLabelValues("CRITICAL")) < 1 {
+		t.Error("no CRITICAL finding counted")
+	}
+	var h dto.Metric
+	s.metrics.scanSeconds.Write(&h)
+	if h.GetHistogram().GetSampleCount() < 2 {
+		t.Errorf("scan histogram count %d", h.GetHistogram().GetSampleCount())
+	}
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 3 {
+		t.Errorf("gathered %d families: %v", len(mfs), err)
+	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	c.Write(&m)
+	return m.GetCounter().GetValue()
 }

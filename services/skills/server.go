@@ -56,6 +56,7 @@ type Server struct {
 	docs *lru.Cache[string, *parsedDoc]
 	// indexes caches DescribeSkills search indexes by document-set hash.
 	indexes *lru.Cache[string, *search.Index]
+	metrics *metrics
 }
 
 type parsedDoc struct {
@@ -96,7 +97,8 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	}
 	docs, _ := lru.New[string, *parsedDoc](1024)
 	indexes, _ := lru.New[string, *search.Index](64)
-	s := &Server{cfg: cfg, env: env, log: log, store: store, blobs: blobs, rules: skillsscan.Default(), docs: docs, indexes: indexes}
+	s := &Server{cfg: cfg, env: env, log: log, store: store, blobs: blobs, rules: skillsscan.Default(), docs: docs, indexes: indexes,
+		metrics: newMetrics(env.Metrics)}
 	if err := s.syncPublic(ctx); err != nil {
 		store.Close()
 		return nil, err
