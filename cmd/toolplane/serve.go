@@ -80,6 +80,7 @@ A configuration error exits 2 with one line naming the key or flag.`,
 func newHealthcheckCmd() *cobra.Command {
 	var (
 		addr, service, caFile, serverName string
+		certFile, keyFile                 string
 		useTLS                            bool
 		timeout                           time.Duration
 	)
@@ -89,8 +90,8 @@ func newHealthcheckCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			creds := insecure.NewCredentials()
-			if useTLS || caFile != "" {
-				tc, err := grpcx.ClientTLS(caFile, "", "", serverName)
+			if useTLS || caFile != "" || certFile != "" {
+				tc, err := grpcx.ClientTLS(caFile, certFile, keyFile, serverName)
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
@@ -120,6 +121,8 @@ func newHealthcheckCmd() *cobra.Command {
 	fl.BoolVar(&useTLS, "tls", false, "connect with TLS")
 	fl.StringVar(&caFile, "tls-ca", "", "CA file to verify the server (implies --tls)")
 	fl.StringVar(&serverName, "tls-server-name", "", "server name to verify")
+	fl.StringVar(&certFile, "tls-cert", "", "client certificate for a server that requires mTLS (implies --tls)")
+	fl.StringVar(&keyFile, "tls-key", "", "client key for --tls-cert")
 	fl.DurationVar(&timeout, "timeout", 3*time.Second, "timeout")
 	return cmd
 }

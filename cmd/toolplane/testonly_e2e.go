@@ -146,8 +146,13 @@ func (testOnlyService) RegisterGateway(_ context.Context, mux *gwruntime.ServeMu
 			gwruntime.HTTPError(r.Context(), mux, outbound, w, r, err)
 			return
 		}
-		var out structpb.Struct
-		if err := conn.Invoke(ctx, testOnlyWhoAmI, &emptypb.Empty{}, &out); err != nil {
+		var (
+			out structpb.Struct
+			md  gwruntime.ServerMetadata
+		)
+		err = conn.Invoke(ctx, testOnlyWhoAmI, &emptypb.Empty{}, &out, grpc.Header(&md.HeaderMD), grpc.Trailer(&md.TrailerMD))
+		ctx = gwruntime.NewServerMetadataContext(ctx, md)
+		if err != nil {
 			gwruntime.HTTPError(ctx, mux, outbound, w, r, err)
 			return
 		}

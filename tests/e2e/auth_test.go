@@ -429,6 +429,14 @@ func TestAuthTLS(t *testing.T) {
 			t.Error("a plaintext gRPC client reached a TLS listener")
 		}
 	})
+	t.Run("healthcheck command over TLS", func(t *testing.T) {
+		if r := testkit.Run(t, nil, "healthcheck", "--grpc-addr", s.p.GRPCAddr, "--tls-ca", pki.CAFile); r.Code != 0 {
+			t.Errorf("healthcheck --tls-ca: exit %d, stderr %q", r.Code, r.Stderr)
+		}
+		if r := testkit.Run(t, nil, "healthcheck", "--grpc-addr", s.p.GRPCAddr, "--timeout", "1s"); r.Code != 1 {
+			t.Errorf("plaintext healthcheck of a TLS listener: exit %d, want 1", r.Code)
+		}
+	})
 	t.Run("HS256 token refused by an ES256 verifier", func(t *testing.T) {
 		hs := signJWT(t, jwt.SigningMethodHS256, []byte(randomHex(t, 32)), claims("bob"))
 		_, err := whoAmIAuth(t, s, bearer(hs))
@@ -454,6 +462,14 @@ func TestMTLS(t *testing.T) {
 	if resp, err := noCert.HTTPClient().Get(noCert.URL("/healthz")); err == nil {
 		resp.Body.Close()
 		t.Errorf("HTTPS client without a certificate was served: %d", resp.StatusCode)
+	}
+
+	// The healthcheck command needs the client certificate too.
+	if r := testkit.Run(t, nil, "healthcheck", "--grpc-addr", s.p.GRPCAddr, "--tls-ca", pki.CAFile, "--timeout", "2s"); r.Code != 1 {
+		t.Errorf("healthcheck without a client certificate: exit %d, want 1", r.Code)
+	}
+	if r := testkit.Run(t, nil, "healthcheck", "--grpc-addr", s.p.GRPCAddr, "--tls-ca", pki.CAFile, "--tls-cert", pki.ClientCert, "--tls-key", pki.ClientKey); r.Code != 0 {
+		t.Errorf("healthcheck with a client certificate: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 
 	// With the client certificate: served, and the token still required.
