@@ -3,6 +3,10 @@ package skillsscan
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,8 @@ import (
 	"github.com/toolplane/toolplane/services/skills/skillsarchive"
 	sat "github.com/toolplane/toolplane/services/skills/skillsarchive/skillsarchivetest"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/rules.golden")
 
 // examplePath picks a file path of the rule's first file class.
 func examplePath(r *Rule) string {
@@ -323,5 +329,26 @@ func TestScanTimeoutFailsClosed(t *testing.T) {
 	small, _ := skillsarchive.FromFiles(map[string][]byte{"SKILL.md": []byte("---\nname: x\ndescription: d\n---\n")}, nil, skillsarchive.Limits{})
 	if rep := Default().ScanContext(context.Background(), small); rep.Blocked || len(rep.Findings) != 0 {
 		t.Fatalf("%+v", rep.Findings)
+	}
+}
+
+// TestRuleIDsStable pins the rule ids and severities (testdata/rules.golden):
+// ids are part of the API (findings, SARIF, suppressions downstream), so a
+// rename or severity change must be deliberate. Update with -update.
+func TestRuleIDsStable(t *testing.T) {
+	var b strings.Builder
+	for _, r := range Default().Rules {
+		fmt.Fprintf(&b, "%s %s %s\n", r.ID, r.Severity, r.Family)
+	}
+	golden := filepath.Join("testdata", "rules.golden")
+	if *update {
+		os.WriteFile(golden, []byte(b.String()), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Fatalf("rule ids changed; run go test -run TestRuleIDsStable -update if deliberate.\ngot:\n%s", b.String())
 	}
 }
