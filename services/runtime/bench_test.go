@@ -28,7 +28,7 @@ func bigSuite(tb testing.TB) *suite {
 	}
 	dir := tb.TempDir()
 	ext := map[string]any{"mcpServers": map[string]any{"mcpm": map[string]any{"type": "static", "path": mcpmCatalog}}}
-	s := newSuiteWith(tb, dir, ext, nil)
+	s := newSuiteWith(tb, dir, ext, false, nil)
 	return s
 }
 

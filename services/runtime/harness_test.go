@@ -75,6 +75,7 @@ type suite struct {
 	sk       *runtimetest.FakeSkills
 	fakeAddr string
 	mutate   func(*config.Config)
+	real     bool // authz and skills served by this process (no fakes)
 	cancel   context.CancelFunc
 	done     chan error
 	addr     string
@@ -83,6 +84,14 @@ type suite struct {
 }
 
 func newSuite(t testing.TB, mutate func(*config.Config)) *suite {
+	return newNpmSuite(t, false, mutate)
+}
+
+// newRealSuite is newSuite with all four services of one process: the
+// real authz and skills services instead of the fakes.
+func newRealSuite(t testing.TB) *suite { return newNpmSuite(t, true, nil) }
+
+func newNpmSuite(t testing.TB, real bool, mutate func(*config.Config)) *suite {
 	t.Helper()
 	memory := npmJS(t, "server-memory")
 	everything := npmJS(t, "server-everything")
@@ -100,19 +109,19 @@ func newSuite(t testing.TB, mutate func(*config.Config)) *suite {
 		"everything": map[string]any{"command": "node", "args": []string{everything}},
 		"bulk":       map[string]any{"type": "static", "path": filepath.Join(dir, "bulk.jsonl")},
 	}}
-	return newSuiteWith(t, dir, ext, mutate)
+	return newSuiteWith(t, dir, ext, real, mutate)
 }
 
 // newSuiteWith starts a suite whose catalog serves the given
 // extensions_config.json content.
-func newSuiteWith(t testing.TB, dir string, ext map[string]any, mutate func(*config.Config)) *suite {
+func newSuiteWith(t testing.TB, dir string, ext map[string]any, real bool, mutate func(*config.Config)) *suite {
 	t.Helper()
 	b, _ := json.Marshal(ext)
 	extPath := filepath.Join(dir, "extensions_config.json")
 	if err := os.WriteFile(extPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &suite{t: t, dataDir: filepath.Join(dir, "data"), ext: extPath, az: runtimetest.NewFakeAuthz(), sk: runtimetest.NewFakeSkills(), mutate: mutate}
+	s := &suite{t: t, dataDir: filepath.Join(dir, "data"), ext: extPath, az: runtimetest.NewFakeAuthz(), sk: runtimetest.NewFakeSkills(), mutate: mutate, real: real}
 	s.fakeAddr = runtimetest.Serve(t, s.az, s.sk)
 	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -130,11 +139,16 @@ func (s *suite) start() {
 	cfg.Server.GRPCAddr = "127.0.0.1:0"
 	cfg.Server.HTTPAddr = "127.0.0.1:0"
 	cfg.Server.Services = []string{"catalog", "runtime"}
+	if s.real {
+		cfg.Server.Services = []string{"catalog", "authz", "skills", "runtime"}
+	}
 	cfg.Server.DrainPeriod = time.Millisecond
 	cfg.Server.ShutdownTimeout = 5 * time.Second
 	cfg.Catalog.ExtensionsConfig = s.ext
-	cfg.Runtime.Upstreams.Authz.Address = s.fakeAddr
-	cfg.Runtime.Upstreams.Skills.Address = s.fakeAddr
+	if !s.real {
+		cfg.Runtime.Upstreams.Authz.Address = s.fakeAddr
+		cfg.Runtime.Upstreams.Skills.Address = s.fakeAddr
+	}
 	cfg.Auth.Enabled = true
 	cfg.Auth.Tokens = []config.Token{
 		{Name: "alice", SHA256: sha(aliceToken), Kind: "user", Subject: "alice", Roles: []string{"user"}},

@@ -1,0 +1,136 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
+)
+
+// TestAllFourServices runs the pipeline with catalog, authz, skills and
+// runtime in one process (the runtime reaching the others through its gRPC
+// clients with the process's service credential), real npm MCP servers, the
+// shipped default policy and a skill installed through the skills service.
+func TestAllFourServices(t *testing.T) {
+	s := newRealSuite(t)
+	ctx := context.Background()
+	alice := s.rt(aliceToken)
+	admin := authzv1.NewAuthzServiceClient(s.dial(adminToken))
+	skills := skillsv1.NewSkillsServiceClient(s.dial(aliceToken))
+
+	skillMD := "---\nname: graph-reader\ndescription: Read the knowledge graph and nothing else.\nallowed-tools: [memory_read_graph]\n---\n# Graph reader\nUse memory_read_graph only.\n"
+	if _, err := skills.InstallSkill(ctx, &skillsv1.InstallSkillRequest{Source: &skillsv1.InstallSkillRequest_Files{Files: &skillsv1.InlineFiles{
+		Name: "graph-reader", Files: []*skillsv1.SkillFile{{Path: "SKILL.md", Content: []byte(skillMD)}}}}}); err != nil {
+		t.Fatalf("InstallSkill: %v", err)
+	}
+
+	th := newThread(t, alice, nil)
+	r := assemble(t, alice, th, "hello")
+	bound := names(r.GetTools())
+	if !bound["tool_search"] || !bound["read_file"] || bound["memory_create_entities"] || !slices.Contains(r.GetDeferred(), "memory_create_entities") {
+		t.Fatalf("assembly: bound %v, deferred %d", bound, len(r.GetDeferred()))
+	}
+	if r.GetPolicyVersion() == 0 || r.GetCatalogHash() == "" {
+		t.Errorf("policy version %d, hash %q", r.GetPolicyVersion(), r.GetCatalogHash())
+	}
+	if !bound["describe_skill"] || !strings.Contains(section(r, "skills"), "graph-reader") {
+		t.Errorf("installed skill not offered: %v", section(r, "skills"))
+	}
+
+	// Deferred call refused, tool_search promotes, the call then works.
+	res := call(t, alice, th, "memory_create_entities", map[string]any{"entities": []any{map[string]any{"name": "Nope", "entityType": "t", "observations": []any{"o"}}}})
+	if res.GetReasonCode() != "deferred.not_promoted" {
+		t.Fatalf("deferred call: %v", res)
+	}
+	if sr := call(t, alice, th, "tool_search", map[string]any{"query": "select:memory_create_entities,memory_read_graph"}); len(sr.GetPromoted().GetNames()) != 2 {
+		t.Fatalf("tool_search: %v", sr)
+	}
+	if g := call(t, alice, th, "memory_read_graph", map[string]any{}); g.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS || strings.Contains(text(g), "Nope") {
+		t.Fatalf("read_graph: %v", g)
+	}
+	if c := call(t, alice, th, "memory_create_entities", map[string]any{"entities": []any{map[string]any{"name": "Yes", "entityType": "t", "observations": []any{"o"}}}}); c.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS {
+		t.Fatalf("create after promotion: %v", c)
+	}
+
+	// Authz denies at assembly and at call (policy lines added by an admin).
+	if _, err := admin.AddPolicies(ctx, &authzv1.AddPoliciesRequest{Policies: []*authzv1.Policy{
+		{Role: "user", Tenant: "*", ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "everything_get-sum", Action: authzv1.Action_ACTION_LIST, Effect: authzv1.PolicyEffect_POLICY_EFFECT_DENY},
+		{Role: "user", Tenant: "*", ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "memory_create_entities", Action: authzv1.Action_ACTION_CALL, Effect: authzv1.PolicyEffect_POLICY_EFFECT_DENY},
+	}}); err != nil {
+		t.Fatalf("AddPolicies: %v", err)
+	}
+	r = eventually(t, func() (*runtimev1.AssembleToolsResponse, bool) {
+		r := assemble(t, alice, th, "")
+		return r, !slices.Contains(r.GetDeferred(), "everything_get-sum")
+	})
+	if !slices.ContainsFunc(r.GetReport().GetDenied(), func(d string) bool { return strings.HasPrefix(d, "everything_get-sum") }) {
+		t.Errorf("report.denied: %v", r.GetReport().GetDenied())
+	}
+	// The deferred set changed with the policy, so did its hash: earlier
+	// promotions are stale and the tools must be searched again.
+	if names(r.GetTools())["memory_create_entities"] {
+		t.Fatal("promotion survived a change of the deferred set")
+	}
+	call(t, alice, th, "tool_search", map[string]any{"query": "select:memory_create_entities,memory_read_graph"})
+	d := call(t, alice, th, "memory_create_entities", map[string]any{"entities": []any{map[string]any{"name": "Denied", "entityType": "t", "observations": []any{"o"}}}})
+	if d.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_POLICY || !strings.HasPrefix(text(d), "Guardrail denied:") {
+		t.Fatalf("call not denied: %v", d)
+	}
+	if g := call(t, alice, th, "memory_read_graph", map[string]any{}); strings.Contains(text(g), "Denied") {
+		t.Fatal("a denied call reached the MCP server")
+	}
+
+	// Skills: slash activation narrows; reading SKILL.md activates.
+	r = assemble(t, alice, th, "/graph-reader what is in the graph?")
+	if r.GetSkipModel() || r.GetActivatedSkill().GetName() != "graph-reader" {
+		t.Fatalf("slash activation: skip=%v %q %v", r.GetSkipModel(), r.GetDirectAnswer(), r.GetActivatedSkill())
+	}
+	bound = names(r.GetTools())
+	if !bound["memory_read_graph"] || bound["ls"] || bound["write_file"] {
+		t.Fatalf("skill policy did not narrow: %v (%v)", bound, r.GetReport())
+	}
+	if sr := call(t, alice, th, "tool_search", map[string]any{"query": "select:memory_open_nodes,memory_read_graph"}); fmt.Sprint(sr.GetPromoted().GetNames()) != "[memory_read_graph]" {
+		t.Fatalf("tool_search under the skill: %v", sr.GetPromoted())
+	}
+	if r := assemble(t, alice, th, "/not-installed-skill go"); !r.GetSkipModel() || !strings.Contains(r.GetDirectAnswer(), "not installed") {
+		t.Errorf("unknown skill: %v", r)
+	}
+	th2 := newThread(t, alice, nil)
+	rd := call(t, alice, th2, "read_file", map[string]any{"path": "/mnt/skills/custom/graph-reader/SKILL.md"})
+	if rd.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS || !strings.Contains(text(rd), "Use memory_read_graph only.") {
+		t.Fatalf("read SKILL.md: %v", rd)
+	}
+	g, _ := alice.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th2})
+	if as := g.GetThread().GetActiveSkills(); len(as) != 1 || as[0].GetSource() != runtimev1.SkillActivationSource_SKILL_ACTIVATION_SOURCE_READ {
+		t.Fatalf("reading SKILL.md did not activate: %v", as)
+	}
+	if dsc := call(t, alice, th2, "describe_skill", map[string]any{"name": "graph"}); !strings.Contains(text(dsc), "## Skill: graph-reader") {
+		t.Errorf("describe_skill: %s", text(dsc))
+	}
+
+	// Another principal: bob sees nothing.
+	bob := s.rt(bobToken)
+	if _, err := bob.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th}); status.Code(err) != codes.NotFound {
+		t.Errorf("bob AssembleTools: %v", err)
+	}
+
+	// Restart keeps the thread state.
+	before, _ := alice.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th})
+	s.restart()
+	alice = s.rt(aliceToken)
+	after, err := alice.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(after.GetThread().GetPromoted(), after.GetThread().GetActiveSkills()) != fmt.Sprint(before.GetThread().GetPromoted(), before.GetThread().GetActiveSkills()) {
+		t.Fatalf("state changed across restart:\n%v\n%v", before.GetThread(), after.GetThread())
+	}
+}
