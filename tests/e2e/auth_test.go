@@ -401,6 +401,7 @@ func checkValidationAfterAuth(t *testing.T, s *authSetup) {
 // TestAuthPlaintext: the whole matrix with HS256 JWTs, no TLS.
 func TestAuthPlaintext(t *testing.T) {
 	s := startAuth(t, jwtHS256, nil, false)
+	t.Run("self-minted service token", func(t *testing.T) { checkSelfToken(t, s) })
 	t.Run("matrix", func(t *testing.T) { runMatrix(t, s) })
 	t.Run("principal", func(t *testing.T) { checkPrincipals(t, s) })
 	t.Run("no token needed", func(t *testing.T) { checkNoTokenNeeded(t, s) })
@@ -481,5 +482,32 @@ func TestMTLS(t *testing.T) {
 	wantCode(t, "WhoAmI with a client certificate but no token", err, codes.Unauthenticated)
 	if r := rest(t, s.p, http.MethodGet, "/v1/testonly/whoami", userToken, ""); r.Status != http.StatusOK {
 		t.Errorf("REST WhoAmI with a client certificate: %d %s", r.Status, r.Raw)
+	}
+}
+
+// checkSelfToken: with authentication on, the all-in-one runtime reaches its
+// in-process upstreams with the service token the process minted at start
+// (no token in the config is a service token it could use). The runtime
+// follows WatchCatalog and WatchPolicy (services/runtime/watch.go), class
+// service: the streams are started (past authentication) and none was
+// refused by the class check.
+func checkSelfToken(t *testing.T, s *authSetup) {
+	for _, m := range []struct{ svc, method string }{
+		{"toolplane.catalog.v1.CatalogService", "WatchCatalog"},
+		{"toolplane.authz.v1.AuthzService", "WatchPolicy"},
+	} {
+		testkit.Eventually(t, 10*time.Second, "the runtime's "+m.method+" admitted", func() error {
+			mt := scrape(t, s.p)
+			sel := []string{`grpc_service="` + m.svc + `"`, `grpc_method="` + m.method + `"`}
+			if n := mt.sum("grpc_server_started_total", sel...); n < 1 {
+				return fmt.Errorf("%s started %v times", m.method, n)
+			}
+			for _, code := range []string{"Unauthenticated", "PermissionDenied"} {
+				if n := mt.sum("grpc_server_handled_total", append(sel, `grpc_code="`+code+`"`)...); n != 0 {
+					return fmt.Errorf("%s refused %v times with %s", m.method, n, code)
+				}
+			}
+			return nil
+		})
 	}
 }
