@@ -32,6 +32,16 @@ type Deps struct {
 	Models Models
 	// Threads creates child threads for subagents (optional).
 	Threads Threads
+	// ExecutorStoresResults says that Executor.Execute persists the tool
+	// message of every result it returns (the runtime's ExecuteToolCall
+	// commits the result message with the state update). The loop then
+	// stores each assistant step before running its calls, runs the
+	// executor's calls one at a time so results land in call order (task
+	// calls still run concurrently), and stores only the results it made
+	// itself (clarification, task, refusals, cancellations). When false the
+	// loop runs calls in parallel and stores the assistant message with all
+	// its results in one atomic append.
+	ExecutorStoresResults bool
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
@@ -290,6 +300,8 @@ type turn struct {
 	det      *loopDetector
 
 	// Subagent state: child turns have a name filter and their own prompt.
+	badNames map[string]string // call id → the model's malformed tool name
+
 	isSubagent bool
 	subType    *SubagentType
 	tasksUsed  int
@@ -300,7 +312,7 @@ type turn struct {
 func (e *Engine) newTurn(threadID string, run *runtimev1.Run, a Agent, l Limits, sink Sink, seq int64) *turn {
 	return &turn{
 		e: e, threadID: threadID, run: run, agent: a, limits: l.merge(e.cfg.Limits), sink: sink, seq: seq,
-		det: newLoopDetector(e.cfg.LoopDetection),
+		det: newLoopDetector(e.cfg.LoopDetection), badNames: map[string]string{},
 	}
 }
 
@@ -457,11 +469,23 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_COMPLETED, stop)
 			return
 		}
-		results, question := t.executeAll(ctx, toolCalls)
-		usedTools = true
-		if !t.append(ctx, append([]*runtimev1.Message{msg}, results...)...) {
-			return
+		var question string
+		if e.d.ExecutorStoresResults {
+			if !t.append(ctx, msg) {
+				return
+			}
+			var ok bool
+			if question, ok = t.executeInOrder(ctx, toolCalls); !ok {
+				return
+			}
+		} else {
+			var results []*runtimev1.Message
+			results, question = t.executeAll(ctx, toolCalls)
+			if !t.append(ctx, append([]*runtimev1.Message{msg}, results...)...) {
+				return
+			}
 		}
+		usedTools = true
 		if t.stopped(ctx) {
 			return
 		}
@@ -628,6 +652,10 @@ func (t *turn) normalizeCalls(in []*runtimev1.ToolCall) []*runtimev1.ToolCall {
 			c.Id = fmt.Sprintf("call_%s_%d", shortID(t.e.d.NewID()), i)
 		}
 		seen[c.GetId()] = true
+		if !validToolName.MatchString(c.GetName()) {
+			t.badNames[c.GetId()] = c.GetName()
+			c.Name = invalidToolName
+		}
 	}
 	return in
 }
@@ -752,7 +780,7 @@ func (t *turn) executeAll(ctx context.Context, calls []*runtimev1.ToolCall) ([]*
 				defer func() { <-sem }()
 			case <-ctx.Done():
 			}
-			results[i] = t.executeOne(ctx, c)
+			results[i], _ = t.executeOne(ctx, c)
 		}(i, c)
 	}
 	wg.Wait()
@@ -773,40 +801,107 @@ func (t *turn) executeAll(ctx context.Context, calls []*runtimev1.ToolCall) ([]*
 	return msgs, question
 }
 
+func (t *turn) invalidName(c *runtimev1.ToolCall) bool {
+	_, bad := t.badNames[c.GetId()]
+	return bad || !validToolName.MatchString(c.GetName())
+}
+
+func (t *turn) isTask(c *runtimev1.ToolCall) bool {
+	return c.GetName() == ToolTask && !t.isSubagent && t.agent.SubagentsEnabled && t.e.d.Threads != nil
+}
+
 // executeOne runs one call: local refusals first (bad name, subagent
 // filter, clarification in a subagent), task through a child loop, the
-// rest through the Executor. Never returns nil.
-func (t *turn) executeOne(ctx context.Context, c *runtimev1.ToolCall) *runtimev1.ToolResult {
+// rest through the Executor. The result is never nil; fromExecutor tells
+// whether the Executor produced it.
+func (t *turn) executeOne(ctx context.Context, c *runtimev1.ToolCall) (_ *runtimev1.ToolResult, fromExecutor bool) {
 	if err := ctx.Err(); err != nil {
-		return cancelledResult(c, ctx)
+		return cancelledResult(c, ctx), false
 	}
-	if !validToolName.MatchString(c.GetName()) {
-		bad := c.GetName()
-		c.Name = invalidToolName
+	if t.invalidName(c) {
+		bad, ok := t.badNames[c.GetId()]
+		if !ok {
+			bad = c.GetName()
+		}
 		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "tool.invalid_name",
-			fmt.Sprintf("Error: the tool call has no valid tool name (got %q). Call one of the tools you were given, by its exact name.", bad))
+			fmt.Sprintf("Error: the tool call has no valid tool name (got %q). Call one of the tools you were given, by its exact name.", bad)), false
 	}
 	if t.isSubagent && !t.subagentAllows(c.GetName()) {
 		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "subagent.tool_denied",
-			fmt.Sprintf("Error: Tool '%s' is not available to this subagent. Use the tools you were given.", c.GetName()))
+			fmt.Sprintf("Error: Tool '%s' is not available to this subagent. Use the tools you were given.", c.GetName())), false
 	}
-	if c.GetName() == ToolTask && !t.isSubagent && t.agent.SubagentsEnabled && t.e.d.Threads != nil {
-		return t.runTask(ctx, c)
+	if t.isTask(c) {
+		return t.runTask(ctx, c), false
 	}
 	r, err := t.e.d.Executor.Execute(ctx, t.threadID, t.run.GetRunId(), c, func(n *typev1.Notification) {
 		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Notification{Notification: n}})
 	})
 	if err != nil || r == nil {
 		if ctx.Err() != nil {
-			return cancelledResult(c, ctx)
+			return cancelledResult(c, ctx), false
 		}
 		if err == nil {
 			err = errors.New("no result")
 		}
 		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_RUNTIME, "",
-			fmt.Sprintf("Error: Tool '%s' failed with %s. Continue with the information you have or try another tool.", c.GetName(), boundErr(err)))
+			fmt.Sprintf("Error: Tool '%s' failed with %s. Continue with the information you have or try another tool.", c.GetName(), boundErr(err))), false
 	}
-	return r
+	return r, true
+}
+
+// executeInOrder is executeAll for an Executor that stores its results:
+// the calls are walked in order — task calls started concurrently up
+// front, executor calls one at a time — and the loop stores the results it
+// made itself as it reaches them, so the thread holds every result in
+// call order. It returns the clarification question, and false when the
+// run ended on a store failure.
+func (t *turn) executeInOrder(ctx context.Context, calls []*runtimev1.ToolCall) (string, bool) {
+	for _, c := range calls {
+		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_ToolCallStarted{ToolCallStarted: c}})
+	}
+	type slot struct {
+		r    *runtimev1.ToolResult
+		done chan struct{}
+	}
+	early := make([]*slot, len(calls))
+	for i, c := range calls {
+		if t.isTask(c) {
+			sl := &slot{done: make(chan struct{})}
+			early[i] = sl
+			go func() { defer close(sl.done); sl.r, _ = t.executeOne(ctx, c) }()
+		}
+	}
+	question := ""
+	ok := true
+	for i, c := range calls {
+		var r *runtimev1.ToolResult
+		stored := false
+		switch {
+		case early[i] != nil:
+			<-early[i].done
+			r = early[i].r
+		case c.GetName() == ToolAskClarification && !t.isSubagent:
+			q := clarificationText(c)
+			if question == "" {
+				question = q
+			}
+			r = textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS, 0, "", q)
+		default:
+			r, stored = t.executeOne(ctx, c)
+		}
+		r.ToolCallId, r.Name = c.GetId(), c.GetName()
+		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_ToolCallFinished{ToolCallFinished: r}})
+		if len(r.GetPromoted().GetNames()) > 0 {
+			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Promoted{Promoted: r.GetPromoted()}})
+		}
+		if !stored && ok {
+			ok = t.append(ctx, &runtimev1.Message{
+				Id: t.e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: resultText(r),
+				ToolCallId: c.GetId(), Name: c.GetName(), Status: r.GetStatus(), RunId: t.run.GetRunId(), CreateTime: timestamppb.New(t.e.d.Now()),
+			})
+		}
+	}
+	return question, ok
 }
 
 func cancelledResult(c *runtimev1.ToolCall, ctx context.Context) *runtimev1.ToolResult {

@@ -29,40 +29,41 @@ func script(rs ...*ModelResponse) *funcModel {
 }
 
 func TestCancelStopsInFlightToolWithin2s(t *testing.T) {
-	w := newWorld()
-	m := script(calls(call("slow", `{}`)), answer("unreachable"))
-	e := newTestEngine(t, w, single(m), Config{})
-	done := make(chan *runtimev1.Run, 1)
-	go func() {
-		r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go"}, nil)
-		done <- r
-	}()
-	var runID string
-	waitFor(t, "the slow tool to start", func() bool {
-		id, ok := e.Active("t1")
-		runID = id
-		return ok && len(m.requests()) == 1
+	bothModes(t, func(t *testing.T, w *world) {
+		m := script(calls(call("slow", `{}`)), answer("unreachable"))
+		e := newTestEngine(t, w, single(m), Config{})
+		done := make(chan *runtimev1.Run, 1)
+		go func() {
+			r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go"}, nil)
+			done <- r
+		}()
+		var runID string
+		waitFor(t, "the slow tool to start", func() bool {
+			id, ok := e.Active("t1")
+			runID = id
+			return ok && len(m.requests()) == 1
+		})
+		time.Sleep(20 * time.Millisecond)
+		got, err := e.CancelRun(context.Background(), "t1", runID, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED {
+			t.Fatalf("after CancelRun: %v", got)
+		}
+		r := <-done
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED || r.GetEndTime() == nil {
+			t.Fatalf("run %v", r)
+		}
+		ms := w.msgs("t1")
+		assertNoDangling(t, ms)
+		if last := ms[len(ms)-1]; last.GetRole() != runtimev1.MessageRole_MESSAGE_ROLE_TOOL || !strings.Contains(last.GetContent(), "cancelled") {
+			t.Fatalf("in-flight call not recorded as cancelled: %v", last)
+		}
+		if _, ok := e.Active("t1"); ok {
+			t.Fatal("run still registered as active")
+		}
 	})
-	time.Sleep(20 * time.Millisecond)
-	got, err := e.CancelRun(context.Background(), "t1", runID, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED {
-		t.Fatalf("after CancelRun: %v", got)
-	}
-	r := <-done
-	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED || r.GetEndTime() == nil {
-		t.Fatalf("run %v", r)
-	}
-	ms := w.msgs("t1")
-	assertNoDangling(t, ms)
-	if last := ms[len(ms)-1]; last.GetRole() != runtimev1.MessageRole_MESSAGE_ROLE_TOOL || !strings.Contains(last.GetContent(), "cancelled") {
-		t.Fatalf("in-flight call not recorded as cancelled: %v", last)
-	}
-	if _, ok := e.Active("t1"); ok {
-		t.Fatal("run still registered as active")
-	}
 }
 
 func TestCancelWaitingRun(t *testing.T) {
@@ -92,57 +93,60 @@ func TestNewTurnSupersedesWaitingRun(t *testing.T) {
 }
 
 func TestDeadlineFailsTurn(t *testing.T) {
-	w := newWorld()
-	e := newTestEngine(t, w, single(script(calls(call("slow", `{}`)))), Config{})
-	r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Limits: Limits{Deadline: 50 * time.Millisecond}}, nil)
-	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_FAILED || !strings.HasPrefix(r.GetReason(), "deadline") {
-		t.Fatalf("run %v", r)
-	}
-	assertNoDangling(t, w.msgs("t1"))
+	bothModes(t, func(t *testing.T, w *world) {
+		e := newTestEngine(t, w, single(script(calls(call("slow", `{}`)))), Config{})
+		r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Limits: Limits{Deadline: 50 * time.Millisecond}}, nil)
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_FAILED || !strings.HasPrefix(r.GetReason(), "deadline") {
+			t.Fatalf("run %v", r)
+		}
+		assertNoDangling(t, w.msgs("t1"))
+	})
 }
 
 func TestMaxModelCalls(t *testing.T) {
-	w := newWorld()
-	var n atomic.Int32
-	m := &funcModel{f: func(context.Context, int, *ModelRequest) (*ModelResponse, error) {
-		return calls(call("echo", fmt.Sprintf(`{"text":"%d"}`, n.Add(1)))), nil
-	}}
-	e := newTestEngine(t, w, single(m), Config{})
-	rec := &recorder{}
-	r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Limits: Limits{MaxModelCalls: 3}}, rec.sink)
-	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_FAILED || !strings.HasPrefix(r.GetReason(), ReasonTurnLimit) || len(m.requests()) != 3 {
-		t.Fatalf("run %v after %d calls", r, len(m.requests()))
-	}
-	if rec.count(func(e *runtimev1.RunEvent) bool { return e.GetError() != "" }) != 1 {
-		t.Fatal("no error event")
-	}
-	assertNoDangling(t, w.msgs("t1"))
+	bothModes(t, func(t *testing.T, w *world) {
+		var n atomic.Int32
+		m := &funcModel{f: func(context.Context, int, *ModelRequest) (*ModelResponse, error) {
+			return calls(call("echo", fmt.Sprintf(`{"text":"%d"}`, n.Add(1)))), nil
+		}}
+		e := newTestEngine(t, w, single(m), Config{})
+		rec := &recorder{}
+		r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Limits: Limits{MaxModelCalls: 3}}, rec.sink)
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_FAILED || !strings.HasPrefix(r.GetReason(), ReasonTurnLimit) || len(m.requests()) != 3 {
+			t.Fatalf("run %v after %d calls", r, len(m.requests()))
+		}
+		if rec.count(func(e *runtimev1.RunEvent) bool { return e.GetError() != "" }) != 1 {
+			t.Fatal("no error event")
+		}
+		assertNoDangling(t, w.msgs("t1"))
+	})
 }
 
 func TestTokenBudget(t *testing.T) {
-	w := newWorld()
-	m := &funcModel{f: func(_ context.Context, n int, _ *ModelRequest) (*ModelResponse, error) {
-		r := calls(call("echo", fmt.Sprintf(`{"text":"%d"}`, n)))
-		r.Usage = &runtimev1.TokenUsage{InputTokens: 800, OutputTokens: 50}
-		return r, nil
-	}}
-	e := newTestEngine(t, w, single(m), Config{})
-	r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Limits: Limits{TokenBudget: 2000}}, nil)
-	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED || r.GetReason() != ReasonToken {
-		t.Fatalf("run %v", r)
-	}
-	reqs := m.requests()
-	if len(reqs) != 3 || w.execCount("echo") != 2 {
-		t.Fatalf("%d requests, %d echo calls", len(reqs), w.execCount("echo"))
-	}
-	last := reqs[2].Messages[len(reqs[2].Messages)-1]
-	if !strings.HasPrefix(last.GetContent(), "[TOKEN BUDGET WARNING]") { // 1700 >= 0.8 × 2000
-		t.Fatalf("no warning before the hard stop: %q", last.GetContent())
-	}
-	if !strings.Contains(finalText(t, w, "t1"), "[TOKEN BUDGET REACHED]") || r.GetUsage().GetTotalTokens() != 2550 {
-		t.Fatalf("final %q usage %v", finalText(t, w, "t1"), r.GetUsage())
-	}
-	assertNoDangling(t, w.msgs("t1"))
+	bothModes(t, func(t *testing.T, w *world) {
+		m := &funcModel{f: func(_ context.Context, n int, _ *ModelRequest) (*ModelResponse, error) {
+			r := calls(call("echo", fmt.Sprintf(`{"text":"%d"}`, n)))
+			r.Usage = &runtimev1.TokenUsage{InputTokens: 800, OutputTokens: 50}
+			return r, nil
+		}}
+		e := newTestEngine(t, w, single(m), Config{})
+		r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Limits: Limits{TokenBudget: 2000}}, nil)
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED || r.GetReason() != ReasonToken {
+			t.Fatalf("run %v", r)
+		}
+		reqs := m.requests()
+		if len(reqs) != 3 || w.execCount("echo") != 2 {
+			t.Fatalf("%d requests, %d echo calls", len(reqs), w.execCount("echo"))
+		}
+		last := reqs[2].Messages[len(reqs[2].Messages)-1]
+		if !strings.HasPrefix(last.GetContent(), "[TOKEN BUDGET WARNING]") { // 1700 >= 0.8 × 2000
+			t.Fatalf("no warning before the hard stop: %q", last.GetContent())
+		}
+		if !strings.Contains(finalText(t, w, "t1"), "[TOKEN BUDGET REACHED]") || r.GetUsage().GetTotalTokens() != 2550 {
+			t.Fatalf("final %q usage %v", finalText(t, w, "t1"), r.GetUsage())
+		}
+		assertNoDangling(t, w.msgs("t1"))
+	})
 }
 
 func TestLengthFinishReason(t *testing.T) {
@@ -155,40 +159,41 @@ func TestLengthFinishReason(t *testing.T) {
 }
 
 func TestEmptyAndUnknownToolNames(t *testing.T) {
-	w := newWorld()
-	m := script(
-		calls(ParseToolCall("", "", `{}`), ParseToolCall("c2", "no_such_tool", `{}`), ParseToolCall("c3", "echo", `{bad json`)),
-		answer("recovered"),
-	)
-	e := newTestEngine(t, w, single(m), Config{})
-	r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go"}, nil)
-	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED || finalText(t, w, "t1") != "recovered" {
-		t.Fatalf("run %v", r)
-	}
-	ms := w.msgs("t1")
-	asst := ms[1]
-	if asst.GetToolCalls()[0].GetName() != invalidToolName || asst.GetToolCalls()[0].GetId() == "" {
-		t.Fatalf("empty name stored as %q id %q", asst.GetToolCalls()[0].GetName(), asst.GetToolCalls()[0].GetId())
-	}
-	if !strings.Contains(ms[2].GetContent(), "no valid tool name") || ms[2].GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR {
-		t.Fatalf("empty-name result %v", ms[2])
-	}
-	if !strings.Contains(ms[3].GetContent(), "not found") {
-		t.Fatalf("unknown-name result %v", ms[3])
-	}
-	// The second request carries the whole step in a provider-valid form.
-	req := m.requests()[1]
-	for _, msg := range req.Messages {
-		for _, c := range msg.GetToolCalls() {
-			if !validToolName.MatchString(c.GetName()) || argumentsJSON(c) == "" {
-				t.Fatalf("request carries a malformed call %v", c)
+	bothModes(t, func(t *testing.T, w *world) {
+		m := script(
+			calls(ParseToolCall("", "", `{}`), ParseToolCall("c2", "no_such_tool", `{}`), ParseToolCall("c3", "echo", `{bad json`)),
+			answer("recovered"),
+		)
+		e := newTestEngine(t, w, single(m), Config{})
+		r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go"}, nil)
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED || finalText(t, w, "t1") != "recovered" {
+			t.Fatalf("run %v", r)
+		}
+		ms := w.msgs("t1")
+		asst := ms[1]
+		if asst.GetToolCalls()[0].GetName() != invalidToolName || asst.GetToolCalls()[0].GetId() == "" {
+			t.Fatalf("empty name stored as %q id %q", asst.GetToolCalls()[0].GetName(), asst.GetToolCalls()[0].GetId())
+		}
+		if !strings.Contains(ms[2].GetContent(), "no valid tool name") || ms[2].GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR {
+			t.Fatalf("empty-name result %v", ms[2])
+		}
+		if !strings.Contains(ms[3].GetContent(), "not found") {
+			t.Fatalf("unknown-name result %v", ms[3])
+		}
+		// The second request carries the whole step in a provider-valid form.
+		req := m.requests()[1]
+		for _, msg := range req.Messages {
+			for _, c := range msg.GetToolCalls() {
+				if !validToolName.MatchString(c.GetName()) || argumentsJSON(c) == "" {
+					t.Fatalf("request carries a malformed call %v", c)
+				}
 			}
 		}
-	}
-	if got := argumentsJSON(asst.GetToolCalls()[2]); got != "{}" {
-		t.Fatalf("malformed arguments replayed as %q", got)
-	}
-	assertNoDangling(t, ms)
+		if got := argumentsJSON(asst.GetToolCalls()[2]); got != "{}" {
+			t.Fatalf("malformed arguments replayed as %q", got)
+		}
+		assertNoDangling(t, ms)
+	})
 }
 
 func TestDanglingRepairInRequest(t *testing.T) {
@@ -345,65 +350,66 @@ func TestOneActiveRunPerThread(t *testing.T) {
 }
 
 func TestSubagentLimitsAndFilters(t *testing.T) {
-	w := newWorld()
-	task := func(p string) *runtimev1.ToolCall {
-		return call("task", fmt.Sprintf(`{"description":"d","prompt":%q,"subagent_type":"restricted"}`, p))
-	}
-	m := &funcModel{f: func(_ context.Context, n int, req *ModelRequest) (*ModelResponse, error) {
-		if strings.HasPrefix(req.System, "RESTRICTED") {
-			last := req.Messages[len(req.Messages)-1]
-			if last.GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_USER {
-				return calls(call("stocks_quote", `{}`), call("echo", `{"text":"x"}`), call("task", `{}`)), nil
+	bothModes(t, func(t *testing.T, w *world) {
+		task := func(p string) *runtimev1.ToolCall {
+			return call("task", fmt.Sprintf(`{"description":"d","prompt":%q,"subagent_type":"restricted"}`, p))
+		}
+		m := &funcModel{f: func(_ context.Context, n int, req *ModelRequest) (*ModelResponse, error) {
+			if strings.HasPrefix(req.System, "RESTRICTED") {
+				last := req.Messages[len(req.Messages)-1]
+				if last.GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_USER {
+					return calls(call("stocks_quote", `{}`), call("echo", `{"text":"x"}`), call("task", `{}`)), nil
+				}
+				return answer("child done"), nil
 			}
-			return answer("child done"), nil
+			if n == 0 {
+				return calls(task("a"), task("b"), task("c"), call("echo", `{"text":"lead"}`)), nil
+			}
+			if len(req.Messages) < 12 {
+				return calls(task("d"), task("e")), nil
+			}
+			return answer("lead done"), nil
+		}}
+		cfg := Config{Subagents: Subagents{MaxConcurrent: 2, MaxTotal: 3, Types: []SubagentType{{
+			Name: "restricted", SystemPrompt: "RESTRICTED subagent", Tools: []string{"echo", "stocks_quote"}, DisallowedTools: []string{"stocks_quote"}, Skills: []string{"a", "z"},
+		}}}}
+		e := newTestEngine(t, w, single(m), cfg)
+		r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Agent: Agent{SubagentsEnabled: true, Skills: nil}}, nil)
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+			t.Fatalf("run %v", r)
 		}
-		if n == 0 {
-			return calls(task("a"), task("b"), task("c"), call("echo", `{"text":"lead"}`)), nil
+		if len(w.children) != 3 {
+			t.Fatalf("%d subagents ran, want 3 (max_total)", len(w.children))
 		}
-		if len(req.Messages) < 12 {
-			return calls(task("d"), task("e")), nil
+		ms := w.msgs("t1")
+		if !strings.Contains(ms[1].GetContent(), "[SUBAGENT LIMIT]") || len(ms[1].GetToolCalls()) != 3 {
+			t.Fatalf("first step: %q with %d calls", ms[1].GetContent(), len(ms[1].GetToolCalls()))
 		}
-		return answer("lead done"), nil
-	}}
-	cfg := Config{Subagents: Subagents{MaxConcurrent: 2, MaxTotal: 3, Types: []SubagentType{{
-		Name: "restricted", SystemPrompt: "RESTRICTED subagent", Tools: []string{"echo", "stocks_quote"}, DisallowedTools: []string{"stocks_quote"}, Skills: []string{"a", "z"},
-	}}}}
-	e := newTestEngine(t, w, single(m), cfg)
-	r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Agent: Agent{SubagentsEnabled: true, Skills: nil}}, nil)
-	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
-		t.Fatalf("run %v", r)
-	}
-	if len(w.children) != 3 {
-		t.Fatalf("%d subagents ran, want 3 (max_total)", len(w.children))
-	}
-	ms := w.msgs("t1")
-	if !strings.Contains(ms[1].GetContent(), "[SUBAGENT LIMIT]") || len(ms[1].GetToolCalls()) != 3 {
-		t.Fatalf("first step: %q with %d calls", ms[1].GetContent(), len(ms[1].GetToolCalls()))
-	}
-	var second *runtimev1.Message
-	for _, x := range ms[2:] {
-		if x.GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_ASSISTANT {
-			second = x
-			break
+		var second *runtimev1.Message
+		for _, x := range ms[2:] {
+			if x.GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_ASSISTANT {
+				second = x
+				break
+			}
 		}
-	}
-	if len(second.GetToolCalls()) != 1 || !strings.Contains(second.GetContent(), "[SUBAGENT LIMIT REACHED]") {
-		t.Fatalf("second step: %q with %d calls", second.GetContent(), len(second.GetToolCalls()))
-	}
-	// Inside the child: stocks_quote is denied, task is never allowed; echo runs.
-	cm := w.msgs("child-1")
-	if !strings.Contains(cm[2].GetContent(), "not available to this subagent") || !strings.Contains(cm[4].GetContent(), "not available to this subagent") || cm[3].GetContent() != "echo: x" {
-		t.Fatalf("child results: %q / %q / %q", cm[2].GetContent(), cm[3].GetContent(), cm[4].GetContent())
-	}
-	if w.execCount("stocks_quote") != 0 {
-		t.Fatal("a denied tool ran in the subagent")
-	}
-	if s := w.children[0].Skills; s == nil || strings.Join(s.GetValues(), ",") != "a,z" {
-		t.Fatalf("skills %v", s)
-	}
-	if got := intersectSkills(&typev1.StringList{Values: []string{"z", "b"}}, []string{"a", "z"}); strings.Join(got.GetValues(), ",") != "z" {
-		t.Fatalf("intersection %v", got)
-	}
+		if len(second.GetToolCalls()) != 1 || !strings.Contains(second.GetContent(), "[SUBAGENT LIMIT REACHED]") {
+			t.Fatalf("second step: %q with %d calls", second.GetContent(), len(second.GetToolCalls()))
+		}
+		// Inside the child: stocks_quote is denied, task is never allowed; echo runs.
+		cm := w.msgs("child-1")
+		if !strings.Contains(cm[2].GetContent(), "not available to this subagent") || !strings.Contains(cm[4].GetContent(), "not available to this subagent") || cm[3].GetContent() != "echo: x" {
+			t.Fatalf("child results: %q / %q / %q", cm[2].GetContent(), cm[3].GetContent(), cm[4].GetContent())
+		}
+		if w.execCount("stocks_quote") != 0 {
+			t.Fatal("a denied tool ran in the subagent")
+		}
+		if s := w.children[0].Skills; s == nil || strings.Join(s.GetValues(), ",") != "a,z" {
+			t.Fatalf("skills %v", s)
+		}
+		if got := intersectSkills(&typev1.StringList{Values: []string{"z", "b"}}, []string{"a", "z"}); strings.Join(got.GetValues(), ",") != "z" {
+			t.Fatalf("intersection %v", got)
+		}
+	})
 }
 
 func TestUnknownSubagentType(t *testing.T) {

@@ -30,6 +30,9 @@ type world struct {
 	children  []ChildSpec
 	assembles int
 	nextID    int
+	// persist makes Execute store each result's tool message itself, as
+	// the runtime's ExecuteToolCall does (Deps.ExecutorStoresResults).
+	persist bool
 }
 
 type fakeTool struct {
@@ -43,6 +46,18 @@ type wthread struct {
 	runs     map[string]*runtimev1.Run
 	order    []string
 	usage    runtimev1.TokenUsage
+}
+
+// bothModes runs f with an Executor that leaves storing to the loop and
+// with one that stores its own results.
+func bothModes(t *testing.T, f func(t *testing.T, w *world)) {
+	for _, persist := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loop-stores", true: "executor-stores"}[persist], func(t *testing.T) {
+			w := newWorld()
+			w.persist = persist
+			f(t, w)
+		})
+	}
 }
 
 func newWorld() *world {
@@ -144,18 +159,18 @@ func (w *world) Execute(ctx context.Context, threadID, runID string, c *runtimev
 		w.mu.Unlock()
 		r := textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS, 0, "", "Promoted: "+strings.Join(hits, ", "))
 		r.Promoted = &runtimev1.Promoted{CatalogHash: "h1", Names: hits}
-		return r, nil
+		return w.stored(threadID, runID, r), nil
 	}
 	tl := w.tools[c.GetName()]
 	if tl == nil {
 		w.mu.Unlock()
-		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "tool.unknown",
-			fmt.Sprintf("Error: Tool '%s' not found.", c.GetName())), nil
+		return w.stored(threadID, runID, textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "tool.unknown",
+			fmt.Sprintf("Error: Tool '%s' not found.", c.GetName()))), nil
 	}
 	if tl.deferred && !contains(th.promoted, c.GetName()) {
 		w.mu.Unlock()
-		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "deferred.not_promoted",
-			fmt.Sprintf("Error: Tool '%s' is deferred: call tool_search first to load it.", c.GetName())), nil
+		return w.stored(threadID, runID, textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "deferred.not_promoted",
+			fmt.Sprintf("Error: Tool '%s' is deferred: call tool_search first to load it.", c.GetName()))), nil
 	}
 	w.execs[c.GetName()]++
 	w.mu.Unlock()
@@ -167,7 +182,16 @@ func (w *world) Execute(ctx context.Context, threadID, runID string, c *runtimev
 	if err != nil {
 		return nil, err
 	}
-	return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS, 0, "", out), nil
+	return w.stored(threadID, runID, textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS, 0, "", out)), nil
+}
+
+// stored appends the result's tool message when the world persists results.
+func (w *world) stored(threadID, runID string, r *runtimev1.ToolResult) *runtimev1.ToolResult {
+	if w.persist {
+		_ = w.AppendMessages(context.Background(), threadID, &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL,
+			Content: resultText(r), ToolCallId: r.GetToolCallId(), Name: r.GetName(), Status: r.GetStatus(), RunId: runID})
+	}
+	return r
 }
 
 // AuthorizeModel implements ModelAuthorizer.
@@ -383,7 +407,7 @@ func newTestEngine(t *testing.T, w *world, models Models, cfg Config) *Engine {
 	t.Helper()
 	n := 0
 	var mu sync.Mutex
-	e, err := New(cfg, Deps{Assembler: w, Executor: w, Authorizer: w, Store: w, Models: models, Threads: w,
+	e, err := New(cfg, Deps{Assembler: w, Executor: w, Authorizer: w, Store: w, Models: models, Threads: w, ExecutorStoresResults: w.persist,
 		NewID: func() string { mu.Lock(); defer mu.Unlock(); n++; return fmt.Sprintf("id%04d", n) }})
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +415,9 @@ func newTestEngine(t *testing.T, w *world, models Models, cfg Config) *Engine {
 	return e
 }
 
-func single(m Model) Models { return &StaticModels{Order: []string{"m1"}, ByName: map[string]Model{"m1": m}} }
+func single(m Model) Models {
+	return &StaticModels{Order: []string{"m1"}, ByName: map[string]Model{"m1": m}}
+}
 
 func waitFor(t *testing.T, what string, f func() bool) {
 	t.Helper()

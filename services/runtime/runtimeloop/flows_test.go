@@ -63,31 +63,34 @@ type variant struct {
 
 var variants = []variant{{"scripted-stream", false, true}, {"scripted-json", false, false}, {"reactive-stream", true, true}, {"reactive-json", true, false}}
 
-// forEachFake runs f once per fake × streaming mode.
+// forEachFake runs f once per fake × streaming mode × storing mode, each
+// with a fresh server and world.
 func forEachFake(t *testing.T, script []fakemodel.Reply, brain fakemodelalt.Brain, f func(t *testing.T, v variant, m Model, obs observed, w *world)) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			var url string
-			var obs observed
-			if v.reactive {
-				s := fakemodelalt.Start(brain)
-				t.Cleanup(s.Close)
-				url, obs = s.BaseURL(), altObs{s}
-			} else {
-				s := fakemodel.New(script...)
-				t.Cleanup(s.Close)
-				t.Cleanup(func() {
-					if p := s.Problems(); len(p) > 0 {
-						t.Errorf("provider-rule violations: %v", p)
-					}
-				})
-				url, obs = s.BaseURL(), scriptedObs{s}
-			}
-			m, err := NewOpenAIModel(OpenAISpec{BaseURL: url, Model: "fake-1", Stream: v.stream})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f(t, v, m, obs, newWorld())
+			bothModes(t, func(t *testing.T, w *world) {
+				var url string
+				var obs observed
+				if v.reactive {
+					s := fakemodelalt.Start(brain)
+					t.Cleanup(s.Close)
+					url, obs = s.BaseURL(), altObs{s}
+				} else {
+					s := fakemodel.New(script...)
+					t.Cleanup(s.Close)
+					t.Cleanup(func() {
+						if p := s.Problems(); len(p) > 0 {
+							t.Errorf("provider-rule violations: %v", p)
+						}
+					})
+					url, obs = s.BaseURL(), scriptedObs{s}
+				}
+				m, err := NewOpenAIModel(OpenAISpec{BaseURL: url, Model: "fake-1", Stream: v.stream})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f(t, v, m, obs, w)
+			})
 		})
 	}
 }
