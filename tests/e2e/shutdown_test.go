@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
@@ -23,8 +25,9 @@ import (
 // the call finish OK, readiness reports the shutdown meanwhile, then the
 // process exits 0.
 func TestSIGTERMDrainsInFlightCall(t *testing.T) {
-	p := testkit.Start(t, testkit.Options{})
+	p := testkit.Start(t, testkit.Options{Config: "server:\n  drain_period: 1s\n"})
 	conn := p.Dial(t)
+	probeConn := p.Dial(t)
 
 	const sleep = 2 * time.Second
 	type result struct {
@@ -47,6 +50,16 @@ func TestSIGTERMDrainsInFlightCall(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// During the drain period gRPC health says NOT_SERVING.
+	testkit.Eventually(t, 900*time.Millisecond, "health NOT_SERVING while draining", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		st, err := p.Health(ctx, probeConn, "toolplane.catalog.v1.CatalogService")
+		if err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
+			return fmt.Errorf("%s, %v", st, err)
+		}
+		return nil
+	})
 	// While draining, /readyz says the process is shutting down.
 	testkit.Eventually(t, 1500*time.Millisecond, "/readyz 503 while draining", func() error {
 		r := rest(t, p, http.MethodGet, "/readyz", "", "")
@@ -162,4 +175,17 @@ func TestSIGTERMEndsWatches(t *testing.T) {
 		t.Error("the watch stream did not end")
 	}
 	t.Logf("exit %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+}
+
+// TestSIGINT: SIGINT stops the process like SIGTERM, exit 0.
+func TestSIGINT(t *testing.T) {
+	p := testkit.Start(t, testkit.Options{Config: "server:\n  drain_period: 10ms\n"})
+	if err := p.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	code, ok := p.WaitExit(20 * time.Second)
+	if !ok || code != 0 {
+		t.Errorf("after SIGINT: exited %v with %d, want 0; stderr:\n%s", ok, code, p.Stderr())
+	}
+	p.Stop(t)
 }
