@@ -126,6 +126,9 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 	}
 	resp := &skillsv1.UpdateSkillResponse{}
 	upd := req.GetSkill()
+	if upd == nil {
+		return nil, status.Error(codes.InvalidArgument, "skill: nothing to change (set enabled and/or files)")
+	}
 	if len(upd.GetFiles()) > 0 {
 		if sk.Category != skillsstore.Custom || sk.Owner != u.key {
 			return nil, readOnly(name, string(sk.Category))

@@ -204,9 +204,23 @@ func TestHostileCorpusInstallRefusedNothingLeft(t *testing.T) {
 // read, disabled, re-enabled (re-scanned), edited, rolled back, deleted.
 func TestPublicExampleLifecycle(t *testing.T) {
 	s := newServer(t, "")
+	ents, _ := fs.ReadDir(public.FS, ".")
+	n := 0
+	for _, e := range ents {
+		if e.IsDir() {
+			n++
+			t.Run(e.Name(), func(t *testing.T) { exampleLifecycle(t, s, e.Name()) })
+		}
+	}
+	if n < 3 {
+		t.Fatalf("%d public skills", n)
+	}
+}
+
+func exampleLifecycle(t *testing.T, s *Server, name string) {
 	alice, bob := ctxFor("alice", false), ctxFor("bob", false)
-	files := publicFiles(t, "tool-search-guide")
-	inst, err := s.InstallSkill(alice, &skillsv1.InstallSkillRequest{Source: &skillsv1.InstallSkillRequest_Archive{Archive: zipOf("tool-search-guide", files)}})
+	files := publicFiles(t, name)
+	inst, err := s.InstallSkill(alice, &skillsv1.InstallSkillRequest{Source: &skillsv1.InstallSkillRequest_Archive{Archive: zipOf(name, files)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,49 +231,49 @@ func TestPublicExampleLifecycle(t *testing.T) {
 	// Listed: alice sees her custom copy, bob the public one.
 	la, _ := s.ListSkills(alice, &skillsv1.ListSkillsRequest{})
 	lb, _ := s.ListSkills(bob, &skillsv1.ListSkillsRequest{})
-	if !strings.Contains(strings.Join(names(la.GetSkills()), ","), "tool-search-guide:CUSTOM") ||
-		!strings.Contains(strings.Join(names(lb.GetSkills()), ","), "tool-search-guide:PUBLIC") || len(la.GetSkills()) != 4 {
+	if !strings.Contains(strings.Join(names(la.GetSkills()), ","), name+":CUSTOM") ||
+		!strings.Contains(strings.Join(names(lb.GetSkills()), ","), name+":PUBLIC") || len(la.GetSkills()) != 4 {
 		t.Fatalf("alice %v bob %v", names(la.GetSkills()), names(lb.GetSkills()))
 	}
 	// Described.
-	d, err := s.DescribeSkills(alice, &skillsv1.DescribeSkillsRequest{Query: "select:tool-search-guide"})
+	d, err := s.DescribeSkills(alice, &skillsv1.DescribeSkillsRequest{Query: "select:"+name})
 	if err != nil || len(d.GetMatches()) != 1 || d.GetMatches()[0].GetSkill().GetCategory() != skillsv1.SkillCategory_SKILL_CATEGORY_CUSTOM {
 		t.Fatalf("describe: %v %+v", err, d)
 	}
 	// Read.
-	rd, err := s.ReadSkillFile(alice, &skillsv1.ReadSkillFileRequest{Name: "tool-search-guide", Path: "SKILL.md"})
-	if err != nil || !strings.Contains(string(rd.GetContent()), "# Using tool search well") || rd.GetSkillDigest() != inst.GetSkill().GetDigest() {
+	rd, err := s.ReadSkillFile(alice, &skillsv1.ReadSkillFileRequest{Name: name, Path: "SKILL.md"})
+	if err != nil || !strings.Contains(string(rd.GetContent()), "name: "+name) || rd.GetSkillDigest() != inst.GetSkill().GetDigest() {
 		t.Fatalf("read: %v", err)
 	}
 	// Disabled, then re-enabled with a scan report.
 	off := false
-	up, err := s.UpdateSkill(alice, &skillsv1.UpdateSkillRequest{Name: "tool-search-guide", Skill: &skillsv1.SkillUpdate{Enabled: &off}})
+	up, err := s.UpdateSkill(alice, &skillsv1.UpdateSkillRequest{Name: name, Skill: &skillsv1.SkillUpdate{Enabled: &off}})
 	if err != nil || up.GetSkill().GetEnabled() {
 		t.Fatalf("disable: %v %+v", err, up)
 	}
-	_, err = s.ReadSkillFile(alice, &skillsv1.ReadSkillFileRequest{Name: "tool-search-guide", Path: "SKILL.md"})
+	_, err = s.ReadSkillFile(alice, &skillsv1.ReadSkillFileRequest{Name: name, Path: "SKILL.md"})
 	wantErr(t, err, codes.FailedPrecondition, skillsv1.ErrorReason_ERROR_REASON_SKILL_DISABLED)
-	if d, _ := s.DescribeSkills(alice, &skillsv1.DescribeSkillsRequest{Query: "select:tool-search-guide"}); len(d.GetMatches()) != 0 {
+	if d, _ := s.DescribeSkills(alice, &skillsv1.DescribeSkillsRequest{Query: "select:"+name}); len(d.GetMatches()) != 0 {
 		t.Fatal("disabled skill described")
 	}
 	on := true
-	up, err = s.UpdateSkill(alice, &skillsv1.UpdateSkillRequest{Name: "tool-search-guide", Skill: &skillsv1.SkillUpdate{Enabled: &on}})
+	up, err = s.UpdateSkill(alice, &skillsv1.UpdateSkillRequest{Name: name, Skill: &skillsv1.SkillUpdate{Enabled: &on}})
 	if err != nil || !up.GetSkill().GetEnabled() || up.GetReport() == nil || up.GetReport().GetRulesVersion() == "" {
 		t.Fatalf("enable: %v %+v", err, up)
 	}
 	// Edited.
-	edited := []*skillsv1.SkillFile{{Path: "SKILL.md", Content: skillMD("tool-search-guide", "Edited description for the tool search guide.", "", "# Edited")}}
-	up, err = s.UpdateSkill(alice, &skillsv1.UpdateSkillRequest{Name: "tool-search-guide", Skill: &skillsv1.SkillUpdate{Files: edited}})
+	edited := []*skillsv1.SkillFile{{Path: "SKILL.md", Content: skillMD(name, "Edited description for the tool search guide.", "", "# Edited")}}
+	up, err = s.UpdateSkill(alice, &skillsv1.UpdateSkillRequest{Name: name, Skill: &skillsv1.SkillUpdate{Files: edited}})
 	if err != nil || up.GetSkill().GetVersion() != 2 || up.GetSkill().GetDescription() != "Edited description for the tool search guide." ||
 		len(up.GetSkill().GetFiles()) != 1 {
 		t.Fatalf("edit: %v %+v", err, up)
 	}
 	// Rolled back to version 1.
-	rb, err := s.RollbackSkill(alice, &skillsv1.RollbackSkillRequest{Name: "tool-search-guide", Version: 1})
+	rb, err := s.RollbackSkill(alice, &skillsv1.RollbackSkillRequest{Name: name, Version: 1})
 	if err != nil || rb.GetSkill().GetVersion() != 3 || rb.GetSkill().GetDigest() != inst.GetSkill().GetDigest() {
 		t.Fatalf("rollback: %v %+v", err, rb)
 	}
-	h, err := s.ListSkillHistory(alice, &skillsv1.ListSkillHistoryRequest{Name: "tool-search-guide"})
+	h, err := s.ListSkillHistory(alice, &skillsv1.ListSkillHistoryRequest{Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,14 +288,14 @@ func TestPublicExampleLifecycle(t *testing.T) {
 		t.Fatalf("history %v", actions)
 	}
 	// Deleted: alice sees the public skill again; blobs of her versions are collected.
-	if _, err := s.DeleteSkill(alice, &skillsv1.DeleteSkillRequest{Name: "tool-search-guide"}); err != nil {
+	if _, err := s.DeleteSkill(alice, &skillsv1.DeleteSkillRequest{Name: name}); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.GetSkill(alice, &skillsv1.GetSkillRequest{Name: "tool-search-guide"})
+	g, err := s.GetSkill(alice, &skillsv1.GetSkillRequest{Name: name})
 	if err != nil || g.GetSkill().GetCategory() != skillsv1.SkillCategory_SKILL_CATEGORY_PUBLIC {
 		t.Fatalf("after delete: %v %+v", err, g)
 	}
-	_, err = s.DeleteSkill(alice, &skillsv1.DeleteSkillRequest{Name: "tool-search-guide"})
+	_, err = s.DeleteSkill(alice, &skillsv1.DeleteSkillRequest{Name: name})
 	wantErr(t, err, codes.FailedPrecondition, skillsv1.ErrorReason_ERROR_REASON_READ_ONLY)
 	refs, _ := s.store.ReferencedDigests(context.Background())
 	all, _ := s.blobs.List()
