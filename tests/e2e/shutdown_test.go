@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -21,15 +22,15 @@ import (
 	"github.com/toolplane/toolplane/internal/testkit"
 )
 
-// TestSIGTERMDrainsInFlightCall: SIGTERM while a 2 s call is in flight lets
+// TestSIGTERMDrainsInFlightCall: SIGTERM while a 3 s call is in flight lets
 // the call finish OK, readiness reports the shutdown meanwhile, then the
 // process exits 0.
 func TestSIGTERMDrainsInFlightCall(t *testing.T) {
-	p := testkit.Start(t, testkit.Options{Config: "server:\n  drain_period: 1s\n"})
+	p := testkit.Start(t, testkit.Options{Config: "server:\n  drain_period: 2s\n"})
 	conn := p.Dial(t)
 	probeConn := p.Dial(t)
 
-	const sleep = 2 * time.Second
+	const sleep = 3 * time.Second
 	type result struct {
 		err     error
 		elapsed time.Duration
@@ -50,21 +51,24 @@ func TestSIGTERMDrainsInFlightCall(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	// During the drain period gRPC health says NOT_SERVING.
-	testkit.Eventually(t, 900*time.Millisecond, "health NOT_SERVING while draining", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	// During the drain period (2 s) gRPC health says NOT_SERVING and
+	// /readyz says the process is shutting down.
+	hc := p.HTTPClient()
+	testkit.Eventually(t, 1800*time.Millisecond, "health NOT_SERVING and /readyz 503 while draining", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		st, err := p.Health(ctx, probeConn, "toolplane.catalog.v1.CatalogService")
 		if err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
-			return fmt.Errorf("%s, %v", st, err)
+			return fmt.Errorf("health %s, %v", st, err)
 		}
-		return nil
-	})
-	// While draining, /readyz says the process is shutting down.
-	testkit.Eventually(t, 1500*time.Millisecond, "/readyz 503 while draining", func() error {
-		r := rest(t, p, http.MethodGet, "/readyz", "", "")
-		if r.Status != http.StatusServiceUnavailable || !strings.Contains(r.Raw, "shutting down") {
-			return fmt.Errorf("%d %s", r.Status, r.Raw)
+		resp, err := hc.Get(p.URL("/readyz"))
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "shutting down") {
+			return fmt.Errorf("/readyz %d %s", resp.StatusCode, body)
 		}
 		return nil
 	})
