@@ -3,8 +3,8 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +13,7 @@ import (
 	"github.com/tiktoken-go/tokenizer"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 )
@@ -20,7 +21,8 @@ import (
 // mcpmCatalog is the 2,247-tool mcpm registry snapshot (read-only data).
 const mcpmCatalog = "/work/shared/data/mcp-catalog/mcpm-registry/tools.jsonl"
 
-// bigSuite serves the mcpm registry as one static catalog server.
+// bigSuite serves the mcpm registry as one static catalog server, with all
+// four services of one process (real authz and skills).
 func bigSuite(tb testing.TB) *suite {
 	tb.Helper()
 	if _, err := os.Stat(mcpmCatalog); err != nil {
@@ -28,8 +30,7 @@ func bigSuite(tb testing.TB) *suite {
 	}
 	dir := tb.TempDir()
 	ext := map[string]any{"mcpServers": map[string]any{"mcpm": map[string]any{"type": "static", "path": mcpmCatalog}}}
-	s := newSuiteWith(tb, dir, ext, false, nil)
-	return s
+	return newSuiteWith(tb, dir, ext, true, nil)
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {
@@ -65,12 +66,18 @@ func BenchmarkAssembleTools(b *testing.B) {
 		b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50_ms")
 		b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99_ms")
 	})
+	admin := authzv1.NewAuthzServiceClient(s.dial(adminToken))
 	b.Run("after_policy_change", func(b *testing.B) {
 		var lat []time.Duration
+		n := 0
 		for b.Loop() {
 			b.StopTimer()
-			s.az.Bump()
-			time.Sleep(3 * time.Millisecond) // let WatchPolicy deliver the new version
+			n++
+			if _, err := admin.AddPolicies(ctx, &authzv1.AddPoliciesRequest{Policies: []*authzv1.Policy{{Role: fmt.Sprintf("bench-role-%d", n), Tenant: "*",
+				ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "x", Action: authzv1.Action_ACTION_LIST, Effect: authzv1.PolicyEffect_POLICY_EFFECT_ALLOW}}}); err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond) // let WatchPolicy deliver the new version
 			b.StartTimer()
 			t0 := time.Now()
 			if _, err := alice.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, UserMessage: "find a tool"}); err != nil {
@@ -167,4 +174,3 @@ func TestPromptTokenReduction(t *testing.T) {
 	}
 }
 
-var _ = filepath.Join
