@@ -160,3 +160,18 @@ func TestNeutralize(t *testing.T) {
 		}
 	}
 }
+
+// completeTag is a whole framework tag, from "<" to ">".
+var completeTag = regexp.MustCompile(`(?i)<\s*/?\s*(system|skill_system|available-deferred-tools|slash_skill_activation|function_calls|im_start)\b[^<>]*>|<\|im_start\|>`)
+
+// FuzzNeutralize: whatever the input, no complete framework tag survives.
+func FuzzNeutralize(f *testing.F) {
+	for _, s := range []string{"<system>", "</skill_system>", "<<system>system>", "< SYSTEM\n>", "<|im_start|>", "--- BEGIN USER INPUT ---", "<available-deferred-tools x='1'>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if out := Neutralize(s); completeTag.MatchString(out) {
+			t.Fatalf("complete tag in output: %q -> %q", s, out)
+		}
+	})
+}
