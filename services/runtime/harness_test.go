@@ -105,7 +105,8 @@ func newNpmSuite(t testing.TB, real bool, mutate func(*config.Config)) *suite {
 		t.Fatal(err)
 	}
 	ext := map[string]any{"mcpServers": map[string]any{
-		"memory":     map[string]any{"command": "node", "args": []string{memory}, "env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}},
+		"memory": map[string]any{"command": "node", "args": []string{memory}, "env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")},
+			"routing": map[string]any{"mode": "prefer", "priority": 50, "keywords": []string{"knowledge graph"}}},
 		"everything": map[string]any{"command": "node", "args": []string{everything}},
 		"bulk":       map[string]any{"type": "static", "path": filepath.Join(dir, "bulk.jsonl")},
 	}}
