@@ -12,6 +12,12 @@ pkgs=(
   "@modelcontextprotocol/server-filesystem@2026.8.31"
   "@modelcontextprotocol/server-memory@2026.8.31"
   "@modelcontextprotocol/server-sequential-thinking@2026.8.31"
+  "@modelcontextprotocol/server-github@2025.4.8"
+  "@notionhq/notion-mcp-server@2.5.2"
+  "@playwright/mcp@0.0.83"
+  "@upstash/context7-mcp@4.1.1"
+  "@kazuph/mcp-taskmanager@1.1.1"
+  "@cyanheads/git-mcp-server@2.15.3"
 )
 need=0
 for p in "${pkgs[@]}"; do

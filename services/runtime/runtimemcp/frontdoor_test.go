@@ -30,7 +30,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// The catalog keeps one OS-thread-locked spawner goroutine for the process (catalogmcp/process.go).
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/toolplane/toolplane/services/catalog/catalogmcp.onSpawnThread.func1.1"))
 }
 
 // fakeRuntime is a RuntimeService with two tool kinds: bound (tool_search,

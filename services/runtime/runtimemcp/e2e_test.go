@@ -1,0 +1,250 @@
+package runtimemcp_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/internal/app"
+	"github.com/toolplane/toolplane/internal/config"
+	"github.com/toolplane/toolplane/internal/grpcx"
+	"github.com/toolplane/toolplane/services/runtime/runtimemcp"
+)
+
+const (
+	editorToken = "e2e-editor-token"
+	viewerToken = "e2e-viewer-token"
+	adminToken  = "e2e-admin-token"
+)
+
+func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+
+// everythingJS is the installed server-everything entry point; the test is
+// skipped outside CI when it (or node) is missing.
+func everythingJS(t *testing.T) string {
+	t.Helper()
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("module root not found")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, ".tools", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(p); err == nil {
+		if _, err := exec.LookPath("node"); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("npm server-everything not installed (scripts/install-npm.sh)")
+	}
+	t.Skip("npm server-everything not installed (scripts/install-npm.sh)")
+	return ""
+}
+
+// startSuite runs the real binary's composition (all four services, auth
+// on, a two-role policy) with server-everything behind the catalog, and
+// returns the front door URL.
+func startSuite(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"everything": map[string]any{"command": "node", "args": []string{everythingJS(t), "stdio"}},
+	}})
+	extPath := filepath.Join(dir, "extensions_config.json")
+	policy := filepath.Join(dir, "policy.csv")
+	if err := os.WriteFile(extPath, ext, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(policy, []byte("p, editor, *, *, *, *, allow\n"+
+		"p, viewer, *, *, *, *, allow\n"+
+		"p, viewer, *, tool, everything_get-sum, call, deny\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Server.DataDir = filepath.Join(dir, "data")
+	cfg.Server.GRPCAddr, cfg.Server.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Server.DrainPeriod = time.Millisecond
+	cfg.Server.ShutdownTimeout = 5 * time.Second
+	cfg.Catalog.ExtensionsConfig = extPath
+	cfg.Authz.PolicyFile = policy
+	cfg.Auth.Enabled = true
+	cfg.Auth.Tokens = []config.Token{
+		{Name: "editor", SHA256: sha(editorToken), Kind: "user", Subject: "eddie", Tenant: "default", Roles: []string{"editor"}},
+		{Name: "viewer", SHA256: sha(viewerToken), Kind: "user", Subject: "vera", Tenant: "default", Roles: []string{"viewer"}},
+		{Name: "admin", SHA256: sha(adminToken), Kind: "user", Subject: "root", Tenant: "default", Roles: []string{"admin"}},
+	}
+	if err := os.MkdirAll(cfg.Server.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	au, err := app.Prepare(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := app.Listen(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr, httpAddr := lis.GRPC.Addr().String(), lis.HTTP.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done, ready := make(chan error, 1), make(chan struct{})
+	var once sync.Once
+	go func() {
+		done <- app.Run(ctx, &cfg, au, lis, app.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			OnReady: func(string, string) { once.Do(func() { close(ready) }) }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("suite did not stop")
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("suite stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("suite not ready")
+	}
+	conn, err := grpcx.Dial(grpcAddr, grpcx.DialOptions{Token: adminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cat := catalogv1.NewCatalogServiceClient(conn)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res, err := cat.ListServers(context.Background(), &catalogv1.ListServersRequest{})
+		if err == nil && len(res.GetServers()) == 1 && res.GetServers()[0].GetState() == catalogv1.ServerState_SERVER_STATE_READY {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything not ready: %v %v", res, err)
+		}
+	}
+	return "http://" + httpAddr + runtimemcp.Path
+}
+
+func mcpClient(t *testing.T, url, token string) (*client.Client, *mcp.InitializeResult, func() []string) {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithLegacyProtocolOnly())
+	var mu sync.Mutex
+	var methods []string
+	c.OnNotification(func(n mcp.JSONRPCNotification) { mu.Lock(); methods = append(methods, n.Method); mu.Unlock() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ir, err := c.Initialize(ctx, mcp.InitializeRequest{})
+	if err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, ir, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(methods) }
+}
+
+func toolNames(t *testing.T, c *client.Client) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tl := range res.Tools {
+		out = append(out, tl.Name)
+	}
+	return out
+}
+
+func callTool(t *testing.T, c *client.Client, name string, args map[string]any) (bool, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	var b strings.Builder
+	for _, ct := range res.Content {
+		if tc, ok := mcp.AsTextContent(ct); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return res.IsError, b.String()
+}
+
+// End to end through the real runtime, catalog, authz and skills with a
+// real npm MCP server: the walk-through of issue 9 from an MCP client.
+func TestEndToEndFrontDoor(t *testing.T) {
+	url := startSuite(t)
+	c, ir, notes := mcpClient(t, url, editorToken)
+	if !strings.Contains(ir.Instructions, "everything_get-sum") {
+		t.Errorf("instructions lack the deferred names: %q", ir.Instructions)
+	}
+	names := toolNames(t, c)
+	if !slices.Contains(names, "tool_search") || slices.Contains(names, "everything_get-sum") {
+		t.Fatalf("first tools/list = %v: want tool_search bound and everything_get-sum deferred", names)
+	}
+	isErr, txt := callTool(t, c, "everything_get-sum", map[string]any{"a": 2, "b": 3})
+	if !isErr || !strings.Contains(txt, "tool_search") {
+		t.Fatalf("deferred call: isError=%v text=%q", isErr, txt)
+	}
+	isErr, txt = callTool(t, c, "tool_search", map[string]any{"query": "select:everything_get-sum"})
+	if isErr {
+		t.Fatalf("tool_search: %q", txt)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(notes(), "notifications/tools/list_changed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no list_changed after tool_search; notifications %v", notes())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if names := toolNames(t, c); !slices.Contains(names, "everything_get-sum") {
+		t.Fatalf("tools/list after tool_search = %v", names)
+	}
+	isErr, txt = callTool(t, c, "everything_get-sum", map[string]any{"a": 2, "b": 3})
+	if isErr || !strings.Contains(txt, "5") {
+		t.Fatalf("promoted call: isError=%v text=%q", isErr, txt)
+	}
+
+	// The viewer's identical walk ends in an authz denial with its reason.
+	v, _, _ := mcpClient(t, url, viewerToken)
+	if _, txt := callTool(t, v, "tool_search", map[string]any{"query": "select:everything_get-sum"}); txt == "" {
+		t.Fatal("viewer tool_search returned nothing")
+	}
+	isErr, txt = callTool(t, v, "everything_get-sum", map[string]any{"a": 2, "b": 3})
+	if !isErr || strings.Contains(txt, "The sum") {
+		t.Fatalf("viewer call of a denied tool: isError=%v text=%q", isErr, txt)
+	}
+	t.Logf("viewer denial: %s", txt)
+}
