@@ -24,8 +24,9 @@ const systemAuthor = "system"
 
 // user is the acting user of a request.
 type user struct {
-	key   string // "tenant/subject"
-	admin bool
+	key    string // "tenant/subject"
+	tenant string
+	admin  bool
 }
 
 // userOf returns the effective principal of ctx (ARCHITECTURE §5). Without
@@ -34,17 +35,17 @@ type user struct {
 func userOf(ctx context.Context) user {
 	p := auth.EffectivePrincipal(ctx)
 	if p == nil {
-		return user{key: "default/anonymous"}
+		return user{key: "default/anonymous", tenant: "default"}
 	}
-	return user{key: userKey(p), admin: slices.Contains(p.GetRoles(), auth.AdminRole)}
+	t := tenantOf(p)
+	return user{key: t + "/" + p.GetSubject(), tenant: t, admin: slices.Contains(p.GetRoles(), auth.AdminRole)}
 }
 
-func userKey(p *typev1.Principal) string {
-	t := p.GetTenant()
-	if t == "" {
-		t = "default"
+func tenantOf(p *typev1.Principal) string {
+	if t := p.GetTenant(); t != "" {
+		return t
 	}
-	return t + "/" + p.GetSubject()
+	return "default"
 }
 
 // precedence orders categories for shadowing: custom > integration > public.
@@ -61,7 +62,7 @@ func precedence(c skillsstore.Category) int {
 // visible returns the skills the user sees, one per name (shadowing applied),
 // sorted by name.
 func (s *Server) visible(ctx context.Context, u user) ([]skillsstore.Skill, error) {
-	all, err := s.store.List(ctx, u.key)
+	all, err := s.store.List(ctx, u.key, u.tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +85,7 @@ func (s *Server) resolve(ctx context.Context, u user, name string) (skillsstore.
 	for _, c := range []struct {
 		cat   skillsstore.Category
 		owner string
-	}{{skillsstore.Custom, u.key}, {skillsstore.Integration, ""}, {skillsstore.Public, ""}} {
+	}{{skillsstore.Custom, u.key}, {skillsstore.Integration, u.tenant}, {skillsstore.Public, ""}} {
 		sk, err := s.store.Get(ctx, c.cat, c.owner, name)
 		if err == nil {
 			return sk, nil
@@ -358,7 +359,7 @@ func (s *Server) syncPublic(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("skills: public skills: %w", err)
 	}
-	stored, err := s.store.List(ctx, "")
+	stored, err := s.store.ListCategory(ctx, skillsstore.Public)
 	if err != nil {
 		return err
 	}

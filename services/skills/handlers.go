@@ -87,7 +87,7 @@ func (s *Server) InstallSkill(ctx context.Context, req *skillsv1.InstallSkillReq
 		if !u.admin {
 			return nil, permissionDenied("installing an integration skill needs the admin role")
 		}
-		cat, owner = skillsstore.Integration, ""
+		cat, owner = skillsstore.Integration, u.tenant
 	}
 	var pkg *skillsarchive.Package
 	folder := ""

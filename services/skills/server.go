@@ -3,10 +3,10 @@
 // (ARCHITECTURE §2.3, deerflow-reference §4, issue 6).
 //
 // Categories (reference §4.1): public skills are shipped in the binary
-// (skills/public), loaded at start, read-only, and their enable state is
-// global (admin only); integration skills are installed by an admin,
-// read-only, enable state per user; custom skills belong to one user,
-// editable, enable state per user. For a user, a custom skill shadows an
+// (skills/public), loaded at start, read-only, visible in every tenant, and
+// their enable state is global (admin only); integration skills are
+// installed by an admin for the admin's tenant, read-only, enable state per
+// user; custom skills belong to one user, editable, enable state per user. For a user, a custom skill shadows an
 // integration or public skill of the same name, and an integration skill
 // shadows a public one. "The user" is auth.EffectivePrincipal (the acting-for
 // end user of a service credential, else the caller), keyed "tenant/subject".

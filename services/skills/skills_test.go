@@ -236,7 +236,7 @@ func exampleLifecycle(t *testing.T, s *Server, name string) {
 		t.Fatalf("alice %v bob %v", names(la.GetSkills()), names(lb.GetSkills()))
 	}
 	// Described.
-	d, err := s.DescribeSkills(alice, &skillsv1.DescribeSkillsRequest{Query: "select:"+name})
+	d, err := s.DescribeSkills(alice, &skillsv1.DescribeSkillsRequest{Query: "select:" + name})
 	if err != nil || len(d.GetMatches()) != 1 || d.GetMatches()[0].GetSkill().GetCategory() != skillsv1.SkillCategory_SKILL_CATEGORY_CUSTOM {
 		t.Fatalf("describe: %v %+v", err, d)
 	}
@@ -253,7 +253,7 @@ func exampleLifecycle(t *testing.T, s *Server, name string) {
 	}
 	_, err = s.ReadSkillFile(alice, &skillsv1.ReadSkillFileRequest{Name: name, Path: "SKILL.md"})
 	wantErr(t, err, codes.FailedPrecondition, skillsv1.ErrorReason_ERROR_REASON_SKILL_DISABLED)
-	if d, _ := s.DescribeSkills(alice, &skillsv1.DescribeSkillsRequest{Query: "select:"+name}); len(d.GetMatches()) != 0 {
+	if d, _ := s.DescribeSkills(alice, &skillsv1.DescribeSkillsRequest{Query: "select:" + name}); len(d.GetMatches()) != 0 {
 		t.Fatal("disabled skill described")
 	}
 	on := true
@@ -352,6 +352,17 @@ func TestEnableStatesIndependent(t *testing.T) {
 	gb2, _ := s.GetSkill(bob, &skillsv1.GetSkillRequest{Name: "demo-skill"})
 	if !gb2.GetSkill().GetEnabled() {
 		t.Fatal("alice's integration toggle leaked to bob")
+	}
+	// Integration skills belong to the installing admin's tenant.
+	other := auth.WithIdentity(context.Background(), auth.Identity{Kind: auth.KindUser,
+		Principal: &typev1.Principal{Subject: "alice", Tenant: "globex", Roles: []string{"user"}}})
+	_, err = s.GetSkill(other, &skillsv1.GetSkillRequest{Name: "demo-skill"})
+	wantErr(t, err, codes.NotFound, skillsv1.ErrorReason_ERROR_REASON_SKILL_NOT_FOUND)
+	// ... and globex's alice is not default's alice.
+	_, err = s.GetSkill(other, &skillsv1.GetSkillRequest{Name: "notes"})
+	wantErr(t, err, codes.NotFound, skillsv1.ErrorReason_ERROR_REASON_SKILL_NOT_FOUND)
+	if g, err := s.GetSkill(other, &skillsv1.GetSkillRequest{Name: "tool-call-triage"}); err != nil || g.GetSkill().GetEnabled() {
+		t.Fatalf("public skills are global: %v", err)
 	}
 	_, err = s.UpdateSkill(alice, &skillsv1.UpdateSkillRequest{Name: "demo-skill", Skill: &skillsv1.SkillUpdate{Files: []*skillsv1.SkillFile{{Path: "SKILL.md", Content: skillMD("demo-skill", "d", "", "")}}}})
 	wantErr(t, err, codes.FailedPrecondition, skillsv1.ErrorReason_ERROR_REASON_READ_ONLY)

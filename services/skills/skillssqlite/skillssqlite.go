@@ -72,9 +72,19 @@ func scanSkill(r scanner) (skillsstore.Skill, error) {
 }
 
 // List implements skillsstore.Store.
-func (s *Store) List(ctx context.Context, owner string) ([]skillsstore.Skill, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+skillCols+skillFrom+
-		` WHERE s.category IN ('public', 'integration') OR (s.category = 'custom' AND s.owner = ?) ORDER BY s.name, s.category`, owner)
+func (s *Store) List(ctx context.Context, owner, tenant string) ([]skillsstore.Skill, error) {
+	return s.list(ctx, `SELECT `+skillCols+skillFrom+
+		` WHERE s.category = 'public' OR (s.category = 'integration' AND s.owner = ?) OR (s.category = 'custom' AND s.owner = ?)
+		ORDER BY s.name, s.category`, tenant, owner)
+}
+
+// ListCategory implements skillsstore.Store.
+func (s *Store) ListCategory(ctx context.Context, cat skillsstore.Category) ([]skillsstore.Skill, error) {
+	return s.list(ctx, `SELECT `+skillCols+skillFrom+` WHERE s.category = ? ORDER BY s.name, s.owner`, string(cat))
+}
+
+func (s *Store) list(ctx context.Context, query string, args ...any) ([]skillsstore.Skill, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

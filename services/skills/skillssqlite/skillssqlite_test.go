@@ -27,7 +27,7 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := s.Create(ctx, skillsstore.Integration, "", "pack", skillsstore.Content{Digest: "d", Files: []skillsstore.FileRef{{Path: "SKILL.md", Digest: "x"}}},
+	if _, err := s.Create(ctx, skillsstore.Integration, "acme", "pack", skillsstore.Content{Digest: "d", Files: []skillsstore.FileRef{{Path: "SKILL.md", Digest: "x"}}},
 		skillsstore.HistoryEntry{Action: "install", Author: "a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if sk, err := s.Get(ctx, skillsstore.Integration, "", "pack"); err != nil || sk.Digest != "d" {
+	if sk, err := s.Get(ctx, skillsstore.Integration, "acme", "pack"); err != nil || sk.Digest != "d" {
 		t.Fatalf("%v %+v", err, sk)
 	}
 }

@@ -44,8 +44,8 @@ type FileRef struct {
 type Skill struct {
 	ID       int64
 	Category Category
-	// Owner is the owning user key ("tenant/subject") of a custom skill, ""
-	// for public and integration skills.
+	// Owner is the owning user key ("tenant/subject") of a custom skill, the
+	// tenant of an integration skill, "" for public skills.
 	Owner string
 	Name  string
 	// Version is the current content version (1-based).
@@ -84,9 +84,11 @@ type HistoryEntry struct {
 
 // Store is the skills metadata store. Implementations are safe for concurrent use.
 type Store interface {
-	// List returns the public and integration skills and the custom skills
-	// owned by owner, sorted by (name, category).
-	List(ctx context.Context, owner string) ([]Skill, error)
+	// List returns the public skills, the integration skills of tenant and
+	// the custom skills owned by owner, sorted by (name, category).
+	List(ctx context.Context, owner, tenant string) ([]Skill, error)
+	// ListCategory returns every stored skill of one category (all owners).
+	ListCategory(ctx context.Context, cat Category) ([]Skill, error)
 	// Get returns one skill; ErrNotFound when missing.
 	Get(ctx context.Context, cat Category, owner, name string) (Skill, error)
 	// Create stores a new skill with content version 1 and records ev (its

@@ -40,9 +40,19 @@ func RunStoreSuite(t *testing.T, newStore func(t *testing.T) skillsstore.Store) 
 		if _, err := s.Create(ctx, skillsstore.Custom, "default/bob", "web", content("d4", "SKILL.md"), ev("install")); err != nil {
 			t.Fatalf("same name other owner: %v", err)
 		}
-		list, err := s.List(ctx, "default/alice")
+		if _, err := s.Create(ctx, skillsstore.Integration, "acme", "pack", content("d5", "SKILL.md"), ev("install")); err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.List(ctx, "default/alice", "default")
 		if err != nil || len(list) != 2 || list[0].Category != skillsstore.Custom || list[1].Category != skillsstore.Public {
 			t.Fatalf("list: %v %+v", err, list)
+		}
+		list, _ = s.List(ctx, "acme/carol", "acme")
+		if len(list) != 2 || list[0].Name != "pack" || list[1].Name != "web" || list[1].Category != skillsstore.Public {
+			t.Fatalf("tenant list: %+v", list)
+		}
+		if all, _ := s.ListCategory(ctx, skillsstore.Custom); len(all) != 2 {
+			t.Fatalf("list category: %+v", all)
 		}
 		got, err := s.Get(ctx, skillsstore.Custom, "default/alice", "web")
 		if err != nil || got.Digest != "d3" || len(got.Files) != 2 || got.Files[0].Path != "SKILL.md" {
