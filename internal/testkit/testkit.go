@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,10 +37,11 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	buildDir  string
-	binPath   string
-	buildErr  error
+	buildReported atomic.Bool
+	buildOnce     sync.Once
+	buildDir      string
+	binPath       string
+	buildErr      error
 )
 
 // ModuleRoot returns the directory holding the go.mod of the current module.
@@ -86,7 +88,10 @@ func Binary(t testing.TB) string {
 		}
 	})
 	if buildErr != nil {
-		t.Fatalf("testkit: building toolplane: %v", buildErr)
+		if buildReported.CompareAndSwap(false, true) {
+			t.Fatalf("testkit: building toolplane: %v", buildErr)
+		}
+		t.Fatalf("testkit: building toolplane failed (output in the first failing test)")
 	}
 	return binPath
 }
