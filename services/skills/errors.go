@@ -96,7 +96,7 @@ func toStatus(err error) error {
 			p := fm.Problems[0]
 			meta["field"], meta["line"], meta["column"] = p.Field, strconv.Itoa(p.Line), strconv.Itoa(p.Column)
 		}
-		return statusErr(codes.InvalidArgument, skillsv1.ErrorReason_ERROR_REASON_INVALID_FRONTMATTER, meta, "SKILL.md: %v", fm)
+		return statusErr(codes.InvalidArgument, skillsv1.ErrorReason_ERROR_REASON_INVALID_FRONTMATTER, meta, "%v", fm)
 	case errors.As(err, &ref):
 		return statusErr(codes.InvalidArgument, skillsv1.ErrorReason_ERROR_REASON_ARCHIVE_REFUSED,
 			map[string]string{"code": "archive." + string(ref.Reason), "entry": ref.Entry}, "package refused: %v", ref)
