@@ -10,10 +10,10 @@ import (
 
 // Request limits checked before the handlers run.
 const (
-	maxCandidates  = 10_000 // FilterResourcesRequest.candidates
-	maxNameBytes   = 512    // a candidate or target name
-	maxPolicyItems = 10_000 // lines + links + ids of one Add/RemovePolicies
-	maxPageSize    = 1000   // ListDecisionsRequest.page_size
+	maxCandidates  = 10_000  // FilterResourcesRequest.candidates
+	maxNameBytes   = 512     // a candidate or target name
+	maxPolicyItems = 100_000 // lines + links + ids of one Add/RemovePolicies
+	maxPageSize    = 1000    // ListDecisionsRequest.page_size
 )
 
 // Validate checks a request before its handler runs (called by the shared

@@ -113,6 +113,11 @@ func TestDifferentialIndexVsCasbin(t *testing.T) {
 			req := randomRequest(r)
 			for round := 0; round < 2; round++ { // round 2 exercises the cache
 				got, want := e.Decide(&req), e.DecideOracle(&req)
+				if round == 0 {
+					if u := e.DecideUncached(&req); u.Allow != want.Allow || u.PolicyID != want.PolicyID || u.Code() != want.Code() {
+						t.Fatalf("uncached index disagrees: %+v vs %+v", u, want)
+					}
+				}
 				if got.Allow != want.Allow || got.Code() != want.Code() || got.PolicyID != want.PolicyID || got.PolicyVersion != want.PolicyVersion {
 					t.Fatalf("policy %d request %+v\nindex:  %+v\noracle: %+v\npolicy:\n%s", p, req, got, want, dumpSet(set))
 				}

@@ -157,16 +157,30 @@ func (e *Engine) Policy() PolicySet {
 // (or plain Casbin for a custom model). It never panics and never allows on
 // an error.
 func (e *Engine) Decide(req *Request) Decision {
-	return e.decide(req, false)
+	return e.decide(req, pathIndexed)
 }
+
+// DecideUncached is Decide without the decision cache (the index and role
+// closures only); for benchmarks and tests.
+func (e *Engine) DecideUncached(req *Request) Decision {
+	return e.decide(req, pathUncached)
+}
+
+type decisionPath int8
+
+const (
+	pathIndexed decisionPath = iota
+	pathUncached
+	pathOracle
+)
 
 // DecideOracle answers with plain Casbin Enforce on the current snapshot (the
 // reference the indexed path is tested and benchmarked against).
 func (e *Engine) DecideOracle(req *Request) Decision {
-	return e.decide(req, true)
+	return e.decide(req, pathOracle)
 }
 
-func (e *Engine) decide(req *Request, oracle bool) Decision {
+func (e *Engine) decide(req *Request, via decisionPath) Decision {
 	s := e.cur.Load()
 	if s == nil {
 		return deny(CodeStoreError, "policy not loaded", 0)
@@ -175,7 +189,7 @@ func (e *Engine) decide(req *Request, oracle bool) Decision {
 	if !ok {
 		return d
 	}
-	return e.decideOn(s, tenant, subjects, req, oracle)
+	return e.decideOn(s, tenant, subjects, req, via)
 }
 
 // DecideAll answers the request once per target, all on one snapshot, and
@@ -201,7 +215,7 @@ func (e *Engine) DecideAll(req *Request, targets []string) ([]Decision, int64) {
 			out[i] = deny(CodeInvalidRequest, "target must be a non-empty name of at most 512 bytes", s.version)
 		default:
 			r.Target = t
-			out[i] = e.decideOn(s, tenant, subjects, &r, false)
+			out[i] = e.decideOn(s, tenant, subjects, &r, pathIndexed)
 		}
 	}
 	return out, s.version
@@ -225,14 +239,14 @@ func (e *Engine) prepare(s *snapshot, req *Request) (tenant string, subjects []s
 	return "", nil, deny(CodeUnknownRole, fmt.Sprintf("no rule or role link mentions any of %v", subjects), s.version), false
 }
 
-func (e *Engine) decideOn(s *snapshot, tenant string, subjects []string, req *Request, oracle bool) (d Decision) {
+func (e *Engine) decideOn(s *snapshot, tenant string, subjects []string, req *Request, via decisionPath) (d Decision) {
 	defer func() {
 		if r := recover(); r != nil {
 			d = deny(CodeEvaluatorError, fmt.Sprintf("evaluator panic: %v", r), s.version)
 		}
 	}()
-	if s.ix != nil && !oracle {
-		return s.ix.decide(tenant, subjects, req, s.version)
+	if s.ix != nil && via != pathOracle {
+		return s.ix.decide(tenant, subjects, req, s.version, via == pathIndexed)
 	}
 	s.oracleOnce.Do(func() { s.oracle, s.oracleErr = newCasbinDecider(e.modelText, s.set, e.custom) })
 	if s.oracleErr != nil {

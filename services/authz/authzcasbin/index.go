@@ -143,11 +143,14 @@ type match struct {
 	conditional                   bool // a candidate rule had a condition: the result depends on the input
 }
 
-func (ix *index) decide(tenant string, subjects []string, req *Request, version int64) Decision {
-	key := cacheKey(subjects, tenant, req)
-	if d, ok := ix.cache.get(key); ok {
-		d.Cached = true
-		return d
+func (ix *index) decide(tenant string, subjects []string, req *Request, version int64, useCache bool) Decision {
+	key := ""
+	if useCache {
+		key = cacheKey(subjects, tenant, req)
+		if d, ok := ix.cache.get(key); ok {
+			d.Cached = true
+			return d
+		}
 	}
 	m := match{denyOrd: -1, allowOrd: -1, blockedOrd: -1}
 	visited := make(map[string]bool, 8)
@@ -177,7 +180,7 @@ func (ix *index) decide(tenant string, subjects []string, req *Request, version 
 	default:
 		d = noPolicyDecision(tenant, subjects, req, version)
 	}
-	if !m.conditional {
+	if useCache && !m.conditional {
 		ix.cache.put(key, d)
 	}
 	return d

@@ -56,15 +56,17 @@ type DecisionRecord struct {
 	Denied         []string             `json:"denied,omitempty"`
 }
 
-func insertDecisions(ctx context.Context, tx *sql.Tx, recs []*DecisionRecord) error {
+func insertDecisions(ctx context.Context, tx *sql.Tx, recs []*DecisionRecord, bodies [][]byte) error {
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO decisions (id, kind, time_ns, tenant, subject, resource, allow, policy_version, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	defer stmt.Close()
-	for _, r := range recs {
-		body, err := json.Marshal(r)
-		if err != nil {
+	for i, r := range recs {
+		var body []byte
+		if bodies != nil {
+			body = bodies[i]
+		} else if body, err = json.Marshal(r); err != nil {
 			return fmt.Errorf("decision %s: %w", r.ID, err)
 		}
 		allow := 0
@@ -80,7 +82,7 @@ func insertDecisions(ctx context.Context, tx *sql.Tx, recs []*DecisionRecord) er
 
 // AppendDecisions writes records in one transaction.
 func (s *Store) AppendDecisions(ctx context.Context, recs []*DecisionRecord) error {
-	return s.db.WithTx(ctx, func(tx *sql.Tx) error { return insertDecisions(ctx, tx, recs) })
+	return s.db.WithTx(ctx, func(tx *sql.Tx) error { return insertDecisions(ctx, tx, recs, nil) })
 }
 
 // Filter selects decision records. Tenant is required (the log is
@@ -206,8 +208,9 @@ type Log struct {
 }
 
 type entry struct {
-	rec *DecisionRecord
-	res chan error // nil: fire and forget
+	rec  *DecisionRecord
+	body []byte     // JSON of rec, marshalled by the caller (in parallel)
+	res  chan error // nil: fire and forget
 }
 
 // ErrLogClosed is returned by Append after Close.
@@ -228,7 +231,11 @@ func (s *Store) NewLog(maxBatch int) *Log {
 // lost for this caller (it is still counted by the returned error of a
 // waiting caller in the same batch).
 func (l *Log) Append(ctx context.Context, rec *DecisionRecord, wait bool) error {
-	e := &entry{rec: rec}
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("decision %s: %w", rec.ID, err)
+	}
+	e := &entry{rec: rec, body: body}
 	if wait {
 		e.res = make(chan error, 1)
 	}
@@ -259,6 +266,7 @@ func (l *Log) run() {
 	defer close(l.done)
 	batch := make([]*entry, 0, l.maxBatch)
 	recs := make([]*DecisionRecord, 0, l.maxBatch)
+	bodies := make([][]byte, 0, l.maxBatch)
 	for first := range l.ch {
 		batch = append(batch[:0], first)
 	drain:
@@ -273,12 +281,13 @@ func (l *Log) run() {
 				break drain
 			}
 		}
-		recs = recs[:0]
+		recs, bodies = recs[:0], bodies[:0]
 		for _, e := range batch {
 			recs = append(recs, e.rec)
+			bodies = append(bodies, e.body)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := l.s.AppendDecisions(ctx, recs)
+		err := l.s.db.WithTx(ctx, func(tx *sql.Tx) error { return insertDecisions(ctx, tx, recs, bodies) })
 		cancel()
 		for _, e := range batch {
 			if e.res != nil {
