@@ -202,6 +202,27 @@ func TestAllInOneDefault(t *testing.T) {
 		}
 	})
 
+	t.Run("REST enums by name or number", func(t *testing.T) {
+		// catalog SearchTools' `mode` is an enum (SEARCH_MODE_BM25 = 2).
+		for _, body := range []string{`{"query": "weather", "mode": "SEARCH_MODE_BM25"}`, `{"query": "weather", "mode": 2}`} {
+			r := rest(t, p, http.MethodPost, "/v1/tools:search", "", body)
+			if r.Status != http.StatusOK {
+				t.Errorf("POST /v1/tools:search %s: %d %s", body, r.Status, r.Raw)
+				continue
+			}
+			if m, ok := r.Body["mode"]; ok {
+				if _, isName := m.(string); !isName {
+					t.Errorf("enum emitted as %v (%T), want its name", m, m)
+				}
+			}
+		}
+		for _, body := range []string{`{"query": "weather", "mode": "SEARCH_MODE_NOPE"}`, `{"query": "weather", "colour": "red"}`} {
+			if r := rest(t, p, http.MethodPost, "/v1/tools:search", "", body); r.Status != http.StatusBadRequest {
+				t.Errorf("POST /v1/tools:search %s: %d %s, want 400", body, r.Status, r.Raw)
+			}
+		}
+	})
+
 	t.Run("healthcheck command", func(t *testing.T) {
 		r := testkit.Run(t, nil, "healthcheck", "--grpc-addr", p.GRPCAddr)
 		if r.Code != 0 || !strings.Contains(r.Stdout, "SERVING") {
