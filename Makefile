@@ -62,6 +62,10 @@ demo: ## the main job: install the npm MCP servers and run the all-in-one suite 
 bench: ## benchmarks (ratios against in-run baselines)
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/... ./internal/search/... ./services/...
 
+.PHONY: vectors
+vectors: ## rebuild the static word vectors of internal/search (apt fasttext + wordnet; THREADS=1 for a reproducible run)
+	scripts/vectors/build.sh
+
 .PHONY: eval
 eval: build ## search evaluation on the toolret DEV sets
 	scripts/eval.sh
