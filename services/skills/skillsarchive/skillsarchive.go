@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -226,7 +227,41 @@ func (b *builder) countEntry(name string) error {
 	return nil
 }
 
+// zipEntryCount reads the entry count from the end-of-central-directory
+// record (zip64 aware) without parsing the directory, so an archive claiming
+// millions of entries is refused before archive/zip allocates them. ok is
+// false when the record cannot be found (archive/zip then decides).
+func zipEntryCount(data []byte) (n uint64, ok bool) {
+	start := max(0, len(data)-(22+65535))
+	i := bytes.LastIndex(data[start:], []byte("PK\x05\x06"))
+	if i < 0 {
+		return 0, false
+	}
+	eocd := data[start+i:]
+	if len(eocd) < 22 {
+		return 0, false
+	}
+	n = uint64(binary.LittleEndian.Uint16(eocd[10:12]))
+	if n != 0xffff {
+		return n, true
+	}
+	// zip64: the locator sits just before the EOCD record.
+	loc := start + i - 20
+	if loc < 0 || !bytes.Equal(data[loc:loc+4], []byte("PK\x06\x07")) {
+		return n, true
+	}
+	off := binary.LittleEndian.Uint64(data[loc+8 : loc+16])
+	if len(data) < 56 || off > uint64(len(data)-56) || !bytes.Equal(data[off:off+4], []byte("PK\x06\x06")) {
+		return n, true
+	}
+	return binary.LittleEndian.Uint64(data[off+32 : off+40]), true
+}
+
 func (b *builder) readZip(data []byte) error {
+	if n, ok := zipEntryCount(data); ok && n > uint64(b.lim.MaxEntries) {
+		return &RefusalError{Reason: ReasonTooManyEntries,
+			Detail: fmt.Sprintf("the archive declares %d entries; the limit is %d", n, b.lim.MaxEntries)}
+	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		return &RefusalError{Reason: ReasonCorrupt, Detail: err.Error()}
@@ -309,6 +344,10 @@ func (b *builder) readTarGz(data []byte) error {
 		case tar.TypeDir:
 			if _, err := cleanName(h.Name, true); err != nil {
 				return err
+			}
+			if h.Size != 0 {
+				// The tar reader would inflate and discard the data unseen.
+				return &RefusalError{Reason: ReasonCorrupt, Entry: display(h.Name), Detail: "a folder entry carries data"}
 			}
 			continue
 		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA still appears in old archives

@@ -1,7 +1,11 @@
 package skillsarchive_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -183,5 +187,45 @@ func TestDigestFormatIndependent(t *testing.T) {
 	g.Files[1].Data = []byte("b")
 	if z.Digest() == g.Digest() {
 		t.Fatal("digest ignores content")
+	}
+}
+
+func TestZipEntryCountPrecheck(t *testing.T) {
+	var es []sat.Entry
+	for i := 0; i < 70; i++ {
+		es = append(es, sat.Entry{Name: fmt.Sprintf("x/f%03d.txt", i), Data: []byte("x")})
+	}
+	data := sat.Zip(es...)
+	_, err := skillsarchive.Read(data, skillsarchive.Limits{MaxEntries: 64})
+	var r *skillsarchive.RefusalError
+	if !errors.As(err, &r) || r.Reason != skillsarchive.ReasonTooManyEntries || !strings.Contains(r.Detail, "declares 70 entries") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestTarFolderWithData(t *testing.T) {
+	// A folder header whose size field (octal, offset 124) claims 32 KiB of
+	// data, with a recomputed checksum (archive/tar refuses to write one).
+	hdr := &tar.Header{Name: "y/", Typeflag: tar.TypeDir, Mode: 0o755}
+	var tb bytes.Buffer
+	tw2 := tar.NewWriter(&tb)
+	tw2.WriteHeader(hdr)
+	tw2.Flush()
+	block := tb.Bytes()[:512]
+	copy(block[124:136], []byte("00000100000\x00"))
+	sum := 0
+	copy(block[148:156], []byte("        "))
+	for _, c := range block {
+		sum += int(c)
+	}
+	copy(block[148:156], []byte(fmt.Sprintf("%06o\x00 ", sum)))
+	var out bytes.Buffer
+	gz2 := gzip.NewWriter(&out)
+	gz2.Write(block)
+	gz2.Write(make([]byte, 0o100000+1024))
+	gz2.Close()
+	_, err := skillsarchive.Read(out.Bytes(), skillsarchive.Limits{})
+	if skillsarchive.ReasonOf(err) != skillsarchive.ReasonCorrupt || !strings.Contains(err.Error(), "folder entry carries data") {
+		t.Fatalf("%v", err)
 	}
 }
