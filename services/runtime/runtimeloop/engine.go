@@ -89,6 +89,9 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	return &Engine{cfg: cfg, d: d, active: map[string]*activeRun{}, byThread: map[string]string{}, seqs: map[string]int64{}}, nil
 }
 
+// ModelNames lists the configured model names.
+func (e *Engine) ModelNames() []string { return e.d.Models.Names() }
+
 // Config returns the effective configuration.
 func (e *Engine) Config() Config { return e.cfg }
 

@@ -1,0 +1,436 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+)
+
+// cancelWait is how long CancelRun waits for the loop to record the end
+// of a cancelled run (issue 8: within 2 s).
+const cancelWait = 2 * time.Second
+
+// loopState is the agent loop of one Server, built on first use.
+type loopState struct {
+	mu     sync.Mutex
+	cfg    *LoopConfig // set by setLoopConfig before first use; nil = from s.cfg
+	engine *runtimeloop.Engine
+	err    error
+}
+
+// loops holds the loop state of each Server. (runtime.Config and Server
+// are owned by server.go; once Server carries a loop field this map goes.)
+var loops sync.Map // *Server → *loopState
+
+func (s *Server) loopState() *loopState {
+	v, _ := loops.LoadOrStore(s, &loopState{})
+	return v.(*loopState)
+}
+
+// setLoopConfig replaces runtime.loop for this server; it must be called
+// before the first RunTurn.
+func (s *Server) setLoopConfig(c LoopConfig) {
+	ls := s.loopState()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.cfg, ls.engine, ls.err = &c, nil, nil
+}
+
+// loopConfigOverride, when set, replaces runtime.loop for every Server
+// (tests that start the suite through internal/app; see export_test.go).
+var loopConfigOverride atomic.Pointer[LoopConfig]
+
+// configuredLoop returns runtime.loop from the service config. The key is
+// read by field name so this file builds whether or not runtime.Config
+// carries `Loop LoopConfig yaml:"loop"` yet.
+func (s *Server) configuredLoop() LoopConfig {
+	if p := loopConfigOverride.Load(); p != nil {
+		return *p
+	}
+	if f := reflect.ValueOf(s.cfg).FieldByName("Loop"); f.IsValid() {
+		if c, ok := f.Interface().(LoopConfig); ok {
+			return c
+		}
+	}
+	return LoopConfig{}
+}
+
+// loop returns the engine, building it on first use.
+func (s *Server) loop() (*runtimeloop.Engine, error) {
+	ls := s.loopState()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.engine != nil || ls.err != nil {
+		return ls.engine, ls.err
+	}
+	c := s.configuredLoop()
+	if ls.cfg != nil {
+		c = *ls.cfg
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		ls.err = err
+		return nil, err
+	}
+	models := &runtimeloop.StaticModels{ByName: map[string]runtimeloop.Model{}}
+	for _, m := range c.Models {
+		key := ""
+		if m.APIKeyEnv != "" {
+			key = os.Getenv(m.APIKeyEnv)
+		}
+		cl, err := runtimeloop.NewOpenAIModel(runtimeloop.OpenAISpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
+			MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature})
+		if err != nil {
+			ls.err = fmt.Errorf("runtime.loop.models[%s].%w", m.Name, err)
+			return nil, ls.err
+		}
+		models.Order = append(models.Order, m.Name)
+		models.ByName[m.Name] = cl
+	}
+	a := loopAdapter{s}
+	ls.engine, ls.err = runtimeloop.New(c.engineConfig(), runtimeloop.Deps{
+		Assembler: a, Executor: a, Authorizer: a, Store: a, Models: models, Threads: a,
+		ExecutorStoresResults: true, Logger: s.log, Now: s.now,
+	})
+	return ls.engine, ls.err
+}
+
+// runErr maps loop errors to status errors.
+func runErr(err error, runID string) error {
+	switch {
+	case errors.Is(err, runtimeloop.ErrRunActive):
+		return statusErr(codes.FailedPrecondition, runtimev1.ErrorReason_ERROR_REASON_RUN_ACTIVE, "thread_id: a run is already active in this thread")
+	case errors.Is(err, runtimeloop.ErrRunNotWaiting):
+		return statusErr(codes.FailedPrecondition, runtimev1.ErrorReason_ERROR_REASON_RUN_NOT_WAITING, "run_id: run %q is not waiting for input", runID)
+	case errors.Is(err, runtimeloop.ErrNotFound), errors.Is(err, runtimestore.ErrNotFound):
+		return statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_RUN_NOT_FOUND, "run_id: run %q not found", runID)
+	}
+	return storeErr(err)
+}
+
+func (s *Server) loopOrErr() (*runtimeloop.Engine, error) {
+	e, err := s.loop()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "agent loop unavailable: %v", err)
+	}
+	if len(e.ModelNames()) == 0 {
+		return nil, status.Error(codes.FailedPrecondition, "runtime.loop.models: no model is configured, so RunTurn cannot call a model")
+	}
+	return e, nil
+}
+
+// loopAgent resolves the agent of a thread for the loop.
+func (s *Server) loopAgent(ctx context.Context, th *runtimestore.Thread) (runtimeloop.Agent, error) {
+	a, _, err := s.resolveAgent(ctx, th.Proto.GetAgent())
+	if err != nil {
+		return runtimeloop.Agent{}, err
+	}
+	return runtimeloop.Agent{Name: a.GetName(), Model: a.GetModel(), SystemPrompt: a.GetSystemPrompt(), SubagentsEnabled: a.GetSubagentsEnabled(), Skills: a.GetSkills()}, nil
+}
+
+// limitsOf reads RunTurn options (max_model_calls, token_budget,
+// deadline_seconds). Options may only tighten runtime.loop's limits.
+func limitsOf(o *structpb.Struct, c runtimeloop.Config) (runtimeloop.Limits, error) {
+	var l runtimeloop.Limits
+	for k, v := range o.GetFields() {
+		n, ok := v.GetKind().(*structpb.Value_NumberValue)
+		if !ok || n.NumberValue <= 0 || n.NumberValue != float64(int64(n.NumberValue)) {
+			return l, status.Errorf(codes.InvalidArgument, "options.%s: must be a positive integer", k)
+		}
+		x := int64(n.NumberValue)
+		switch k {
+		case "max_model_calls":
+			if x > int64(c.Limits.MaxModelCalls) {
+				return l, status.Errorf(codes.InvalidArgument, "options.max_model_calls: %d exceeds runtime.loop.max_model_calls (%d)", x, c.Limits.MaxModelCalls)
+			}
+			l.MaxModelCalls = int(x)
+		case "token_budget":
+			if c.Limits.TokenBudget > 0 && x > c.Limits.TokenBudget {
+				return l, status.Errorf(codes.InvalidArgument, "options.token_budget: %d exceeds runtime.loop.token_budget (%d)", x, c.Limits.TokenBudget)
+			}
+			l.TokenBudget = x
+		case "deadline_seconds":
+			d := time.Duration(x) * time.Second
+			if d > c.Limits.Deadline {
+				return l, status.Errorf(codes.InvalidArgument, "options.deadline_seconds: %d exceeds runtime.loop.deadline (%s)", x, c.Limits.Deadline)
+			}
+			l.Deadline = d
+		default:
+			return l, status.Errorf(codes.InvalidArgument, "options.%s: unknown option (max_model_calls, token_budget, deadline_seconds)", k)
+		}
+	}
+	return l, nil
+}
+
+// RunTurn runs the agent loop for one user message on one of the caller's
+// threads and streams its events (ARCHITECTURE §3.3). The stream ends when
+// the run completes, fails, is cancelled or waits for input; the outcome
+// is in the last status event and in ListRuns. Errors: NOT_FOUND (thread),
+// FAILED_PRECONDITION (RUN_ACTIVE; no model configured), INVALID_ARGUMENT
+// (options). Closing the stream cancels the run.
+func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStreamingServer[runtimev1.RunTurnResponse]) error {
+	ctx := stream.Context()
+	if strings.TrimSpace(req.GetMessage()) == "" {
+		return status.Error(codes.InvalidArgument, "message: must not be empty")
+	}
+	th, _, err := s.ownThread(ctx, req.GetThreadId())
+	if err != nil {
+		return err
+	}
+	e, err := s.loopOrErr()
+	if err != nil {
+		return err
+	}
+	limits, err := limitsOf(req.GetOptions(), e.Config())
+	if err != nil {
+		return err
+	}
+	agent, err := s.loopAgent(ctx, th)
+	if err != nil {
+		return err
+	}
+	_, err = e.RunTurn(ctx, runtimeloop.TurnRequest{ThreadID: th.Proto.GetThreadId(), Agent: agent, Message: req.GetMessage(), Model: req.GetModel(), Limits: limits},
+		func(ev *runtimev1.RunEvent) { _ = stream.Send(&runtimev1.RunTurnResponse{Event: ev}) })
+	if err != nil {
+		return runErr(err, "")
+	}
+	return nil
+}
+
+// ResumeRun answers the pending clarification of a run waiting for input
+// and continues it, streaming like RunTurn. Errors: NOT_FOUND (thread,
+// run), FAILED_PRECONDITION (RUN_NOT_WAITING, RUN_ACTIVE).
+func (s *Server) ResumeRun(req *runtimev1.ResumeRunRequest, stream grpc.ServerStreamingServer[runtimev1.ResumeRunResponse]) error {
+	ctx := stream.Context()
+	if strings.TrimSpace(req.GetAnswer()) == "" {
+		return status.Error(codes.InvalidArgument, "answer: must not be empty")
+	}
+	th, _, err := s.ownThread(ctx, req.GetThreadId())
+	if err != nil {
+		return err
+	}
+	e, err := s.loopOrErr()
+	if err != nil {
+		return err
+	}
+	agent, err := s.loopAgent(ctx, th)
+	if err != nil {
+		return err
+	}
+	_, err = e.ResumeRun(ctx, runtimeloop.ResumeRequest{ThreadID: th.Proto.GetThreadId(), RunID: req.GetRunId(), Answer: req.GetAnswer(), Agent: agent},
+		func(ev *runtimev1.RunEvent) { _ = stream.Send(&runtimev1.ResumeRunResponse{Event: ev}) })
+	if err != nil {
+		return runErr(err, req.GetRunId())
+	}
+	return nil
+}
+
+// ListRuns lists the runs of one of the caller's threads, newest first.
+func (s *Server) ListRuns(ctx context.Context, req *runtimev1.ListRunsRequest) (*runtimev1.ListRunsResponse, error) {
+	if _, _, err := s.ownThread(ctx, req.GetThreadId()); err != nil {
+		return nil, err
+	}
+	runs, err := s.store.ListRuns(ctx, req.GetThreadId())
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return &runtimev1.ListRunsResponse{Runs: runs}, nil
+}
+
+// CancelRun stops a running turn and any in-flight tool call, waiting up
+// to 2 s for the run to be recorded as cancelled; a run waiting for input
+// is cancelled at once; a finished run is returned unchanged.
+func (s *Server) CancelRun(ctx context.Context, req *runtimev1.CancelRunRequest) (*runtimev1.CancelRunResponse, error) {
+	if _, _, err := s.ownThread(ctx, req.GetThreadId()); err != nil {
+		return nil, err
+	}
+	e, err := s.loop()
+	if err != nil {
+		// Without an engine no run can be active: answer from the store.
+		r, gerr := s.store.GetRun(ctx, req.GetThreadId(), req.GetRunId())
+		if gerr != nil {
+			return nil, runErr(gerr, req.GetRunId())
+		}
+		return &runtimev1.CancelRunResponse{Run: r}, nil
+	}
+	r, err := e.CancelRun(ctx, req.GetThreadId(), req.GetRunId(), cancelWait)
+	if err != nil {
+		return nil, runErr(err, req.GetRunId())
+	}
+	return &runtimev1.CancelRunResponse{Run: r}, nil
+}
+
+// loopAdapter adapts the Server to the loop's interfaces: assembly and
+// execution call this service's own logic in process (the same code as
+// AssembleTools and ExecuteToolCallStream); upstream services are reached
+// only through the Server's gRPC clients.
+type loopAdapter struct{ s *Server }
+
+// Assemble implements runtimeloop.Assembler.
+func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runtimev1.AssembleToolsResponse, error) {
+	r, err := a.s.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: threadID, UserMessage: user})
+	if err != nil {
+		return nil, errors.New(status.Convert(err).Message())
+	}
+	return r, nil
+}
+
+// Execute implements runtimeloop.Executor; the result message is stored by
+// the tool-call chain itself (Deps.ExecutorStoresResults).
+func (a loopAdapter) Execute(ctx context.Context, threadID, runID string, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
+	return a.s.execute(ctx, threadID, runID, c, notify)
+}
+
+// AuthorizeModel implements runtimeloop.ModelAuthorizer with authz
+// Authorize(model, use) for the effective principal.
+func (a loopAdapter) AuthorizeModel(ctx context.Context, model string) (bool, string, error) {
+	resp, err := a.s.authz.Authorize(actingFor(ctx), &authzv1.AuthorizeRequest{Principal: principalOf(ctx), ResourceType: authzv1.ResourceType_RESOURCE_TYPE_MODEL,
+		Action: authzv1.Action_ACTION_USE, Target: model})
+	if err != nil {
+		return false, "", err
+	}
+	d := resp.GetDecision()
+	var why []string
+	for _, r := range d.GetReasons() {
+		why = append(why, r.GetCode())
+	}
+	return d.GetAllow(), strings.Join(why, ", "), nil
+}
+
+// FilterModels implements runtimeloop.ModelAuthorizer with authz
+// FilterResources(model, use).
+func (a loopAdapter) FilterModels(ctx context.Context, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	resp, err := a.s.authz.FilterResources(actingFor(ctx), &authzv1.FilterResourcesRequest{Principal: principalOf(ctx), ResourceType: authzv1.ResourceType_RESOURCE_TYPE_MODEL,
+		Candidates: names, Action: authzv1.Action_ACTION_USE})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetAllowed(), nil
+}
+
+// Messages implements runtimeloop.Store.
+func (a loopAdapter) Messages(ctx context.Context, threadID string) ([]*runtimev1.Message, error) {
+	var out []*runtimev1.Message
+	tok := ""
+	for {
+		ms, next, err := a.s.store.ListMessages(ctx, threadID, runtimestore.Page{Limit: 1000, Token: tok})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ms...)
+		if next == "" {
+			return out, nil
+		}
+		tok = next
+	}
+}
+
+// AppendMessages implements runtimeloop.Store.
+func (a loopAdapter) AppendMessages(ctx context.Context, threadID string, msgs ...*runtimev1.Message) error {
+	return a.s.store.AppendMessages(ctx, threadID, msgs...)
+}
+
+// PutRun implements runtimeloop.Store.
+func (a loopAdapter) PutRun(ctx context.Context, r *runtimev1.Run) error {
+	return a.s.store.PutRun(ctx, r)
+}
+
+// GetRun implements runtimeloop.Store.
+func (a loopAdapter) GetRun(ctx context.Context, threadID, runID string) (*runtimev1.Run, error) {
+	r, err := a.s.store.GetRun(ctx, threadID, runID)
+	if errors.Is(err, runtimestore.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", runtimeloop.ErrNotFound, err)
+	}
+	return r, err
+}
+
+// ListRuns implements runtimeloop.Store.
+func (a loopAdapter) ListRuns(ctx context.Context, threadID string) ([]*runtimev1.Run, error) {
+	return a.s.store.ListRuns(ctx, threadID)
+}
+
+// AddUsage implements runtimeloop.Store: the thread's token_usage grows
+// in a write transaction.
+func (a loopAdapter) AddUsage(ctx context.Context, threadID string, u *runtimev1.TokenUsage) error {
+	_, err := a.s.store.UpdateThread(ctx, threadID, func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
+		tu := t.Proto.GetTokenUsage()
+		if tu == nil {
+			tu = &runtimev1.TokenUsage{}
+			t.Proto.TokenUsage = tu
+		}
+		tu.InputTokens += u.GetInputTokens()
+		tu.OutputTokens += u.GetOutputTokens()
+		tu.TotalTokens += u.GetTotalTokens()
+		return nil, nil
+	})
+	return err
+}
+
+// CreateChildThread implements runtimeloop.Threads: a thread of the same
+// owner (the effective principal) with its own workspace and promotion
+// state, created through CreateThread. Its agent is the parent thread's
+// agent; when the subagent's skills allowlist (the intersection of
+// deerflow-reference §1.4) differs from that agent's, a derived agent
+// "subagent-<hash>" with that allowlist (and subagents disabled) is stored
+// and used, so assembly and the skill policy apply the narrowed list.
+func (a loopAdapter) CreateChildThread(ctx context.Context, spec runtimeloop.ChildSpec) (string, error) {
+	parent, _, err := a.s.ownThread(ctx, spec.ParentThreadID)
+	if err != nil {
+		return "", err
+	}
+	agent, _, err := a.s.resolveAgent(ctx, parent.Proto.GetAgent())
+	if err != nil {
+		return "", err
+	}
+	name := agent.GetName()
+	if !sameList(agent.GetSkills(), spec.Skills) {
+		d := proto.Clone(agent).(*runtimev1.Agent)
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%v", agent.GetName(), spec.SubagentType, spec.Skills.GetValues())))
+		d.Name = "subagent-" + hex.EncodeToString(sum[:6])
+		d.Description = fmt.Sprintf("Derived by the agent loop: agent %q as subagent type %q with skills narrowed to the intersection of both allowlists.", agent.GetName(), spec.SubagentType)
+		d.Skills, d.SubagentsEnabled, d.UpdateTime = spec.Skills, false, timestamppb.New(a.s.now())
+		if err := a.s.store.PutAgent(ctx, d); err != nil {
+			return "", err
+		}
+		name = d.GetName()
+	}
+	resp, err := a.s.CreateThread(ctx, &runtimev1.CreateThreadRequest{Agent: name, Metadata: map[string]string{
+		"toolplane.parent_thread_id": spec.ParentThreadID, "toolplane.parent_run_id": spec.ParentRunID, "toolplane.subagent_type": spec.SubagentType,
+	}})
+	if err != nil {
+		return "", errors.New(status.Convert(err).Message())
+	}
+	return resp.GetThread().GetThreadId(), nil
+}
+
+func sameList(a, b *typev1.StringList) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	return slices.Equal(a.GetValues(), b.GetValues())
+}
