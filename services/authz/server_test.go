@@ -12,6 +12,8 @@ import (
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
 )
 
@@ -51,6 +53,15 @@ func TestForgedPrincipal(t *testing.T) {
 		if d.GetAllow() || d.GetReasons()[0].GetCode() != authzcasbin.CodeUnknownRole {
 			t.Fatalf("unknown role: %+v", d)
 		}
+	}
+	// A service acting for a user, without a principal in the body, decides about that user.
+	actx := grpcx.WithActingFor(ctx, auth.FormatActingFor(&typev1.Principal{Subject: "dora", Tenant: "default", Roles: []string{"nobody"}}))
+	if r, err := h.svc.Authorize(actx, toolCall(nil, "web_search")); err != nil || r.GetDecision().GetReasons()[0].GetCode() != authzcasbin.CodeUnknownRole {
+		t.Fatalf("acting-for: %v %+v", err, r)
+	}
+	// Acting-for from a user credential is refused by the interceptor.
+	if _, err := h.user.Authorize(actx, toolCall(nil, "web_search")); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("user acting-for: %v", err)
 	}
 	// REST: the same rule.
 	body := map[string]any{"principal": map[string]any{"subject": "bob", "tenant": "acme", "roles": []string{"user"}},
@@ -213,17 +224,19 @@ func TestFilterResources(t *testing.T) {
 	if resp.GetPolicyVersion() != h.srv.engine.Version() {
 		t.Fatal("policy version")
 	}
-	// Model resource: user may use models but "list" on models is not granted by default.
-	mr, _ := h.user.FilterResources(ctx, &authzv1.FilterResourcesRequest{ResourceType: authzv1.ResourceType_RESOURCE_TYPE_MODEL, Action: authzv1.Action_ACTION_USE, Candidates: []string{"m1", "m2"}})
-	if len(mr.GetAllowed()) != 2 {
-		t.Fatalf("models: %+v", mr)
+	// Models: the default policy lets a user list and use every model.
+	for _, a := range []authzv1.Action{authzv1.Action_ACTION_UNSPECIFIED, authzv1.Action_ACTION_USE} {
+		mr, _ := h.user.FilterResources(ctx, &authzv1.FilterResourcesRequest{ResourceType: authzv1.ResourceType_RESOURCE_TYPE_MODEL, Action: a, Candidates: []string{"m1", "m2"}})
+		if len(mr.GetAllowed()) != 2 {
+			t.Fatalf("models (%v): %+v", a, mr)
+		}
 	}
 	eventually(t, 5*time.Second, "filter summary", func() bool {
 		l, err := h.admin.ListDecisions(ctx, &authzv1.ListDecisionsRequest{Kind: authzv1.DecisionKind_DECISION_KIND_FILTER})
-		if err != nil || len(l.GetDecisions()) != 2 {
+		if err != nil || len(l.GetDecisions()) != 3 {
 			return false
 		}
-		s := l.GetDecisions()[1]
+		s := l.GetDecisions()[2]
 		return s.GetCandidateCount() == 6 && s.GetAllowedCount() == 4 && slices.Equal(s.GetDenied(), []string{"secret_x", "secret_y"})
 	})
 	// Validation.
@@ -481,5 +494,79 @@ func TestConfigValidate(t *testing.T) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConcurrentDecisionsDuringPolicyChanges: over gRPC, 8 clients decide
+// while an admin toggles a deny line 40 times; every decision matches the
+// policy of exactly the version it reports.
+func TestConcurrentDecisionsDuringPolicyChanges(t *testing.T) {
+	h := start(t, nil)
+	ctx := ctxT(t)
+	denyLine := &authzv1.Policy{Role: "user", Tenant: "*", ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "flip", Action: authzv1.Action_ACTION_CALL, Effect: authzv1.PolicyEffect_POLICY_EFFECT_DENY}
+	denied := map[int64]bool{h.srv.engine.Version(): false} // version -> "flip" denied
+	type obs struct {
+		v     int64
+		allow bool
+	}
+	results := make(chan obs, 100000)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	for g := 0; g < 8; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := h.svc.Authorize(ctx, toolCall(alice, "flip"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				select {
+				case results <- obs{r.GetDecision().GetPolicyVersion(), r.GetDecision().GetAllow()}:
+				default:
+				}
+			}
+		}()
+	}
+	for i := 0; i < 40; i++ {
+		if i%2 == 0 {
+			r, err := h.admin.AddPolicies(ctx, &authzv1.AddPoliciesRequest{Policies: []*authzv1.Policy{denyLine}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			denied[r.GetPolicyVersion()] = true
+		} else {
+			r, err := h.admin.RemovePolicies(ctx, &authzv1.RemovePoliciesRequest{Policies: []*authzv1.Policy{denyLine}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			denied[r.GetPolicyVersion()] = false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	for g := 0; g < 8; g++ {
+		<-done
+	}
+	close(results)
+	n, versions := 0, map[int64]bool{}
+	for o := range results {
+		want, ok := denied[o.v]
+		if !ok {
+			t.Fatalf("decision reports unknown version %d", o.v)
+		}
+		if o.allow == want {
+			t.Fatalf("version %d: allow=%v but flip denied=%v", o.v, o.allow, want)
+		}
+		n++
+		versions[o.v] = true
+	}
+	if n < 100 || len(versions) < 10 {
+		t.Fatalf("only %d decisions over %d versions", n, len(versions))
 	}
 }

@@ -87,7 +87,7 @@ func TestTranslateDeerFlowErrors(t *testing.T) {
 
 func TestParsePolicyTextAndDefault(t *testing.T) {
 	rules := DefaultRules()
-	if len(rules) != 12+7 {
+	if len(rules) != 12+8 {
 		t.Fatalf("default policy has %d lines", len(rules))
 	}
 	for _, r := range rules {

@@ -336,7 +336,7 @@ var ErrInvalidPolicy = errors.New("invalid policy")
 // DefaultPolicy is the shipped default policy, imported only into an empty
 // store (ARCHITECTURE §5): role admin may do everything in every tenant (the
 // "*" line expands to one line per resource type and action); role user may
-// list and call every tool, list and use every skill, use every model, and list
+// list and call every tool, list and use every skill and model, and list
 // and call every MCP server (the runtime filters servers before tools, so
 // without the mcp_server lines a user would see no MCP tool at all).
 const DefaultPolicy = `# Toolplane default policy (source "default").
@@ -345,6 +345,7 @@ p, user, *, tool, *, list, allow
 p, user, *, tool, *, call, allow
 p, user, *, skill, *, list, allow
 p, user, *, skill, *, use, allow
+p, user, *, model, *, list, allow
 p, user, *, model, *, use, allow
 p, user, *, mcp_server, *, list, allow
 p, user, *, mcp_server, *, call, allow
