@@ -32,8 +32,12 @@ import (
 var fixture string
 
 func TestMain(m *testing.M) {
-	if os.Getenv("TP_CATALOG_HELPER") == "1" {
+	switch os.Getenv("TP_CATALOG_HELPER") {
+	case "1":
 		runCatalogHelper()
+		return
+	case "mem":
+		runMemHelper()
 		return
 	}
 	dir, err := os.MkdirTemp("", "tpfixture")

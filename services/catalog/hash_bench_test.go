@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
@@ -92,9 +95,10 @@ func BenchmarkRebuildAfter50ToolChange(b *testing.B) {
 	}
 }
 
-// TestMemory10k reports the heap in use with about 10,000 tools loaded
-// (the 8,010-tool catalog plus the 2,000-tool mcpm catalog) — issue 4 target:
-// resident memory < 150 MB. Run with -v to see the figure.
+// TestMemory10k measures, in a fresh helper process, the resident memory
+// of a catalog with about 10,000 tools loaded (the 8,010-tool toolsdk
+// catalog plus the 2,247-tool mcpm catalog as static servers, search index
+// built) — issue 4 target: < 150 MB. Run with -v to see the figure.
 func TestMemory10k(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("short mode or race detector (which multiplies memory)")
@@ -104,27 +108,54 @@ func TestMemory10k(t *testing.T) {
 	if _, err := os.Stat(bPath); err != nil {
 		t.Skip(err)
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	h := start(t, fmt.Sprintf(`{"mcpServers": {"toolsdk": {"type": "static", "path": %q}, "mcpm": {"type": "static", "path": %q}}}`, a, bPath), nil)
-	time.Sleep(500 * time.Millisecond)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	n := len(h.srv.snap.Load().tools)
-	heap := float64(after.HeapInuse-before.HeapInuse) / (1 << 20)
-	rss := vmRSS(t)
-	t.Logf("%d tools: heap in use +%.1f MiB (total heap %.1f MiB), process RSS %.1f MiB", n, heap, float64(after.HeapInuse)/(1<<20), rss)
-	if rss > 150 {
-		t.Errorf("resident memory %.1f MiB over 150 MiB", rss)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "TP_CATALOG_HELPER=mem", "TP_MEM_A="+a, "TP_MEM_B="+bPath)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v %s", err, out)
 	}
+	var rss, heap float64
+	var n int
+	if _, err := fmt.Sscanf(string(out), "RSS %f HEAP %f TOOLS %d", &rss, &heap, &n); err != nil {
+		t.Fatalf("helper output %q: %v", out, err)
+	}
+	t.Logf("%d tools: process RSS %.1f MiB, heap in use %.1f MiB", n, rss, heap)
+	if n < 10000 || rss > 150 {
+		t.Errorf("%d tools, RSS %.1f MiB (target < 150 MiB)", n, rss)
+	}
+}
+
+// runMemHelper loads the two static catalogs and prints RSS, heap and tool count.
+func runMemHelper() {
+	dir, _ := os.MkdirTemp("", "tpmem")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "ext.json")
+	os.WriteFile(path, []byte(fmt.Sprintf(`{"mcpServers": {"toolsdk": {"type": "static", "path": %q}, "mcpm": {"type": "static", "path": %q}}}`,
+		os.Getenv("TP_MEM_A"), os.Getenv("TP_MEM_B"))), 0o600)
+	srv, err := New(context.Background(), Config{ExtensionsConfig: path}, svckit.Env{})
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	srv.WaitSettled(context.Background())
+	time.Sleep(300 * time.Millisecond) // the notifier's rebuild
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if p := os.Getenv("TP_MEM_PROF"); p != "" {
+		f, _ := os.Create(p)
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
+	fmt.Printf("RSS %.1f HEAP %.1f TOOLS %d\n", vmRSS(nil), float64(ms.HeapInuse)/(1<<20), len(srv.snap.Load().tools))
+	srv.Close()
 }
 
 // vmRSS returns this process's resident set size in MiB (Linux).
 func vmRSS(t testing.TB) float64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		t.Skip(err)
+		return -1
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(l, "VmRSS:") {
@@ -133,6 +164,5 @@ func vmRSS(t testing.TB) float64 {
 			return kb / 1024
 		}
 	}
-	t.Skip("no VmRSS")
-	return 0
+	return -1
 }

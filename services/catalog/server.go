@@ -94,7 +94,7 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
 	s.index.init()
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
-		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace},
+		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log},
 		PoolCap:     cfg.Sessions.MaxScoped,
 		PoolIdleTTL: cfg.Sessions.IdleTTL,
 		OnChange:    s.rebuild,

@@ -109,7 +109,9 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		return nil, fmt.Errorf("start %q: %w", spec.Command, err)
 	}
 	p := &Process{cmd: cmd, pgid: cmd.Process.Pid, stdin: inW, stdout: outR, stderr: newRing(8 << 10), done: make(chan struct{})}
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		buf := make([]byte, 4096)
 		for {
 			n, err := errR.Read(buf)
@@ -125,6 +127,12 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		p.exitAt = time.Now()
 		// The direct child is gone: nothing of its group may outlive it.
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		// Let the last stderr lines in before reporting the exit (bounded:
+		// a process outside the group could still hold the pipe).
+		select {
+		case <-drained:
+		case <-time.After(200 * time.Millisecond):
+		}
 		close(p.done)
 	}()
 	return p, nil

@@ -16,10 +16,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +88,8 @@ type Options struct {
 	BaseEnv []string
 	// HTTPClient is used for sse/http servers (nil = a default client).
 	HTTPClient *http.Client
+	// Logger receives the transports' own log lines (nil = slog.Default()).
+	Logger *slog.Logger
 }
 
 func (o Options) grace() time.Duration {
@@ -220,7 +224,7 @@ func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onList
 		s.proc = p
 		tr = stdioRaw{transport.NewIO(p.stdout, p.stdin, nil)}
 	case catalogconfig.TypeHTTP:
-		o := []transport.StreamableHTTPCOption{transport.WithContinuousListening()}
+		o := []transport.StreamableHTTPCOption{transport.WithContinuousListening(), transport.WithHTTPLogger(opts.Logger)}
 		if len(cfg.Headers) > 0 {
 			o = append(o, transport.WithHTTPHeaders(cfg.Headers))
 		}
@@ -233,7 +237,7 @@ func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onList
 		}
 		tr = httpRaw{t}
 	case catalogconfig.TypeSSE:
-		o := []transport.ClientOption{transport.WithResponseTimeout(24 * time.Hour)}
+		o := []transport.ClientOption{transport.WithResponseTimeout(24 * time.Hour), transport.WithSSELogger(opts.Logger)}
 		if len(cfg.Headers) > 0 {
 			o = append(o, transport.WithHeaders(cfg.Headers))
 		}
@@ -265,7 +269,9 @@ func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onList
 		if s.proc != nil {
 			select {
 			case <-s.proc.Done():
-				err = fmt.Errorf("%w (%v)", err, s.proc.ExitError())
+				if ee := s.proc.ExitError(); !strings.Contains(err.Error(), ee.Error()) {
+					err = fmt.Errorf("%w (%v)", err, ee)
+				}
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
