@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolplane/toolplane/internal/auth"
 )
@@ -40,7 +41,7 @@ func NewMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 	}
 	return runtime.NewServeMux(append([]runtime.ServeMuxOption{
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, m),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, errorBodyMarshaler{m}),
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
 		runtime.WithOutgoingHeaderMatcher(func(k string) (string, bool) {
 			if k == "x-request-id" {
@@ -80,6 +81,24 @@ func RequireCredential(au *auth.Authenticator) runtime.ServeMuxOption {
 			next(w, r, params)
 		}
 	})
+}
+
+// errorBodyMarshaler makes a streaming call's error the same JSON body as a
+// unary call's ({"code", "message", "details"}, ARCHITECTURE §2): the
+// gateway wraps stream errors as {"error": <status>}, which this unwraps.
+// Stream results stay {"result": <message>}, one per line.
+type errorBodyMarshaler struct {
+	*runtime.JSONPb
+}
+
+// Marshal marshals v, unwrapping the gateway's stream error chunk.
+func (m errorBodyMarshaler) Marshal(v any) ([]byte, error) {
+	if chunk, ok := v.(map[string]proto.Message); ok && len(chunk) == 1 {
+		if st, ok := chunk["error"]; ok {
+			return m.JSONPb.Marshal(st)
+		}
+	}
+	return m.JSONPb.Marshal(v)
 }
 
 func headerMatcher(key string) (string, bool) {

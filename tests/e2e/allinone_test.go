@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -220,6 +221,22 @@ func TestAllInOneDefault(t *testing.T) {
 			if r := rest(t, p, http.MethodPost, "/v1/tools:search", "", body); r.Status != http.StatusBadRequest {
 				t.Errorf("POST /v1/tools:search %s: %d %s, want 400", body, r.Status, r.Raw)
 			}
+		}
+	})
+
+	t.Run("REST error body same for unary and streaming", func(t *testing.T) {
+		// An unknown tool is NOT_FOUND for CallTool (unary) and
+		// CallToolStream (server stream) alike.
+		unary := rest(t, p, http.MethodPost, "/v1/tools/e2e-no-such-tool:call", "", "{}")
+		stream := rest(t, p, http.MethodPost, "/v1/tools/e2e-no-such-tool:callStream", "", "{}")
+		if unary.Status != http.StatusNotFound || stream.Status != unary.Status {
+			t.Errorf("HTTP status: unary %d, stream %d; want 404 both", unary.Status, stream.Status)
+		}
+		if unary.Body["code"] == nil || unary.Body["message"] == nil {
+			t.Fatalf("unary error body %s lacks code/message", unary.Raw)
+		}
+		if !reflect.DeepEqual(stream.Body, unary.Body) {
+			t.Errorf("error bodies differ:\nunary:  %s\nstream: %s", unary.Raw, stream.Raw)
 		}
 	})
 
