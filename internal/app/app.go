@@ -267,21 +267,21 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 		if selected["catalog"] {
 			s, err := catalog.New(ctx, cfg.Catalog, env("catalog"))
 			if err != nil {
-				return fmt.Errorf("catalog: %w", err)
+				return serviceError("catalog", err)
 			}
 			services = append(services, s)
 		}
 		if selected["authz"] {
 			s, err := authz.New(ctx, cfg.Authz, env("authz"))
 			if err != nil {
-				return fmt.Errorf("authz: %w", err)
+				return serviceError("authz", err)
 			}
 			services = append(services, s)
 		}
 		if selected["skills"] {
 			s, err := skills.New(ctx, cfg.Skills, env("skills"))
 			if err != nil {
-				return fmt.Errorf("skills: %w", err)
+				return serviceError("skills", err)
 			}
 			services = append(services, s)
 		}
@@ -298,7 +298,7 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 			}
 			s, err := runtime.New(ctx, cfg.Runtime, e)
 			if err != nil {
-				return fmt.Errorf("runtime: %w", err)
+				return serviceError("runtime", err)
 			}
 			services = append(services, s)
 		}
@@ -413,6 +413,22 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 		return nil
 	}
 	return err
+}
+
+// serviceError wraps a service constructor's error. One that names a key of
+// the service's section ("catalog.extensions_config: ...", the convention of
+// every services/<svc> Config) is a configuration error (exit 2, one line).
+func serviceError(section string, err error) error {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, section+".") {
+		if k, r, ok := strings.Cut(msg, ": "); ok && !strings.ContainsAny(k, " \n") {
+			return &config.Error{Key: k, Reason: strings.ReplaceAll(r, "\n", " ")}
+		}
+	}
+	return fmt.Errorf("%s: %w", section, err)
 }
 
 // gracefulStop stops s gracefully, or forcibly once deadline has passed

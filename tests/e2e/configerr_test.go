@@ -143,6 +143,11 @@ func TestConfigErrors(t *testing.T) {
 			want: []string{"auth.jwt.hmac_secret_file", "no-secret"},
 		},
 		{
+			name: "malformed extensions config",
+			args: []string{"--extensions-config", writeFile("ext.json", `{"mcpServers": {"x": {"command": 5}}}`)},
+			want: []string{"catalog.extensions_config", "ext.json"},
+		},
+		{
 			name: "missing upstream token file",
 			args: []string{"--services", "runtime", "--config", writeFile("up.yaml", "runtime:\n  upstreams:\n"+
 				"    catalog: {address: 127.0.0.1:1, token_file: "+filepath.Join(dir, "no-token")+"}\n"+
