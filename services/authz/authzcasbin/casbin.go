@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/casbin/casbin/v2"
 	"github.com/casbin/casbin/v2/model"
@@ -122,7 +123,15 @@ func LoadSetIntoModel(set PolicySet, m model.Model) error {
 // all subjects wins, else the lowest-ordinal allow). It is the oracle of the
 // indexed path and the only path for a custom model.
 type casbinDecider struct {
-	e        *casbin.Enforcer
+	e *casbin.Enforcer
+	// mu guards the role managers: Casbin builds a temporary role manager,
+	// copying every matching link, on each g() call for a domain it has not
+	// stored, which costs seconds per decision on large policies. A tenant's
+	// role manager is therefore stored once (warm, under the write lock:
+	// Casbin publishes a new role manager before filling it), and decisions
+	// hold the read lock.
+	mu       sync.RWMutex
+	warm     map[string]bool
 	ordinal  map[string]int // rule ID -> position in the set
 	rules    []Rule
 	matcher  string // default model: matcher with condBlocked instead of cond; "" for custom models
@@ -134,7 +143,7 @@ func newCasbinDecider(modelText string, set PolicySet, custom bool) (*casbinDeci
 	if err != nil {
 		return nil, err
 	}
-	d := &casbinDecider{e: e, ordinal: make(map[string]int, len(set.Rules)), rules: set.Rules, modelTxt: modelText}
+	d := &casbinDecider{e: e, ordinal: make(map[string]int, len(set.Rules)), rules: set.Rules, modelTxt: modelText, warm: map[string]bool{}}
 	for i, r := range set.Rules {
 		if _, dup := d.ordinal[r.ID()]; !dup {
 			d.ordinal[r.ID()] = i
@@ -149,7 +158,36 @@ func newCasbinDecider(modelText string, set PolicySet, custom bool) (*casbinDeci
 	return d, nil
 }
 
+// warmTenant stores the tenant's role manager in the enforcer's domain
+// manager. DeleteLink of a link that does not exist creates and stores the
+// domain's role manager (copying the links of matching domains, as the
+// temporary one would) and changes no link.
+func (d *casbinDecider) warmTenant(tenant string) {
+	d.mu.RLock()
+	ok := d.warm[tenant]
+	d.mu.RUnlock()
+	if ok {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.warm[tenant] || len(d.warm) >= maxWarmTenants {
+		return
+	}
+	if rm := d.e.GetRoleManager(); rm != nil {
+		_ = rm.DeleteLink("\x00warm", "\x00warm", tenant)
+	}
+	d.warm[tenant] = true
+}
+
+// maxWarmTenants bounds the stored role managers per snapshot; further
+// tenants use Casbin's temporary role managers (slow, same answers).
+const maxWarmTenants = 10000
+
 func (d *casbinDecider) decide(tenant string, subjects []string, req *Request, version int64) Decision {
+	d.warmTenant(tenant)
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	denyOrd, allowOrd := -1, -1
 	var denyRule, allowRule Rule
 	for _, sub := range subjects {

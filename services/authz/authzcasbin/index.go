@@ -4,9 +4,14 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bmatcuk/doublestar/v4"
 )
+
+// maxClosures bounds the memoised role closures of one snapshot (many users
+// times many tenants); beyond it closures are computed per decision.
+const maxClosures = 200_000
 
 // maxRoleHops is Casbin's default role hierarchy depth: a member reaches roles
 // at most this many links away.
@@ -26,6 +31,7 @@ type index struct {
 	parts    map[partKey]*partition
 	links    map[string][]Link // member -> links (in store order)
 	closures sync.Map          // closureKey -> []string
+	nClosure atomic.Int64      // entries in closures (bounded by maxClosures)
 	cache    *decisionCache
 }
 
@@ -133,7 +139,9 @@ func (ix *index) closure(member, tenant string) []string {
 		}
 		frontier = next
 	}
-	ix.closures.Store(k, out)
+	if ix.nClosure.Add(1) <= maxClosures {
+		ix.closures.Store(k, out)
+	}
 	return out
 }
 
