@@ -25,6 +25,7 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/internal/grpcx"
@@ -70,8 +71,13 @@ func loopEverything(t *testing.T) string {
 
 func startLoopSuite(t *testing.T, models []runtime.ModelConfig) *loopSuite {
 	t.Helper()
+	return startLoopSuiteWith(t, runtime.LoopConfig{Models: models})
+}
+
+func startLoopSuiteWith(t *testing.T, lc runtime.LoopConfig) *loopSuite {
+	t.Helper()
 	everything := loopEverything(t)
-	runtime.SetLoopConfigForTest(&runtime.LoopConfig{Models: models})
+	runtime.SetLoopConfigForTest(&lc)
 	t.Cleanup(func() { runtime.SetLoopConfigForTest(nil) })
 	dir := t.TempDir()
 	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json")}
@@ -528,4 +534,90 @@ func copyDir(src, dst string) error {
 		}
 		return os.WriteFile(target, b, 0o600)
 	})
+}
+
+// TestRunTurnSubagent: the task tool runs a child loop on a child thread
+// through the real pipeline; the child's promotions stay in the child
+// thread; a subagent type with its own skills list gets the intersection
+// with the parent agent's through a derived agent.
+func TestRunTurnSubagent(t *testing.T) {
+	task := `{"description":"echo","prompt":"Echo hi with the echo tool","subagent_type":"researcher"}`
+	fm := fakemodel.New(
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "task", Args: task}}},
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "tool_search", Args: `{"query":"select:everything_echo"}`}}},
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "everything_echo", Args: `{"message":"hi"}`}, {Name: "ask_clarification", Args: `{"question":"?"}`}}},
+		fakemodel.Reply{Content: "child done: hi"},
+		fakemodel.Reply{Content: "The researcher says hi."},
+	)
+	defer fm.Close()
+	stream := true
+	s := startLoopSuiteWith(t, runtime.LoopConfig{
+		Models:    []runtime.ModelConfig{{Name: "m1", BaseURL: fm.BaseURL(), Stream: &stream}},
+		Subagents: runtime.SubagentsConfig{Types: []runtime.SubagentTypeConfig{{Name: "researcher", Description: "Looks things up.", SystemPrompt: "You are a subagent researcher.", Skills: []string{"x", "z"}}}},
+	})
+	ctx := context.Background()
+	admin := runtimev1.NewRuntimeServiceClient(s.dial(loopAdminToken))
+	if _, err := admin.UpsertAgent(ctx, &runtimev1.UpsertAgentRequest{Agent: &runtimev1.Agent{Name: "lead", SubagentsEnabled: true, Skills: &typev1.StringList{Values: []string{"x", "y"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.rt()
+	tr, err := c.CreateThread(ctx, &runtimev1.CreateThreadRequest{Agent: "lead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := tr.GetThread().GetThreadId()
+	st, err := c.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "ask the researcher"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, st)
+	if lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED || evs[len(evs)-2].GetFinalMessage().GetContent() != "The researcher says hi." {
+		t.Fatalf("events %v", evs)
+	}
+	var res *runtimev1.ToolResult
+	for _, e := range evs {
+		if f := e.GetToolCallFinished(); f.GetName() == "task" {
+			res = f
+		}
+	}
+	meta := res.GetStructuredContent().GetFields()
+	if res.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS || meta["subagent_status"].GetStringValue() != "completed" {
+		t.Fatalf("task result %v", res)
+	}
+	child := meta["child_thread_id"].GetStringValue()
+	ct, err := c.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: child})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !loopContains(ct.GetThread().GetPromoted().GetNames(), "everything_echo") || !strings.HasPrefix(ct.GetThread().GetAgent(), "subagent-") {
+		t.Fatalf("child thread %v", ct.GetThread())
+	}
+	pt, _ := c.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th})
+	if len(pt.GetThread().GetPromoted().GetNames()) != 0 {
+		t.Fatalf("child promotions leaked into the parent: %v", pt.GetThread().GetPromoted())
+	}
+	ag, err := admin.GetAgent(ctx, &runtimev1.GetAgentRequest{Name: ct.GetThread().GetAgent()})
+	if err != nil || strings.Join(ag.GetAgent().GetSkills().GetValues(), ",") != "x" || ag.GetAgent().GetSubagentsEnabled() {
+		t.Fatalf("derived agent %v %v", ag, err)
+	}
+	cm, _ := c.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: child})
+	var clar *runtimev1.Message
+	for _, m := range cm.GetMessages() {
+		if m.GetName() == "ask_clarification" {
+			clar = m
+		}
+	}
+	if clar == nil || !strings.Contains(clar.GetContent(), "not available to this subagent") {
+		t.Fatalf("clarification in a subagent: %v", clar)
+	}
+	reqs := fm.Requests()
+	if !loopContains(reqs[0].ToolNames(), "task") || loopContains(reqs[1].ToolNames(), "task") || loopContains(reqs[1].ToolNames(), "ask_clarification") {
+		t.Fatalf("bound: lead %v child %v", reqs[0].ToolNames(), reqs[1].ToolNames())
+	}
+	if !strings.HasPrefix(reqs[1].System(), "You are a subagent researcher.") {
+		t.Fatalf("child system prompt %q", reqs[1].System())
+	}
+	if p := fm.Problems(); len(p) > 0 {
+		t.Fatalf("provider-rule violations: %v", p)
+	}
 }

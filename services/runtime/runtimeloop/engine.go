@@ -702,20 +702,13 @@ func (t *turn) request(asm *runtimev1.AssembleToolsResponse, history []*runtimev
 // narrowed by the subagent's allow/deny lists (tool_search exempt).
 func (t *turn) bindable(asm *runtimev1.AssembleToolsResponse) []*runtimev1.ToolSchema {
 	var out []*runtimev1.ToolSchema
-	hasTask := false
 	for _, s := range asm.GetTools() {
-		if t.isSubagent && !t.subagentAllows(s.GetName()) {
-			continue
-		}
-		if s.GetName() == ToolTask {
-			if !t.agent.SubagentsEnabled || t.isSubagent {
-				continue
-			}
-			hasTask = true
+		if s.GetName() == ToolTask || (t.isSubagent && !t.subagentAllows(s.GetName())) {
+			continue // task: the loop binds its own schema, listing the configured subagent types
 		}
 		out = append(out, s)
 	}
-	if !t.isSubagent && t.agent.SubagentsEnabled && !hasTask && t.e.d.Threads != nil {
+	if !t.isSubagent && t.agent.SubagentsEnabled && t.e.d.Threads != nil {
 		out = append(out, t.e.taskSchema())
 	}
 	return out
