@@ -101,8 +101,11 @@ func (r *Request) normalize() (tenant string, subjects []string, err error) {
 	}
 	subjects = make([]string, 0, len(r.Roles)+1)
 	for _, role := range r.Roles {
+		// A role that is not a valid role name (e.g. from a JWT claim) can
+		// appear in no rule or link, so it cannot grant or deny anything:
+		// it is dropped. "user:..." is never taken as a user subject.
 		if strings.HasPrefix(role, UserPrefix) || !nameRe.MatchString(role) {
-			return "", nil, fmt.Errorf("role %q is not a valid role name", role)
+			continue
 		}
 		subjects = append(subjects, role)
 	}
@@ -112,7 +115,7 @@ func (r *Request) normalize() (tenant string, subjects []string, err error) {
 		subjects = append(subjects, UserPrefix+r.Subject)
 	}
 	if len(subjects) == 0 {
-		return "", nil, fmt.Errorf("principal has neither roles nor a subject")
+		return "", nil, fmt.Errorf("principal has neither a valid role nor a subject")
 	}
 	return tenant, subjects, nil
 }

@@ -115,7 +115,9 @@ func TestDecisionTable(t *testing.T) {
 		{name: "bad action", req: tool([]string{"admin"}, "", "delete", "x"), allow: false, code: CodeInvalidRequest},
 		{name: "bad tenant", req: tool([]string{"admin"}, "*", "call", "x"), allow: false, code: CodeInvalidRequest},
 		{name: "empty target", req: tool([]string{"admin"}, "", "call", ""), allow: false, code: CodeInvalidRequest},
-		{name: "role with user prefix rejected", req: tool([]string{"user:dave"}, "", "call", "secret_tool"), allow: false, code: CodeInvalidRequest},
+		{name: "role with user prefix is not a user subject", req: tool([]string{"user:dave"}, "", "call", "secret_tool"), allow: false, code: CodeUnknownRole},
+		{name: "invalid role names are dropped", req: tool([]string{"bad role", "user"}, "", "call", "web_search"), allow: true, code: CodeAllowed},
+		{name: "only invalid roles and no subject", req: Request{Roles: []string{"a/b"}, Resource: ResourceTool, Action: "call", Target: "x"}, allow: false, code: CodeInvalidRequest},
 	}
 	// DeerFlow-form policies in the same engine.
 	df, _, err := TranslateDeerFlow(map[string]any{"roles": map[string]any{
