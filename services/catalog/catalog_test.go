@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -620,32 +621,63 @@ func TestNoProcessLeftAfterClose(t *testing.T) {
 	}
 }
 
-// runCatalogHelper is the body of the helper process of
-// TestNoProcessLeftAfterSIGKILL: a catalog manager whose child forks a
-// grandchild; it prints "PIDS <direct> <grandchild>" and waits to be killed.
+// runCatalogHelper is the body of the helper process of the SIGKILL tests:
+// a catalog manager running one server (TP_HELPER_SERVER, a JSON server
+// entry; default: the fixture in grandchild mode); it prints
+// "PIDS <direct child pid>" once the server is READY and waits to be killed.
 func runCatalogHelper() {
+	srv := catalogconfig.Server{Name: "chain", Command: os.Getenv("TP_FIXTURE"), Args: []string{"grandchild"}}
+	if js := os.Getenv("TP_HELPER_SERVER"); js != "" {
+		f, err := catalogconfig.Parse([]byte(`{"mcpServers": {"chain": ` + js + `}}`))
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+		srv = f.Servers[0]
+	}
 	m := catalogmcp.NewManager(catalogmcp.ManagerOptions{})
-	m.Apply([]catalogconfig.Server{{Name: "chain", Command: os.Getenv("TP_FIXTURE"), Args: []string{"grandchild"}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	m.Apply([]catalogconfig.Server{srv})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m.WaitSettled(ctx)
-	res, err := m.Call(ctx, "chain", "pid", []byte(`{}`), catalogmcp.ScopeKey{}, nil)
-	if err != nil {
-		fmt.Println("ERR", err)
+	st := m.Statuses()[0]
+	if st.State != catalogmcp.StateReady {
+		fmt.Println("ERR", st.State, st.LastError)
 		os.Exit(1)
 	}
-	var c struct{ Text string }
-	json.Unmarshal(res.Content[0], &c)
-	fmt.Printf("PIDS %d %s\n", m.Statuses()[0].Pid, c.Text)
+	fmt.Printf("PIDS %d\n", st.Pid)
 	select {}
 }
 
-// TestNoProcessLeftAfterSIGKILL: when the catalog process itself is killed
-// with SIGKILL, its child (Pdeathsig) and grandchild (stdin EOF, then the
-// group kill) do not survive.
-func TestNoProcessLeftAfterSIGKILL(t *testing.T) {
+// descendants returns pid and every process below it (from /proc).
+func descendants(pid int) []int {
+	parent := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			parent[pp] = append(parent[pp], p)
+		}
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, parent[out[i]]...)
+	}
+	return out
+}
+
+func sigkillHelper(t *testing.T, server string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "TP_CATALOG_HELPER=1", "TP_FIXTURE="+fixture)
+	cmd.Env = append(os.Environ(), "TP_CATALOG_HELPER=1", "TP_FIXTURE="+fixture, "TP_HELPER_SERVER="+server)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -656,16 +688,58 @@ func TestNoProcessLeftAfterSIGKILL(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("helper: %q %v", line, err)
 	}
-	var direct, grand int
-	fmt.Sscanf(line, "PIDS %d %d", &direct, &grand)
-	if !alive(direct) || !alive(grand) || direct == grand {
-		t.Fatalf("pids %d %d", direct, grand)
+	var direct int
+	fmt.Sscanf(line, "PIDS %d", &direct)
+	tree := descendants(direct)
+	if len(tree) < 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("expected a child with a grandchild, got %v", tree)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	eventually(t, 5*time.Second, "child and grandchild to die after SIGKILL of the catalog", func() bool {
-		return !alive(direct) && !alive(grand)
+	eventually(t, 5*time.Second, fmt.Sprintf("process tree %v to die after SIGKILL of the catalog", tree), func() bool {
+		for _, p := range tree {
+			if alive(p) {
+				return false
+			}
+		}
+		return true
 	})
+}
+
+// TestNoProcessLeftAfterSIGKILL: when the catalog process itself is killed
+// with SIGKILL, its child (Pdeathsig) and grandchild (stdin EOF, then the
+// group kill) do not survive.
+func TestNoProcessLeftAfterSIGKILL(t *testing.T) {
+	sigkillHelper(t, "")
+}
+
+// TestNpxChainNoOrphans: the real `npx -> node` chain (npx --no-install
+// from the installed npm folder, no network) leaves no process after Close
+// nor after SIGKILL of the catalog.
+func TestNpxChainNoOrphans(t *testing.T) {
+	npmJS(t, "server-memory")
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Skip("npx not installed")
+	}
+	dir := filepath.Join(moduleRoot(t), ".tools", "npm")
+	server := fmt.Sprintf(`{"command": "npx", "args": ["--no-install", "mcp-server-memory"], "cwd": %q, "env": {"MEMORY_FILE_PATH": %q}}`, dir, filepath.Join(t.TempDir(), "m.jsonl"))
+	h := start(t, `{"mcpServers": {"mem": `+server+`}}`, nil)
+	if s := h.server("mem"); s.State != catalogv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("npx server: %v %s", s.State, s.LastError)
+	}
+	tree := descendants(h.srv.Manager().Statuses()[0].Pid)
+	if len(tree) < 2 {
+		t.Logf("npx did not fork (tree %v)", tree)
+	}
+	h.close()
+	for _, p := range tree {
+		if alive(p) {
+			t.Errorf("pid %d of the npx tree %v survived Close", p, tree)
+		}
+	}
+	sigkillHelper(t, server)
 }
 
 // TestSearchAndCatalog exercises SearchTools, GetCatalog candidates and the
@@ -685,6 +759,22 @@ func TestSearchAndCatalog(t *testing.T) {
 	gc, _ := h.svc.GetCatalog(ctx, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: []string{"fx_pid", "fx_echo", "ghost"}}})
 	if gc.CatalogHash != sel.CatalogHash || gc.ToolCount != 2 || len(gc.Unknown) != 1 {
 		t.Fatalf("candidate hash: %v vs %s", gc, sel.CatalogHash)
+	}
+	// The served hashes equal CatalogHash recomputed from the raw definitions.
+	snap := h.srv.snap.Load()
+	var all, two []HashInput
+	for _, e := range snap.tools {
+		in := HashInput{Name: e.tool.Name, Description: e.b.def.Description, Parameters: e.b.def.InputSchema}
+		all = append(all, in)
+		if e.tool.Name == "fx_pid" || e.tool.Name == "fx_echo" {
+			two = append(two, in)
+		}
+	}
+	wantAll, _ := CatalogHash(all)
+	wantTwo, _ := CatalogHash(two)
+	full, _ := h.svc.GetCatalog(ctx, &catalogv1.GetCatalogRequest{})
+	if full.CatalogHash != wantAll || gc.CatalogHash != wantTwo {
+		t.Fatalf("served hashes %s/%s, recomputed %s/%s", full.CatalogHash, gc.CatalogHash, wantAll, wantTwo)
 	}
 	if _, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: strings.Repeat("x", 5000)}); codeOf(err) != codes.InvalidArgument {
 		t.Fatalf("long query: %v", err)
@@ -753,5 +843,27 @@ func TestHTTPSessionReinit(t *testing.T) {
 	r, err := h.call(ctx, h.svc, "ev_echo", `{"message":"two"}`)
 	if err != nil || !strings.Contains(textOf(r), "two") {
 		t.Fatalf("call after the server lost the session: %v %v", r, err)
+	}
+}
+
+// TestCloseNeverHangs: a child that ignores stdin EOF and SIGTERM is
+// killed after the bound (close_grace per step) and Close returns.
+func TestCloseNeverHangs(t *testing.T) {
+	h := start(t, extJSON(fmt.Sprintf(`"stub": {"command": %q, "args": ["stubborn"]}`, fixture)), func(c *Config, _ *svckit.Env) {
+		c.CloseGrace = 300 * time.Millisecond
+	})
+	r, err := h.call(ctxT(t), h.svc, "stub_pid", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(textOf(r))
+	begin := time.Now()
+	h.close()
+	d := time.Since(begin)
+	if alive(pid) {
+		t.Fatal("stubborn child survived Close")
+	}
+	if d < 500*time.Millisecond || d > 5*time.Second {
+		t.Errorf("Close took %s; expected the stdin and SIGTERM steps (2 x 300 ms) then SIGKILL", d)
 	}
 }

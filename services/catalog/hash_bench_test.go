@@ -57,6 +57,7 @@ func BenchmarkGetCatalog8k(b *testing.B) {
 	t0 := time.Now()
 	h := start(b, fmt.Sprintf(`{"mcpServers": {"toolsdk": {"type": "static", "path": %q}}}`, path), nil)
 	load := time.Since(t0)
+	time.Sleep(time.Second) // let the notifier's start-up rebuild finish
 	snap := h.srv.snap.Load()
 	names := make([]string, len(snap.tools))
 	for i, e := range snap.tools {

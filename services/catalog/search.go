@@ -117,18 +117,10 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		mode = catalogv1.SearchMode_SEARCH_MODE_AUTO
 	}
 	sreq := search.Request{Query: req.GetQuery(), Mode: searchMode(mode), Limit: limit}
-	var hashSet []namedElement
 	if req.GetCandidates() != nil {
 		sreq.Candidates = req.GetCandidates().GetValues()
 		if sreq.Candidates == nil {
 			sreq.Candidates = []string{}
-		}
-		seen := map[string]bool{}
-		for _, n := range sreq.Candidates {
-			if e, ok := snap.byName[n]; ok && !seen[n] {
-				seen[n] = true
-				hashSet = append(hashSet, namedElement{n, e.canon})
-			}
 		}
 	}
 	res, err := s.index.ix.Search(ctx, sreq)
@@ -152,7 +144,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		out.Hits = append(out.Hits, &catalogv1.SearchHit{Tool: e.full(), Score: r.Score, MatchedFields: r.Matched})
 	}
 	if req.GetCandidates() != nil {
-		out.CatalogHash = hashElements(hashSet)
+		out.CatalogHash, _, _, _ = snap.subsetHash(sreq.Candidates)
 	} else {
 		out.CatalogHash = snap.hash
 	}

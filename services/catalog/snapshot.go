@@ -2,7 +2,10 @@ package catalog
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 // snapshot is an immutable view of the catalog, swapped atomically.
 type snapshot struct {
 	tools    []*entry // config order of servers, then server order
+	sorted   []*entry // by exposed name (byte order); entry.rank indexes it
 	byName   map[string]*entry
 	statuses []catalogmcp.Status
 	hash     string // global hash
@@ -34,6 +38,7 @@ type entry struct {
 	original string
 	static   bool
 	canon    []byte // RFC 8785 element for the hash
+	rank     int    // position in snapshot.sorted
 	b        *base
 
 	fullOnce sync.Once
@@ -79,6 +84,35 @@ type serverCache struct {
 }
 
 func emptyHash() string { return hashElements(nil) }
+
+// subsetHash is the catalog hash of the distinct known names among names
+// (unknown names are returned). It sorts ranks (ints) instead of names and
+// hashes the precomputed canonical elements: O(k log k) plus the bytes.
+func (snap *snapshot) subsetHash(names []string) (hash string, count int, unknown []string, picked []*entry) {
+	ranks := make([]int, 0, len(names))
+	for _, n := range names {
+		if e, ok := snap.byName[n]; ok {
+			ranks = append(ranks, e.rank)
+		} else {
+			unknown = append(unknown, n)
+		}
+	}
+	slices.Sort(ranks)
+	ranks = slices.Compact(ranks)
+	h := sha256.New()
+	h.Write([]byte{'['})
+	picked = make([]*entry, len(ranks))
+	for i, r := range ranks {
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		e := snap.sorted[r]
+		picked[i] = e
+		h.Write(e.canon)
+	}
+	h.Write([]byte{']'})
+	return hex.EncodeToString(h.Sum(nil))[:16], len(ranks), unknown, picked
+}
 
 func (s *Server) bases(st catalogmcp.Status) []*base {
 	c := s.cache[st.Name]
@@ -150,6 +184,11 @@ func (s *Server) rebuild() {
 		snap.tools[i] = e
 		snap.byName[a.Name] = e
 		els[i] = namedElement{a.Name, b.canon}
+	}
+	snap.sorted = slices.Clone(snap.tools)
+	slices.SortFunc(snap.sorted, func(a, b *entry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	for i, e := range snap.sorted {
+		e.rank = i
 	}
 	snap.hash = hashElements(els)
 	old := s.snap.Load()

@@ -135,26 +135,14 @@ func (s *Server) GetCatalog(_ context.Context, req *catalogv1.GetCatalogRequest)
 			}
 		}
 	} else {
-		seen := map[string]bool{}
-		var els []namedElement
-		for _, n := range req.GetCandidates().GetValues() {
-			if seen[n] {
-				continue
-			}
-			seen[n] = true
-			e, ok := snap.byName[n]
-			if !ok {
-				out.Unknown = append(out.Unknown, n)
-				continue
-			}
-			els = append(els, namedElement{n, e.canon})
+		hash, n, unknown, picked := snap.subsetHash(req.GetCandidates().GetValues())
+		out.CatalogHash, out.ToolCount, out.Unknown = hash, int32(n), unknown
+		for _, e := range picked {
 			counts[e.server]++
 			if e.tool.Renamed {
-				out.Renamed = append(out.Renamed, n)
+				out.Renamed = append(out.Renamed, e.tool.Name)
 			}
 		}
-		out.CatalogHash = hashElements(els)
-		out.ToolCount = int32(len(els))
 	}
 	for _, st := range snap.statuses {
 		out.Servers = append(out.Servers, &catalogv1.ServerCount{Server: st.Name, Tools: counts[st.Name], State: stateEnum(st.State)})
