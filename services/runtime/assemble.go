@@ -568,7 +568,7 @@ func (s *Server) AssembleTools(ctx context.Context, req *runtimev1.AssembleTools
 func (s *Server) baseWithRetry(ctx context.Context, th *runtimestore.Thread) (*baseAssembly, error) {
 	b, err := s.base(ctx, th)
 	if status.Code(err) == codes.Aborted {
-		s.cache.purge()
+		s.watch.invalidate()
 		b, err = s.base(ctx, th)
 	}
 	return b, err

@@ -44,8 +44,7 @@ func (s *Server) toolSearch(ctx context.Context, ec *execCtx) (*outcome, error) 
 			if attempt > 0 {
 				return nil, fmt.Errorf("the tool catalog changed during the search (hash %s, assembly %s); retry the search", resp.GetCatalogHash(), v.base.hash)
 			}
-			s.cache.purge()
-			s.watch.catalogChanged(false)
+			s.watch.invalidate()
 			b, err := s.baseWithRetry(ctx, ec.thread)
 			if err != nil {
 				return nil, err

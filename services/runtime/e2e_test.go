@@ -3,6 +3,10 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -282,6 +286,25 @@ func TestPipelineEndToEnd(t *testing.T) {
 		if r := call(t, alice, th, "write_file", map[string]any{"path": "/mnt/user-data/uploads/x", "content": "x"}); r.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS {
 			t.Errorf("uploads writable: %v", text(r))
 		}
+		// Symlinks planted in the workspace cannot lead outside it.
+		ws := filepath.Join(s.dataDir, "runtime", "threads", th, "user-data", "workspace")
+		if err := os.Symlink("/etc/hostname", filepath.Join(ws, "link")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(s.dataDir), filepath.Join(ws, "dirlink")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"/mnt/user-data/workspace/link", "/mnt/user-data/workspace/dirlink/runtime.db"} {
+			if r := call(t, alice, th, "read_file", map[string]any{"path": p}); r.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS || !strings.Contains(text(r), "outside") {
+				t.Errorf("%s through a symlink: %v", p, text(r))
+			}
+		}
+		if r := call(t, alice, th, "write_file", map[string]any{"path": "/mnt/user-data/workspace/dirlink/evil.txt", "content": "x"}); r.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS {
+			t.Errorf("write through a symlink: %v", text(r))
+		}
+		if _, err := os.Stat(filepath.Join(s.dataDir, "evil.txt")); err == nil {
+			t.Error("a write escaped the workspace")
+		}
 	})
 
 	t.Run("OutputBudgetAndReadBack", func(t *testing.T) {
@@ -358,6 +381,20 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 		if _, err := alice.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th}); err != nil {
 			t.Errorf("owner lost the thread: %v", err)
+		}
+		// The REST mirror applies the same ownership.
+		for tok, want := range map[string]int{aliceToken: 200, bobToken: 404} {
+			req, _ := http.NewRequest("POST", "http://"+s.httpAddr+"/v1/threads/"+th+":assemble", strings.NewReader(`{"userMessage": "hi"}`))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want || (want == 200 && !strings.Contains(string(body), `"catalog_hash"`)) {
+				t.Errorf("REST assemble with %s: %d %.300s", tok[:5], resp.StatusCode, body)
+			}
 		}
 	})
 

@@ -42,6 +42,15 @@ func (w *watchState) catalogChanged(live bool) {
 	w.mu.Unlock()
 }
 
+// invalidate drops the cached tool list and bumps the generation (the
+// catalog moved without an event reaching us yet); liveness is unchanged.
+func (w *watchState) invalidate() {
+	w.mu.Lock()
+	w.catalogGen++
+	w.tools = nil
+	w.mu.Unlock()
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 )
 
@@ -319,6 +320,11 @@ func (f *FakeSkills) ReviewSkillPackage(_ context.Context, r *skillsv1.ReviewSki
 // SERVING for both service names, and returns the address. The server stops
 // with the test.
 func Serve(t testing.TB, az *FakeAuthz, sk *FakeSkills) string {
+	return ServeAll(t, nil, az, sk)
+}
+
+// ServeAll is Serve with a catalog fake as well (nil = not served).
+func ServeAll(t testing.TB, cat *FakeCatalog, az *FakeAuthz, sk *FakeSkills) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -327,6 +333,10 @@ func Serve(t testing.TB, az *FakeAuthz, sk *FakeSkills) string {
 	srv := grpc.NewServer()
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
+	if cat != nil {
+		catalogv1.RegisterCatalogServiceServer(srv, cat)
+		hs.SetServingStatus(catalogv1.CatalogService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 	if az != nil {
 		authzv1.RegisterAuthzServiceServer(srv, az)
 		hs.SetServingStatus(authzv1.AuthzService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
