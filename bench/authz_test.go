@@ -359,3 +359,48 @@ func BenchmarkAuthzGRPC(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAuthzHandler: the Authorize handler called in-process (no gRPC,
+// no interceptors) with a service identity — the service's own cost per
+// decision on the granted workload.
+func BenchmarkAuthzHandler(b *testing.B) {
+	set := largePolicy()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := authz.New(context.Background(), authz.Config{}, svckit.Env{DataDir: b.TempDir(), Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := auth.WithIdentity(context.Background(), auth.Identity{Principal: &typev1.Principal{Subject: "runtime", Roles: []string{"admin"}}, Kind: auth.KindService})
+	var ps []*authzv1.Policy
+	for _, r := range set.Rules {
+		p := &authzv1.Policy{Role: r.Subject, Tenant: r.Tenant, Target: r.Target,
+			ResourceType: map[string]authzv1.ResourceType{"tool": 1, "skill": 2}[r.Resource],
+			Action:       map[string]authzv1.Action{"list": 1, "call": 2, "use": 3}[r.Action],
+			Effect:       map[string]authzv1.PolicyEffect{"allow": 1, "deny": 2}[r.Effect]}
+		if r.Condition != "" {
+			p.Conditions = []*authzv1.Condition{{Check: &authzv1.Condition_Expression{Expression: r.Condition}}}
+		}
+		ps = append(ps, p)
+	}
+	var ls []*authzv1.RoleLink
+	for _, l := range set.Links {
+		ls = append(ls, &authzv1.RoleLink{Member: l.Member, Role: l.Role, Tenant: l.Tenant})
+	}
+	if _, err := srv.AddPolicies(ctx, &authzv1.AddPoliciesRequest{Policies: ps, RoleLinks: ls}); err != nil {
+		b.Fatal(err)
+	}
+	reqs := grantedRequests(set, 4096)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := rand.IntN(len(reqs))
+		for pb.Next() {
+			if _, err := srv.Authorize(ctx, reqs[i%len(reqs)]); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}
