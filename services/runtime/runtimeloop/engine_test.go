@@ -444,3 +444,25 @@ func TestLoopDetectorUnit(t *testing.T) {
 		}
 	}
 }
+
+func TestCallerGoneCancelsRun(t *testing.T) {
+	bothModes(t, func(t *testing.T, w *world) {
+		m := script(calls(call("slow", `{}`)))
+		e := newTestEngine(t, w, single(m), Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			waitFor(t, "the slow call", func() bool { return len(m.requests()) == 1 })
+			time.Sleep(20 * time.Millisecond)
+			cancel()
+		}()
+		r, _ := e.RunTurn(ctx, TurnRequest{ThreadID: "t1", Message: "go"}, nil)
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED || !strings.Contains(r.GetReason(), "caller went away") {
+			t.Fatalf("run %v", r)
+		}
+		stored, _ := w.GetRun(context.Background(), "t1", r.GetRunId())
+		if stored.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED {
+			t.Fatalf("stored run %v", stored)
+		}
+		assertNoDangling(t, w.msgs("t1"))
+	})
+}
