@@ -74,3 +74,31 @@ func BenchmarkResolveSkillPolicy(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkInstallLarge installs a 16 MiB zip of ordinary text (64 files).
+func BenchmarkInstallLarge(b *testing.B) {
+	s := newServer(b, b.TempDir())
+	alice := ctxFor("alice", false)
+	line := []byte("Step 3: open the report, check the totals against the ledger and note any difference.\n")
+	var files []*skillsv1.SkillFile
+	for i := 0; i < 64; i++ {
+		var data []byte
+		for len(data) < 256<<10 {
+			data = append(data, fmt.Sprintf("%d ", len(data))...)
+			data = append(data, line...)
+		}
+		files = append(files, &skillsv1.SkillFile{Path: fmt.Sprintf("references/part-%02d.md", i), Content: data})
+	}
+	b.SetBytes(64 * 256 << 10)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		name := fmt.Sprintf("large-%d", i)
+		fs := append([]*skillsv1.SkillFile{{Path: "SKILL.md", Content: skillMD(name, "Large skill.", "", "")}}, files...)
+		archive := zipOf(name, fs)
+		b.StartTimer()
+		if _, err := s.InstallSkill(alice, &skillsv1.InstallSkillRequest{Source: &skillsv1.InstallSkillRequest_Archive{Archive: archive}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

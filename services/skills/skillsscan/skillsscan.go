@@ -114,6 +114,8 @@ type Ruleset struct {
 	// Digest is the SHA-256 (hex, first 16 characters) of the rule file, so a
 	// report names the exact rules it was produced with.
 	Digest string `yaml:"-"`
+
+	ac *automaton
 }
 
 var (
@@ -197,8 +199,8 @@ func Load(data []byte) (*Ruleset, error) {
 			kw := keyword{lit: k}
 			kw.lit, kw.before = strings.CutPrefix(kw.lit, `\b`)
 			kw.lit, kw.after = strings.CutSuffix(kw.lit, `\b`)
-			if kw.lit == "" || kw.lit != strings.ToLower(kw.lit) {
-				return nil, fmt.Errorf("%s.keywords: %q must be non-empty and lowercase", where, k)
+			if kw.lit == "" || kw.lit != strings.ToLower(kw.lit) || hasNonASCII(kw.lit) {
+				return nil, fmt.Errorf("%s.keywords: %q must be non-empty lowercase ASCII", where, k)
 			}
 			r.keys = append(r.keys, kw)
 		}
@@ -211,6 +213,7 @@ func Load(data []byte) (*Ruleset, error) {
 	}
 	sum := sha256.Sum256(data)
 	rs.Digest = hex.EncodeToString(sum[:])[:16]
+	rs.ac = newAutomaton(rs.Rules)
 	return &rs, nil
 }
 
@@ -315,27 +318,20 @@ func (rs *Ruleset) ScanContext(ctx context.Context, pkg *skillsarchive.Package) 
 			continue
 		}
 		text := string(bytes.TrimPrefix(f.Data, []byte("\xef\xbb\xbf")))
-		lowerText := strings.ToLower(text)
-		kept := lineRules[:0:0]
-		for _, r := range lineRules {
-			if r.hasKeyword(lowerText) {
-				kept = append(kept, r)
-			}
-		}
-		lineRules = kept
-		if len(lineRules) == 0 {
-			continue
-		}
+		lines := strings.Split(text, "\n")
+		cand := rs.candidates(lineRules, text, lines)
 		counts := map[string]int{}
-		for i, line := range strings.Split(text, "\n") {
-			line = strings.TrimSuffix(line, "\r")
-			lowerLine := strings.ToLower(line)
-			if ctx.Err() != nil {
+		for i, line := range lines {
+			if len(cand[i]) == 0 {
+				continue
+			}
+			if i%256 == 0 && ctx.Err() != nil {
 				return rep
 			}
-			for _, r := range lineRules {
-				if !r.hasKeyword(lowerLine) {
-					continue
+			line = strings.TrimSuffix(line, "\r")
+			for _, r := range cand[i] {
+				if ctx.Err() != nil {
+					return rep
 				}
 				loc := r.re.FindStringIndex(line)
 				if loc == nil || (r.exclude != nil && r.exclude.MatchString(line)) {
@@ -388,6 +384,76 @@ func (rs *Ruleset) ScanContext(ctx context.Context, pkg *skillsarchive.Package) 
 	return rep
 }
 
+// candidates returns, per line, the rules whose prefilter passes on that
+// line, in rule order: one Aho-Corasick pass over the file finds every
+// keyword occurrence; rules without keywords apply to every line (or every
+// non-ASCII line for non_ascii rules).
+func (rs *Ruleset) candidates(rules []*Rule, text string, lines []string) [][]*Rule {
+	index := make(map[*Rule]int, len(rs.Rules))
+	for i, r := range rs.Rules {
+		index[r] = i
+	}
+	applies := make([]bool, len(rs.Rules))
+	for _, r := range rules {
+		applies[index[r]] = true
+	}
+	hits := make([][]bool, len(lines)) // hits[line][rule index], allocated on first hit
+	mark := func(ri, li int) {
+		if hits[li] == nil {
+			hits[li] = make([]bool, len(rs.Rules))
+		}
+		hits[li][ri] = true
+	}
+	rs.ac.scan(asciiLower(text), func(e acEntry, li int) {
+		if applies[e.rule] && li < len(lines) {
+			mark(e.rule, li)
+		}
+	})
+	ris := make([]int, len(rules))
+	unkeyed := false
+	for j, r := range rules {
+		ris[j] = index[r]
+		unkeyed = unkeyed || len(r.keys) == 0
+	}
+	cand := make([][]*Rule, len(lines))
+	for li, line := range lines {
+		h := hits[li]
+		if h == nil && !unkeyed {
+			continue
+		}
+		nonASCII := -1 // computed on demand
+		for j, r := range rules {
+			if len(r.keys) > 0 && (h == nil || !h[ris[j]]) {
+				continue
+			}
+			if r.NonASCII {
+				if nonASCII < 0 {
+					nonASCII = 0
+					if hasNonASCII(line) {
+						nonASCII = 1
+					}
+				}
+				if nonASCII == 0 {
+					continue
+				}
+			}
+			cand[li] = append(cand[li], r)
+		}
+	}
+	return cand
+}
+
+// asciiLower lower-cases ASCII letters only, so byte offsets stay those of s.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
 // hasKeyword is the prefilter: true when the rule has no keywords or lower
 // contains one of them.
 func (r *Rule) hasKeyword(lower string) bool {
@@ -410,21 +476,26 @@ func isWordByte(b byte) bool {
 }
 
 // in reports whether k occurs in s with the required word boundaries.
-func (k keyword) in(s string) bool {
-	for off := 0; ; {
+func (k keyword) in(s string) bool { return k.index(s, 0) >= 0 }
+
+// index returns the first offset >= from where k occurs in s with the
+// required word boundaries, or -1.
+func (k keyword) index(s string, from int) int {
+	for off := from; off <= len(s); {
 		i := strings.Index(s[off:], k.lit)
 		if i < 0 {
-			return false
+			return -1
 		}
 		i += off
 		end := i + len(k.lit)
 		okBefore := !k.before || i == 0 || !isWordByte(s[i-1]) || !isWordByte(s[i])
 		okAfter := !k.after || end == len(s) || !isWordByte(s[end]) || !isWordByte(s[end-1])
 		if okBefore && okAfter {
-			return true
+			return i
 		}
 		off = i + 1
 	}
+	return -1
 }
 
 func (rep *Report) add(r *Rule, file string, line, col int, ev string) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -350,5 +351,49 @@ func TestRuleIDsStable(t *testing.T) {
 	}
 	if b.String() != string(want) {
 		t.Fatalf("rule ids changed; run go test -run TestRuleIDsStable -update if deliberate.\ngot:\n%s", b.String())
+	}
+}
+
+// TestCandidatesMatchNaive checks the Aho-Corasick prefilter against the
+// plain per-line keyword check on random text made of keyword fragments.
+func TestCandidatesMatchNaive(t *testing.T) {
+	rs := Default()
+	var vocab []string
+	for _, r := range rs.Rules {
+		for _, k := range r.keys {
+			vocab = append(vocab, k.lit, strings.ToUpper(k.lit))
+		}
+	}
+	vocab = append(vocab, " ", "_", "x", "9", "\n", "\r\n", "é", "\u202e", "-", ".")
+	rng := rand.New(rand.NewPCG(7, 9))
+	for iter := 0; iter < 300; iter++ {
+		var sb strings.Builder
+		for n := rng.IntN(80); n > 0; n-- {
+			sb.WriteString(vocab[rng.IntN(len(vocab))])
+		}
+		text := sb.String()
+		lines := strings.Split(text, "\n")
+		var rules []*Rule
+		for _, r := range rs.Rules {
+			if r.Target == TargetLine {
+				rules = append(rules, r)
+			}
+		}
+		cand := rs.candidates(rules, text, lines)
+		for li, line := range lines {
+			var want []string
+			for _, r := range rules {
+				if r.hasKeyword(asciiLower(strings.TrimSuffix(line, "\r"))) {
+					want = append(want, r.ID)
+				}
+			}
+			var got []string
+			for _, r := range cand[li] {
+				got = append(got, r.ID)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("line %q:\n got  %v\n want %v", line, got, want)
+			}
+		}
 	}
 }
