@@ -210,6 +210,11 @@ type Options struct {
 	// ExpectExit is the exit code the automatic cleanup asserts after
 	// SIGTERM (default 0).
 	ExpectExit int
+	// Bare runs `toolplane serve` with Args only: no --grpc-addr,
+	// --http-addr or --data-dir (the defaults 127.0.0.1:7420, 127.0.0.1:7421
+	// and ./data apply; the working directory is a fresh temp dir).
+	// GRPCAddr and HTTPAddr then only say where to reach the process.
+	Bare bool
 }
 
 // Process is a running `toolplane serve`.
@@ -254,7 +259,7 @@ func (s *syncBuffer) String() string {
 // unless the test stopped it already.
 func Start(t testing.TB, o Options) *Process {
 	t.Helper()
-	autoPorts := o.GRPCAddr == "" && o.HTTPAddr == ""
+	autoPorts := o.GRPCAddr == "" && o.HTTPAddr == "" && !o.Bare
 	for attempt := 0; ; attempt++ {
 		p, err := start(t, o)
 		if err == nil {
@@ -263,6 +268,9 @@ func Start(t testing.TB, o Options) *Process {
 		if autoPorts && attempt < 3 && strings.Contains(p.Stderr(), "port in use") {
 			continue
 		}
+		if o.Bare && strings.Contains(p.Stderr(), "port in use") {
+			t.Skipf("testkit: default port taken by another process: %s", strings.TrimSpace(p.Stderr()))
+		}
 		t.Fatalf("testkit: %v\nstderr:\n%s", err, p.Stderr())
 	}
 }
@@ -270,16 +278,29 @@ func Start(t testing.TB, o Options) *Process {
 func start(t testing.TB, o Options) (*Process, error) {
 	t.Helper()
 	p := &Process{GRPCAddr: o.GRPCAddr, HTTPAddr: o.HTTPAddr, DataDir: o.DataDir, ClientTLS: o.ClientTLS, done: make(chan struct{})}
-	if p.GRPCAddr == "" {
-		p.GRPCAddr = FreeAddr(t)
+	workDir := t.TempDir()
+	var args []string
+	if o.Bare {
+		if p.GRPCAddr == "" {
+			p.GRPCAddr = "127.0.0.1:7420"
+		}
+		if p.HTTPAddr == "" {
+			p.HTTPAddr = "127.0.0.1:7421"
+		}
+		p.DataDir = filepath.Join(workDir, "data")
+		args = []string{"serve"}
+	} else {
+		if p.GRPCAddr == "" {
+			p.GRPCAddr = FreeAddr(t)
+		}
+		if p.HTTPAddr == "" {
+			p.HTTPAddr = FreeAddr(t)
+		}
+		if p.DataDir == "" {
+			p.DataDir = filepath.Join(t.TempDir(), "data")
+		}
+		args = []string{"serve", "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--data-dir", p.DataDir}
 	}
-	if p.HTTPAddr == "" {
-		p.HTTPAddr = FreeAddr(t)
-	}
-	if p.DataDir == "" {
-		p.DataDir = filepath.Join(t.TempDir(), "data")
-	}
-	args := []string{"serve", "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--data-dir", p.DataDir}
 	if o.Config != "" {
 		f := filepath.Join(t.TempDir(), "toolplane.yaml")
 		if err := os.WriteFile(f, []byte(o.Config), 0o600); err != nil {
@@ -290,7 +311,7 @@ func start(t testing.TB, o Options) (*Process, error) {
 	args = append(args, o.Args...)
 	p.cmd = exec.Command(Binary(t), args...)
 	p.cmd.Env = Env(o.Env...)
-	p.cmd.Dir = t.TempDir()
+	p.cmd.Dir = workDir
 	p.cmd.Stderr = &p.stderr
 	p.cmd.Stdout = &p.stdout
 	if err := p.cmd.Start(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -388,4 +389,32 @@ func (m metricsText) sum(name string, labels ...string) float64 {
 		s += v
 	}
 	return s
+}
+
+// TestServeNoFlags: `toolplane serve` exactly as a new user types it — no
+// config, no flags — serves all four services on 127.0.0.1:7420/7421 with
+// ./data. Skipped when another process holds those ports.
+func TestServeNoFlags(t *testing.T) {
+	for _, a := range []string{"127.0.0.1:7420", "127.0.0.1:7421"} {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Skipf("default port busy (%v); covered by TestAllInOneDefault with explicit ports", err)
+		}
+		l.Close()
+	}
+	p := testkit.Start(t, testkit.Options{Bare: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn := p.Dial(t)
+	for _, sd := range suiteServices {
+		if st, err := p.Health(ctx, conn, sd.ServiceName); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health of %s: %s, %v", sd.ServiceName, st, err)
+		}
+	}
+	if fi, err := os.Stat(p.DataDir); err != nil || !fi.IsDir() {
+		t.Errorf("./data not created in the working directory: %v", err)
+	}
+	if r := testkit.Run(t, nil, "healthcheck"); r.Code != 0 {
+		t.Errorf("healthcheck with its default address: exit %d, %s", r.Code, r.Stderr)
+	}
 }
