@@ -419,7 +419,8 @@ func cfgClone(c *catalogv1.ServerConfig) *catalogv1.ServerConfig {
 // errors, progress/log streaming, 5 MB results, errors by kind.
 func TestCallResults(t *testing.T) {
 	static := t.TempDir() + "/static.jsonl"
-	os.WriteFile(static, []byte(`{"name":"st_tool","description":"a static tool","input_schema":null,"server":"origin-srv"}`+"\n"), 0o600)
+	os.WriteFile(static, []byte(`{"name":"st_tool","description":"a static tool","input_schema":null,"server":"origin-srv"}`+"\n"+
+		`{"name":"st_str","description":"string schema","input_schema":{"type":"string"},"server":"origin-srv"}`+"\n"), 0o600)
 	ext := extJSON(fixtureServer("fx", ""), fmt.Sprintf(`"cat": {"type": "static", "path": %q}`, static))
 	h := start(t, ext, nil)
 	ctx := ctxT(t)
@@ -453,6 +454,10 @@ func TestCallResults(t *testing.T) {
 	gt, err := h.svc.GetTool(ctx, &catalogv1.GetToolRequest{Name: "st_tool"})
 	if err != nil || gt.Tool.Server != "origin-srv" || gt.Tool.Source != catalogv1.ToolSource_TOOL_SOURCE_STATIC {
 		t.Errorf("static tool keeps its own server: %v %v", gt, err)
+	}
+	if gt, err := h.svc.GetTool(ctx, &catalogv1.GetToolRequest{Name: "st_str"}); err != nil || len(gt.Tool.Problems) != 1 ||
+		!strings.Contains(gt.Tool.Problems[0], "not an object schema") || gt.Tool.InputSchema.GetFields()["type"].GetStringValue() != "string" {
+		t.Errorf("a non-object schema is kept and flagged: %v %v", gt, err)
 	}
 	_, err = h.svc.CallTool(ctx, &catalogv1.CallToolRequest{Name: "fx_sleep", Arguments: args(t, `{"ms": 5000}`), Timeout: durationpb.New(200 * time.Millisecond)})
 	if codeOf(err) != codes.DeadlineExceeded || reasonOf(err) != "ERROR_REASON_CALL_TIMEOUT" {
