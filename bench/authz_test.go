@@ -313,16 +313,40 @@ func BenchmarkAuthzGRPC(b *testing.B) {
 		random = append(random, &authzv1.AuthorizeRequest{Principal: &typev1.Principal{Subject: r.Subject, Tenant: r.Tenant, Roles: r.Roles},
 			ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Action: authzv1.Action_ACTION_CALL, Target: r.Target})
 	}
+	granted := grantedRequests(set, 4096)
 	for _, w := range []struct {
-		name string
-		reqs []*authzv1.AuthorizeRequest
-	}{{"granted", grantedRequests(set, 4096)}, {"random", random}} {
+		name        string
+		reqs        []*authzv1.AuthorizeRequest
+		parallelism int
+	}{{"granted", granted, 8}, {"random", random, 8}, {"granted-serial", granted, 0}} {
 		b.Run(w.name, func(b *testing.B) {
 			preqs := w.reqs
 			var mu sync.Mutex
 			var lat []time.Duration
 			var allows, total int
-			b.SetParallelism(8) // 8 × GOMAXPROCS goroutines
+			if w.parallelism == 0 {
+				// One client, one call at a time: latency without queueing.
+				lat = make([]time.Duration, 0, b.N)
+				for i := 0; b.Loop(); i++ {
+					t0 := time.Now()
+					resp, err := h.client.Authorize(context.Background(), preqs[i%len(preqs)])
+					lat = append(lat, time.Since(t0))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if resp.GetDecision().GetAllow() {
+						allows++
+					}
+					total++
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "decisions/s")
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+				b.ReportMetric(float64(allows)/float64(total), "allow-ratio")
+				return
+			}
+			b.SetParallelism(w.parallelism) // × GOMAXPROCS goroutines
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				local := make([]time.Duration, 0, 1024)

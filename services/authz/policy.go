@@ -120,7 +120,9 @@ func (s *Server) applyChange(ctx context.Context, ch authzsqlite.Change) (int64,
 	if err != nil {
 		return 0, toStatus(err)
 	}
-	if err := s.reload(ctx); err != nil {
+	// The reload must not fail because the caller went away: a failed reload
+	// denies everything until the next one.
+	if err := s.reload(context.WithoutCancel(ctx)); err != nil {
 		return 0, toStatus(fmt.Errorf("change committed at policy version %d but the reload failed (every decision is denied until it succeeds): %w", v, err))
 	}
 	return v, nil

@@ -219,6 +219,9 @@ func (s *Server) reload(ctx context.Context) error {
 	if err == nil {
 		err = s.engine.Load(set)
 	}
+	if err != nil && ctx.Err() != nil {
+		return err // shutting down or abandoned: keep the current snapshot
+	}
 	if err != nil {
 		s.engine.Fail(err)
 		s.loadFailed = true
