@@ -70,7 +70,8 @@ func deferredSection(b *baseAssembly, max int) string {
 
 // routingHints renders <mcp_routing_hints> for every authorized MCP tool
 // with mode PREFER and keywords, priority desc then name asc
-// (deerflow-reference §2.8).
+// (deerflow-reference §2.8), bounded to the first 30 tools so that a large
+// routed server cannot flood the prompt.
 func routingHints(tools []*toolDef, deferred map[string]*toolDef) string {
 	var hs []*toolDef
 	for _, t := range tools {
@@ -89,7 +90,12 @@ func routingHints(tools []*toolDef, deferred map[string]*toolDef) string {
 	})
 	var sb strings.Builder
 	sb.WriteString("<mcp_routing_hints>\n")
-	for _, t := range hs {
+	const maxHints = 30
+	for i, t := range hs {
+		if i == maxHints {
+			fmt.Fprintf(&sb, "(%d more tools have routing hints; tool_search finds them by keyword.)\n", len(hs)-i)
+			break
+		}
 		kws := nonBlank(t.routing.GetKeywords())
 		for i := range kws {
 			kws[i] = escapeText(kws[i])

@@ -180,12 +180,6 @@ func (a *assemblyCache) put(key string, b *baseAssembly, now time.Time) {
 	}
 }
 
-func (a *assemblyCache) purge() {
-	if a.c != nil {
-		a.c.Purge()
-	}
-}
-
 // keyedLocks serialises work per key (read-before-write gate + write per
 // thread and path, deerflow-reference §6.2).
 type keyedLocks struct {
