@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -29,7 +30,10 @@ func echoServer(b *testing.B) string {
 }
 
 func directClient(b *testing.B, url string) *client.Client {
-	c, err := client.NewStreamableHttpClient(url)
+	// The same transport options as the catalog's sessions (continuous
+	// listening for list_changed, which keeps the protocol at 2025-11-25),
+	// so both paths speak the same protocol version.
+	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,6 +86,7 @@ func BenchmarkCallTool(b *testing.B) {
 			b.Fatalf("%v %v", r, err)
 		}
 	}
+	b.Logf("protocol: catalog %s, direct %s", h.srv.Manager().Statuses()[0].ProtocolVersion, direct.ProtocolVersion())
 	for i := 0; i < 200; i++ { // warm up connections and pools
 		callDirect()
 		callCatalog()

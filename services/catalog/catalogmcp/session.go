@@ -201,7 +201,11 @@ func (t sseRaw) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*t
 }
 
 // Connect starts the transport for an expanded server config, performs the
-// MCP handshake (ctx bounds it) and returns the live session. onListChanged
+// MCP handshake (ctx bounds it) and returns the live session. stdio and SSE
+// negotiate the newest version both sides offer (mcp-go probes
+// server/discover, then falls back to initialize). Streamable HTTP keeps a
+// standalone GET stream open for notifications/tools/list_changed, which
+// protocol 2026-07-28 removed, so mcp-go negotiates 2025-11-25 there. onListChanged
 // (may be nil) runs on notifications/tools/list_changed.
 func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onListChanged func()) (*Session, error) {
 	s := &Session{server: cfg.Name, kind: cfg.EffectiveType(), dead: make(chan struct{}),
