@@ -8,7 +8,9 @@ package public
 
 import "embed"
 
-// FS holds every skill folder (each with a SKILL.md at its root).
+// FS holds every skill folder (each with a SKILL.md at its root); the
+// pattern */* embeds the folders' contents and leaves this package's Go
+// files out.
 //
-//go:embed *
+//go:embed */*
 var FS embed.FS
