@@ -100,7 +100,8 @@ type Server struct {
 	ToolNamePrefix *bool `json:"tool_name_prefix,omitempty"`
 	// ToolCallTimeout in seconds; nil = the catalog default (60 s).
 	ToolCallTimeout *float64 `json:"tool_call_timeout,omitempty"`
-	// SessionInitTimeout in seconds; nil = 60 s. Bounds connect + initialize + tools/list.
+	// SessionInitTimeout in seconds; absent = 60 s; 0 or JSON null = no bound
+	// (deerflow-reference §5.1). Bounds connect + initialize + tools/list.
 	SessionInitTimeout *float64 `json:"session_init_timeout,omitempty"`
 	// SessionScope is shared (default) | per_user | per_thread.
 	SessionScope string `json:"session_scope,omitempty"`
@@ -196,8 +197,8 @@ func (s *Server) Scope() string {
 	return s.SessionScope
 }
 
-// InitTimeout returns the effective session_init_timeout (default 60 s; a
-// non-positive value means no bound other than the caller's).
+// InitTimeout returns the effective session_init_timeout (default 60 s; 0
+// or null means no bound other than the caller's).
 func (s *Server) InitTimeout() time.Duration {
 	if s.SessionInitTimeout == nil {
 		return DefaultSessionInitTimeout
@@ -376,6 +377,11 @@ func parseServer(name string, raw json.RawMessage) (Server, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&s); err != nil {
 		return s, fmt.Errorf("mcpServers.%s: %w", name, fieldError(err))
+	}
+	// DeerFlow: `"session_init_timeout": null` disables the bound.
+	if v, ok := known["session_init_timeout"]; ok && string(bytes.TrimSpace(v)) == "null" {
+		zero := 0.0
+		s.SessionInitTimeout = &zero
 	}
 	// Routing objects reject unknown keys.
 	if r, ok := known["routing"]; ok {

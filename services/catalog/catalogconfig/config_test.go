@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const sample = `{
@@ -197,5 +198,15 @@ func TestStaticAndAtomicWrite(t *testing.T) {
 	out, _ := f.Marshal()
 	if json.Unmarshal(out, &v) != nil {
 		t.Fatal("invalid json")
+	}
+}
+
+func TestSessionInitTimeoutNull(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {"a": {"command": "x", "session_init_timeout": null}, "b": {"command": "x"}, "c": {"command": "x", "session_init_timeout": 5}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Servers[0].InitTimeout() != 0 || f.Servers[1].InitTimeout() != DefaultSessionInitTimeout || f.Servers[2].InitTimeout() != 5*time.Second {
+		t.Fatalf("%v %v %v", f.Servers[0].InitTimeout(), f.Servers[1].InitTimeout(), f.Servers[2].InitTimeout())
 	}
 }
