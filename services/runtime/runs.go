@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -112,7 +113,7 @@ func (s *Server) loop() (*runtimeloop.Engine, error) {
 	a := loopAdapter{s}
 	ls.engine, ls.err = runtimeloop.New(c.engineConfig(), runtimeloop.Deps{
 		Assembler: a, Executor: a, Authorizer: a, Store: a, Models: models, Threads: a,
-		ExecutorStoresResults: true, Logger: s.log, Now: s.now,
+		ExecutorStoresResults: true, Logger: s.log, Now: s.now, Observer: newLoopMetrics(s.env.Metrics),
 	})
 	return ls.engine, ls.err
 }
@@ -433,4 +434,75 @@ func sameList(a, b *typev1.StringList) bool {
 		return false
 	}
 	return slices.Equal(a.GetValues(), b.GetValues())
+}
+
+// loopMetrics are the agent loop's collectors.
+type loopMetrics struct {
+	runs       *prometheus.CounterVec
+	modelCalls *prometheus.CounterVec
+	modelTime  *prometheus.HistogramVec
+	tokens     *prometheus.CounterVec
+}
+
+func newLoopMetrics(reg prometheus.Registerer) *loopMetrics {
+	m := &loopMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_runtime_runs_total",
+			Help: "Agent-loop runs by final status (waiting_for_input counts each wait), stop reason code and kind (lead, subagent)."}, []string{"status", "reason", "kind"}),
+		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_runtime_model_calls_total",
+			Help: "Chat-completion calls by model and result (ok, error)."}, []string{"model", "result"}),
+		modelTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolplane_runtime_model_call_seconds",
+			Help: "Duration of chat-completion calls (whole streamed response).", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}, []string{"model"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_runtime_model_tokens_total",
+			Help: "Tokens reported by the model provider, by model and direction (input, output)."}, []string{"model", "direction"}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.runs = register(reg, m.runs)
+	m.modelCalls = register(reg, m.modelCalls)
+	m.modelTime = register(reg, m.modelTime)
+	m.tokens = register(reg, m.tokens)
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name (a second runtime in one registry, as in tests).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if ex, ok := are.ExistingCollector.(C); ok {
+				return ex
+			}
+		}
+	}
+	return c
+}
+
+// ModelCall implements runtimeloop.Observer.
+func (m *loopMetrics) ModelCall(model string, d time.Duration, u *runtimev1.TokenUsage, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.modelCalls.WithLabelValues(model, result).Inc()
+	m.modelTime.WithLabelValues(model).Observe(d.Seconds())
+	if u != nil {
+		m.tokens.WithLabelValues(model, "input").Add(float64(u.GetInputTokens()))
+		m.tokens.WithLabelValues(model, "output").Add(float64(u.GetOutputTokens()))
+	}
+}
+
+// RunEnded implements runtimeloop.Observer; the reason label is the stop
+// reason's code (the text before ':'), so its cardinality stays small.
+func (m *loopMetrics) RunEnded(st runtimev1.RunStatus, reason string, subagent bool) {
+	code, _, _ := strings.Cut(reason, ":")
+	if len(code) > 40 || strings.Contains(code, " ") {
+		code = "other"
+	}
+	kind := "lead"
+	if subagent {
+		kind = "subagent"
+	}
+	m.runs.WithLabelValues(strings.ToLower(strings.TrimPrefix(st.String(), "RUN_STATUS_")), code, kind).Inc()
 }

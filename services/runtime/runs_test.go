@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -272,6 +273,22 @@ func TestRunTurnEndToEnd(t *testing.T) {
 	}
 	if p := fm.Problems(); len(p) > 0 {
 		t.Fatalf("provider-rule violations: %v", p)
+	}
+	// Metrics of the loop.
+	mresp, err := http.Get("http://" + s.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{
+		`toolplane_runtime_runs_total\{kind="lead",reason="",service="runtime",status="completed"\} 1\n`,
+		`toolplane_runtime_model_calls_total\{model="m1",result="ok",service="runtime"\} 3\n`,
+		`toolplane_runtime_model_tokens_total\{direction="input",model="m1",service="runtime"\} 180\n`,
+	} {
+		if !regexp.MustCompile(want).Match(mb) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	// Another principal cannot see the runs.
 	if _, err := runtimev1.NewRuntimeServiceClient(s.dial(loopAdminToken)).ListRuns(ctx, &runtimev1.ListRunsRequest{ThreadId: th}); status.Code(err) != codes.NotFound {

@@ -42,6 +42,8 @@ type Deps struct {
 	// loop runs calls in parallel and stores the assistant message with all
 	// its results in one atomic append.
 	ExecutorStoresResults bool
+	// Observer receives metrics (optional).
+	Observer Observer
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
@@ -225,7 +227,7 @@ func (e *Engine) CancelRun(ctx context.Context, threadID, runID string, wait tim
 		return nil, err
 	}
 	if run.GetStatus() == runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
-		run.Status, run.Reason, run.PendingQuestion = runtimev1.RunStatus_RUN_STATUS_CANCELLED, "cancelled while waiting for input", ""
+		run.Status, run.Reason, run.PendingQuestion = runtimev1.RunStatus_RUN_STATUS_CANCELLED, "cancelled: CancelRun while waiting for input", ""
 		run.EndTime = timestamppb.New(e.d.Now())
 		if err := e.d.Store.PutRun(ctx, run); err != nil {
 			return nil, err
@@ -278,7 +280,7 @@ func (e *Engine) supersedeWaiting(ctx context.Context, threadID string) {
 	}
 	for _, r := range runs {
 		if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
-			r.Status, r.Reason, r.PendingQuestion = runtimev1.RunStatus_RUN_STATUS_CANCELLED, "superseded by a new turn", ""
+			r.Status, r.Reason, r.PendingQuestion = runtimev1.RunStatus_RUN_STATUS_CANCELLED, "superseded: a new turn started in the thread", ""
 			r.EndTime = timestamppb.New(e.d.Now())
 			_ = e.d.Store.PutRun(ctx, r)
 			e.mu.Lock()
@@ -397,10 +399,18 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 			return
 		}
 		req := t.request(asm, history, tools)
+		start := time.Now()
 		resp, err := t.model.Complete(ctx, req, func(d string) {
 			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_TextDelta{TextDelta: d}})
 		})
 		calls++
+		if o := e.d.Observer; o != nil {
+			var u *runtimev1.TokenUsage
+			if resp != nil {
+				u = resp.Usage
+			}
+			o.ModelCall(t.modelName, time.Since(start), u, err)
+		}
 		if err != nil {
 			if t.stopped(ctx) {
 				return
@@ -495,7 +505,7 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 		if question != "" {
 			t.run.PendingQuestion = question
 			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Clarification{Clarification: question}})
-			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT, "clarification requested")
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT, "clarification: waiting for the user's answer")
 			return
 		}
 	}
@@ -525,9 +535,9 @@ func (t *turn) stopped(ctx context.Context) bool {
 	case errors.Is(cause, errDeadline):
 		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, fmt.Sprintf("deadline: the turn reached its wall-clock limit of %s", t.limits.Deadline))
 	case errors.Is(cause, ErrCancelled):
-		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_CANCELLED, "cancelled by CancelRun")
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_CANCELLED, "cancelled: CancelRun stopped the run")
 	default:
-		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_CANCELLED, "the caller went away: "+cause.Error())
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_CANCELLED, "caller_gone: the caller went away ("+cause.Error()+")")
 	}
 	return true
 }
@@ -557,6 +567,9 @@ func (t *turn) finish(ctx context.Context, st runtimev1.RunStatus, reason string
 	}
 	if st == runtimev1.RunStatus_RUN_STATUS_FAILED {
 		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Error{Error: reason}})
+	}
+	if o := t.e.d.Observer; o != nil {
+		o.RunEnded(st, reason, t.isSubagent)
 	}
 	t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Status{Status: st}})
 	if st == runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT && !t.isSubagent {

@@ -87,7 +87,7 @@ func TestNewTurnSupersedesWaitingRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, _ := w.GetRun(context.Background(), "t1", r1.GetRunId())
-	if old.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED || !strings.Contains(old.GetReason(), "superseded") {
+	if old.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED || !strings.HasPrefix(old.GetReason(), "superseded") {
 		t.Fatalf("old run %v", old)
 	}
 }

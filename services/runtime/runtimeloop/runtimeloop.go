@@ -23,6 +23,7 @@ package runtimeloop
 import (
 	"context"
 	"errors"
+	"time"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
@@ -132,4 +133,15 @@ type Agent struct {
 	// Skills is the agent's skills allowlist (nil = all), intersected with a
 	// subagent type's list for child threads.
 	Skills *typev1.StringList
+}
+
+// Observer receives measurements (metrics); its methods must be cheap and
+// safe for concurrent use.
+type Observer interface {
+	// ModelCall reports one model call: its duration, usage (may be nil)
+	// and error.
+	ModelCall(model string, d time.Duration, u *runtimev1.TokenUsage, err error)
+	// RunEnded reports the final (or waiting) status of a run; subagent
+	// tells child runs apart.
+	RunEnded(status runtimev1.RunStatus, reason string, subagent bool)
 }
