@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/gowebpki/jcs"
 )
@@ -22,28 +24,76 @@ type HashInput struct {
 }
 
 // hashElement returns the RFC 8785 canonical form of one element of the
-// hashed array: {"name": n, "schema": {"name": n, "description": d,
-// "parameters": p}}.
+// hashed array: {"name": n, "schema": {"description": d, "name": n,
+// "parameters": p}}. Each value is canonicalised by the jcs library; the
+// element is then assembled with its keys already in RFC 8785 order
+// ("name" < "schema"; "description" < "name" < "parameters"), which is
+// exactly the canonical form of the whole object (RFC 8785 §3.2.3).
 func hashElement(in HashInput) ([]byte, error) {
 	params := in.Parameters
 	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
 		params = json.RawMessage(`{}`)
 	}
-	type schema struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	}
-	b, err := json.Marshal(struct {
-		Name   string `json:"name"`
-		Schema schema `json:"schema"`
-	}{in.Name, schema{in.Name, in.Description, params}})
+	cp, err := jcs.Transform(params)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: %w", in.Name, err)
+		return nil, fmt.Errorf("tool %q: parameters: canonical JSON: %w", in.Name, err)
 	}
-	out, err := jcs.Transform(b)
+	cn, err := canonString(in.Name)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: canonical JSON: %w", in.Name, err)
+		return nil, fmt.Errorf("tool %q: name: %w", in.Name, err)
+	}
+	cd, err := canonString(in.Description)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: description: %w", in.Name, err)
+	}
+	out := make([]byte, 0, len(cp)+2*len(cn)+len(cd)+48)
+	out = append(out, `{"name":`...)
+	out = append(out, cn...)
+	out = append(out, `,"schema":{"description":`...)
+	out = append(out, cd...)
+	out = append(out, `,"name":`...)
+	out = append(out, cn...)
+	out = append(out, `,"parameters":`...)
+	out = append(out, cp...)
+	out = append(out, `}}`...)
+	return out, nil
+}
+
+// canonString returns the RFC 8785 serialisation of a JSON string.
+func canonString(s string) ([]byte, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return jcs.Transform(b)
+}
+
+// canonAll computes hashElement for every input, spread over the available
+// CPUs for large sets.
+func canonAll(in []HashInput) ([][]byte, error) {
+	out := make([][]byte, len(in))
+	workers := min(runtime.GOMAXPROCS(0), max(len(in)/256, 1))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(in); i += workers {
+				c, err := hashElement(in[i])
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				out[i] = c
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -87,13 +137,13 @@ type namedElement struct {
 // SHA-256, the first 16 lowercase hex characters. Input order does not
 // matter; availability is not part of it. The empty set hashes "[]".
 func CatalogHash(tools []HashInput) (string, error) {
+	canon, err := canonAll(tools)
+	if err != nil {
+		return "", err
+	}
 	els := make([]namedElement, len(tools))
 	for i, t := range tools {
-		c, err := hashElement(t)
-		if err != nil {
-			return "", err
-		}
-		els[i] = namedElement{t.Name, c}
+		els[i] = namedElement{t.Name, canon[i]}
 	}
 	return hashElements(els), nil
 }

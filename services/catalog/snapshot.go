@@ -161,17 +161,34 @@ func (s *Server) rebuild() {
 	names := catalognames.Assign(origs)
 	snap := &snapshot{tools: make([]*entry, len(items)), byName: make(map[string]*entry, len(items)), statuses: statuses, at: time.Now()}
 	els := make([]namedElement, len(items))
+	// Canonical hash elements of new or renamed tools, computed in parallel.
+	var need []int
+	var inputs []HashInput
 	for i, it := range items {
-		b, a := it.b, names[i]
-		if b.canonName != a.Name || b.canon == nil {
-			c, err := hashElement(HashInput{Name: a.Name, Description: b.def.Description, Parameters: b.def.InputSchema})
+		if b := it.b; b.canonName != names[i].Name || b.canon == nil {
+			need = append(need, i)
+			inputs = append(inputs, HashInput{Name: names[i].Name, Description: b.def.Description, Parameters: b.def.InputSchema})
+		}
+	}
+	if canon, err := canonAll(inputs); err == nil {
+		for k, i := range need {
+			items[i].b.canonName, items[i].b.canon = names[i].Name, canon[k]
+		}
+	} else {
+		for _, i := range need {
+			in := HashInput{Name: names[i].Name, Description: items[i].b.def.Description, Parameters: items[i].b.def.InputSchema}
+			c, err := hashElement(in)
 			if err != nil {
 				// Invalid JSON cannot come from the wire decoder; keep a
 				// deterministic stand-in rather than dropping the tool.
-				c, _ = hashElement(HashInput{Name: a.Name, Description: b.def.Description})
+				in.Parameters = nil
+				c, _ = hashElement(in)
 			}
-			b.canonName, b.canon = a.Name, c
+			items[i].b.canonName, items[i].b.canon = names[i].Name, c
 		}
+	}
+	for i, it := range items {
+		b, a := it.b, names[i]
 		static := it.st.Type == catalogconfig.TypeStatic
 		source := catalogv1.ToolSource_TOOL_SOURCE_MCP
 		if static {
