@@ -451,9 +451,48 @@ func Decode(data []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
+		// A value of the wrong type: name the key at the reported line.
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			var line int
+			if _, serr := fmt.Sscanf(te.Errors[0], "line %d:", &line); serr == nil {
+				if key := keyAtLine(root.Content[0], line, ""); key != "" {
+					return &Error{Key: key, Reason: te.Errors[0]}
+				}
+			}
+		}
 		return errf("file", "%v", strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	return nil
+}
+
+// keyAtLine returns the dotted path of the first mapping key on line (or
+// whose scalar value is on line; block list items as [i]), or "".
+func keyAtLine(n *yaml.Node, line int, path string) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			if k.Line == line || (v.Kind == yaml.ScalarNode && v.Line == line) {
+				return p
+			}
+			if found := keyAtLine(v, line, p); found != "" {
+				return found
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if c.Kind != yaml.MappingNode && c.Line == line {
+				return p
+			}
+			if found := keyAtLine(c, line, p); found != "" {
+				return found
+			}
+		}
+	}
+	return ""
 }
 
 func splitList(s string) []string {

@@ -202,9 +202,20 @@ func TestUnknownKeyPaths(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Key != "server.bogus" {
 		t.Errorf("Load: err = %v, want key server.bogus", err)
 	}
-	// A known key of the wrong type is an error too, with its line.
-	var c Config
-	if err := Decode([]byte("server:\n  max_message_bytes: lots\n"), &c); err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Errorf("wrong type: err = %v, want an error naming line 2", err)
+	// A known key of the wrong type names the key and the line.
+	for _, tc := range []struct{ yaml, key string }{
+		{"server:\n  max_message_bytes: lots\n", "server.max_message_bytes"},
+		{"server:\n  grpc_addr: 127.0.0.1:1\n  shutdown_timeout: [1, 2]\n", "server.shutdown_timeout"},
+		{"auth:\n  enabled: maybe\n", "auth.enabled"},
+		{"auth:\n  tokens:\n    - name: a\n      roles: admin\n", "auth.tokens[0].roles"},
+		{"server:\n  services: [catalog, [authz]]\n", "server.services"},
+		{"server:\n  services:\n    - catalog\n    - [authz]\n", "server.services[1]"},
+	} {
+		var c Config
+		err := Decode([]byte(tc.yaml), &c)
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Key != tc.key || !strings.Contains(ce.Reason, "line") {
+			t.Errorf("%q: err = %v; want key %s and the line", tc.yaml, err, tc.key)
+		}
 	}
 }
