@@ -62,6 +62,7 @@ type Engine struct {
 	active   map[string]*activeRun // by run id
 	byThread map[string]string     // thread id → active run id
 	seqs     map[string]int64      // last event seq of runs waiting for input
+	closed   bool                  // Shutdown was called
 }
 
 type activeRun struct {
@@ -239,6 +240,29 @@ func (e *Engine) CancelRun(ctx context.Context, threadID, runID string, wait tim
 	return run, nil
 }
 
+// Shutdown stops every active run of this process (their status becomes
+// interrupted, the reason a shutdown, and in-flight calls get a result) and
+// waits up to wait for them to record it. Later turns are refused with
+// ErrShutdown.
+func (e *Engine) Shutdown(wait time.Duration) {
+	e.mu.Lock()
+	e.closed = true
+	var done []chan struct{}
+	for _, ar := range e.active {
+		ar.cancel(ErrShutdown)
+		done = append(done, ar.done)
+	}
+	e.mu.Unlock()
+	deadline := time.After(wait)
+	for _, d := range done {
+		select {
+		case <-d:
+		case <-deadline:
+			return
+		}
+	}
+}
+
 // Active reports the id of the run active in a thread, if any.
 func (e *Engine) Active(threadID string) (string, bool) {
 	e.mu.Lock()
@@ -250,6 +274,9 @@ func (e *Engine) Active(threadID string) (string, bool) {
 func (e *Engine) register(ctx context.Context, threadID, runID string) (context.Context, *activeRun, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil, nil, ErrShutdown
+	}
 	if _, busy := e.byThread[threadID]; busy {
 		return nil, nil, ErrRunActive
 	}
@@ -534,6 +561,8 @@ func (t *turn) stopped(ctx context.Context) bool {
 	switch {
 	case errors.Is(cause, errDeadline):
 		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, fmt.Sprintf("deadline: the turn reached its wall-clock limit of %s", t.limits.Deadline))
+	case errors.Is(cause, ErrShutdown):
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_INTERRUPTED, "shutdown: the runtime stopped during the run")
 	case errors.Is(cause, ErrCancelled):
 		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_CANCELLED, "cancelled: CancelRun stopped the run")
 	default:
@@ -915,8 +944,11 @@ func (t *turn) executeInOrder(ctx context.Context, calls []*runtimev1.ToolCall) 
 
 func cancelledResult(c *runtimev1.ToolCall, ctx context.Context) *runtimev1.ToolResult {
 	why := "the run was cancelled"
-	if errors.Is(context.Cause(ctx), errDeadline) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errDeadline):
 		why = "the turn reached its deadline"
+	case errors.Is(cause, ErrShutdown):
+		why = "the runtime is shutting down"
 	}
 	return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_RUNTIME, "run.cancelled",
 		fmt.Sprintf("Error: Tool '%s' was stopped: %s.", c.GetName(), why))

@@ -466,3 +466,26 @@ func TestCallerGoneCancelsRun(t *testing.T) {
 		assertNoDangling(t, w.msgs("t1"))
 	})
 }
+
+func TestShutdownInterruptsRuns(t *testing.T) {
+	bothModes(t, func(t *testing.T, w *world) {
+		m := script(calls(call("slow", `{}`)))
+		e := newTestEngine(t, w, single(m), Config{})
+		done := make(chan *runtimev1.Run, 1)
+		go func() {
+			r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go"}, nil)
+			done <- r
+		}()
+		waitFor(t, "the slow call", func() bool { return len(m.requests()) == 1 })
+		time.Sleep(20 * time.Millisecond)
+		e.Shutdown(2 * time.Second)
+		r := <-done
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_INTERRUPTED || !strings.HasPrefix(r.GetReason(), "shutdown") {
+			t.Fatalf("run %v", r)
+		}
+		assertNoDangling(t, w.msgs("t1"))
+		if _, err := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "again"}, nil); !errors.Is(err, ErrShutdown) {
+			t.Fatalf("turn after shutdown: %v", err)
+		}
+	})
+}

@@ -50,6 +50,8 @@ var (
 	ErrNotFound = errors.New("runtimeloop: run not found")
 	// ErrCancelled is the cancellation cause of CancelRun.
 	ErrCancelled = errors.New("runtimeloop: run cancelled")
+	// ErrShutdown is the cancellation cause of Engine.Shutdown.
+	ErrShutdown = errors.New("runtimeloop: the runtime is shutting down")
 )
 
 // Assembler returns the tools, prompt sections and deferred names of the
