@@ -9,7 +9,7 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
-	"github.com/toolplane/toolplane/services/authz/authzsqlite"
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 var resourceNames = map[authzv1.ResourceType]string{
@@ -194,14 +194,14 @@ func reasonsToProto(rs []authzcasbin.Reason) []*authzv1.Reason {
 	return out
 }
 
-func callContextFromProto(cc *typev1.CallContext) *authzsqlite.CallContext {
+func callContextFromProto(cc *typev1.CallContext) *authzstore.CallContext {
 	if cc == nil {
 		return nil
 	}
-	return &authzsqlite.CallContext{Agent: cc.GetAgent(), IsSubagent: cc.GetIsSubagent(), ThreadID: cc.GetThreadId(), RunID: cc.GetRunId(), ToolCallID: cc.GetToolCallId()}
+	return &authzstore.CallContext{Agent: cc.GetAgent(), IsSubagent: cc.GetIsSubagent(), ThreadID: cc.GetThreadId(), RunID: cc.GetRunId(), ToolCallID: cc.GetToolCallId()}
 }
 
-func callContextToProto(cc *authzsqlite.CallContext) *typev1.CallContext {
+func callContextToProto(cc *authzstore.CallContext) *typev1.CallContext {
 	if cc == nil {
 		return nil
 	}

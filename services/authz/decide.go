@@ -12,7 +12,7 @@ import (
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
-	"github.com/toolplane/toolplane/services/authz/authzsqlite"
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 // principalFor applies the PDP rule (ARCHITECTURE §5): a service or admin
@@ -90,11 +90,11 @@ func (s *Server) Authorize(ctx context.Context, req *authzv1.AuthorizeRequest) (
 	id := uuid.Must(uuid.NewV7()).String()
 	reasons := d.Reasons
 	if !d.Allow || s.cfg.AuditAllows {
-		rec := &authzsqlite.DecisionRecord{
-			ID: id, Kind: authzsqlite.KindAuthorize, Time: s.now().UTC(),
+		rec := &authzstore.DecisionRecord{
+			ID: id, Kind: authzstore.KindAuthorize, Time: s.now().UTC(),
 			Tenant: tenantOf(p), Subject: p.GetSubject(), Roles: p.GetRoles(), Attributes: p.GetAttributes(),
 			Resource: creq.Resource, Action: creq.Action, Target: creq.Target,
-			CallContext: callContextFromProto(cc), Input: authzsqlite.BoundInput(input, 512, s.cfg.MaxAuditInputBytes),
+			CallContext: callContextFromProto(cc), Input: authzstore.BoundInput(input, 512, s.cfg.MaxAuditInputBytes),
 			Allow: d.Allow, Reasons: d.Reasons, PolicyID: d.PolicyID, PolicyVersion: d.PolicyVersion,
 		}
 		if err := s.dlog.Append(ctx, rec, true); err != nil {
@@ -149,8 +149,8 @@ func (s *Server) FilterResources(ctx context.Context, req *authzv1.FilterResourc
 		resp.Denied = append(resp.Denied, &authzv1.DeniedResource{Name: name, Reasons: reasonsToProto(d.Reasons)})
 		deniedNames = append(deniedNames, name)
 	}
-	rec := &authzsqlite.DecisionRecord{
-		ID: uuid.Must(uuid.NewV7()).String(), Kind: authzsqlite.KindFilter, Time: s.now().UTC(),
+	rec := &authzstore.DecisionRecord{
+		ID: uuid.Must(uuid.NewV7()).String(), Kind: authzstore.KindFilter, Time: s.now().UTC(),
 		Tenant: tenantOf(p), Subject: p.GetSubject(), Roles: p.GetRoles(), Attributes: p.GetAttributes(),
 		Resource: creq.Resource, Action: creq.Action, CallContext: callContextFromProto(cc),
 		Allow: len(deniedNames) == 0, PolicyVersion: version,

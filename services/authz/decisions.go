@@ -11,7 +11,7 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
-	"github.com/toolplane/toolplane/services/authz/authzsqlite"
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 func encodePageToken(seq int64) string {
@@ -36,11 +36,11 @@ func decodePageToken(tok string) (int64, bool) {
 // ListDecisions reads the decision log of the caller's tenant (the tenant of
 // its effective principal), newest first, with filters and pagination.
 func (s *Server) ListDecisions(ctx context.Context, req *authzv1.ListDecisionsRequest) (*authzv1.ListDecisionsResponse, error) {
-	f := authzsqlite.Filter{
+	f := authzstore.Filter{
 		Tenant:   tenantOf(auth.EffectivePrincipal(ctx)),
 		Subject:  req.GetSubject(),
 		Resource: resourceNames[req.GetResourceType()],
-		Kind:     authzsqlite.Kind(req.GetKind()),
+		Kind:     authzstore.Kind(req.GetKind()),
 	}
 	if req.Allow != nil {
 		a := req.GetAllow()

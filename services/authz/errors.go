@@ -10,7 +10,7 @@ import (
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
-	"github.com/toolplane/toolplane/services/authz/authzsqlite"
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 // errorDomain is the ErrorInfo domain of authz errors.
@@ -48,9 +48,9 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, authzcasbin.ErrInvalidPolicy):
 		return statusErr(codes.InvalidArgument, authzv1.ErrorReason_ERROR_REASON_INVALID_POLICY, nil, "%v", err)
-	case errors.Is(err, authzsqlite.ErrReadOnly):
+	case errors.Is(err, authzstore.ErrReadOnly):
 		return statusErr(codes.FailedPrecondition, authzv1.ErrorReason_ERROR_REASON_POLICY_READ_ONLY, nil, "%v", err)
-	case errors.Is(err, authzsqlite.ErrNotFound):
+	case errors.Is(err, authzstore.ErrNotFound):
 		return statusErr(codes.NotFound, authzv1.ErrorReason_ERROR_REASON_POLICY_NOT_FOUND, nil, "%v", err)
 	}
 	return statusErr(codes.Unavailable, authzv1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE, nil, "authz store: %v", err)

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
-	"github.com/toolplane/toolplane/services/authz/authzsqlite"
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 // WatchPolicy streams the policy version now in force, then every change of
@@ -57,7 +57,7 @@ func (s *Server) ListPolicies(_ context.Context, req *authzv1.ListPoliciesReques
 // (source "api"; identical existing lines are kept as they are) and applies
 // the new version before answering.
 func (s *Server) AddPolicies(ctx context.Context, req *authzv1.AddPoliciesRequest) (*authzv1.AddPoliciesResponse, error) {
-	var ch authzsqlite.Change
+	var ch authzstore.Change
 	resp := &authzv1.AddPoliciesResponse{}
 	for i, p := range req.GetPolicies() {
 		r, err := ruleFromProto(p, fmt.Sprintf("policies[%d]", i))
@@ -86,7 +86,7 @@ func (s *Server) AddPolicies(ctx context.Context, req *authzv1.AddPoliciesReques
 // transaction: a missing item is NOT_FOUND and a file- or DeerFlow-owned one
 // FAILED_PRECONDITION, and then nothing is removed.
 func (s *Server) RemovePolicies(ctx context.Context, req *authzv1.RemovePoliciesRequest) (*authzv1.RemovePoliciesResponse, error) {
-	ch := authzsqlite.Change{RemoveRuleIDs: req.GetPolicyIds()}
+	ch := authzstore.Change{RemoveRuleIDs: req.GetPolicyIds()}
 	for i, p := range req.GetPolicies() {
 		r, err := ruleFromProto(p, fmt.Sprintf("policies[%d]", i))
 		if err != nil {
@@ -115,7 +115,7 @@ func (s *Server) RemovePolicies(ctx context.Context, req *authzv1.RemovePolicies
 
 // applyChange stores the change and reloads, so the answer's version is in
 // force for the caller's next decision.
-func (s *Server) applyChange(ctx context.Context, ch authzsqlite.Change) (int64, error) {
+func (s *Server) applyChange(ctx context.Context, ch authzstore.Change) (int64, error) {
 	v, _, err := s.store.Apply(ctx, ch)
 	if err != nil {
 		return 0, toStatus(err)

@@ -33,6 +33,7 @@ import (
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
 	"github.com/toolplane/toolplane/services/authz/authzsqlite"
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 // Server implements authzv1.AuthzServiceServer.
@@ -41,9 +42,9 @@ type Server struct {
 	cfg    Config
 	env    svckit.Env
 	log    *slog.Logger
-	store  *authzsqlite.Store
+	store  authzstore.Store
 	engine *authzcasbin.Engine
-	dlog   *authzsqlite.Log
+	dlog   *authzstore.Log
 	now    func() time.Time
 
 	reloadMu   sync.Mutex
@@ -98,6 +99,11 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authz: %w", err)
 	}
+	return newWithStore(ctx, cfg, env, log, engine, store)
+}
+
+// newWithStore finishes New over any authzstore.Store (the store is closed on error).
+func newWithStore(ctx context.Context, cfg Config, env svckit.Env, log *slog.Logger, engine *authzcasbin.Engine, store authzstore.Store) (*Server, error) {
 	s := &Server{cfg: cfg, env: env, log: log, store: store, engine: engine, now: time.Now}
 	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolplane_authz_decisions_total",
@@ -119,7 +125,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		store.Close()
 		return nil, fmt.Errorf("authz: load policy: %w", err)
 	}
-	s.dlog = store.NewLog(512)
+	s.dlog = authzstore.NewLog(store, 512)
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	s.wg.Add(2)

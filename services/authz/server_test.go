@@ -15,6 +15,7 @@ import (
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
+	"github.com/toolplane/toolplane/services/authz/authzsqlite"
 )
 
 // TestForgedPrincipal: a user credential may only ask about itself (gRPC and
@@ -441,7 +442,7 @@ func TestStoreFailureDenies(t *testing.T) {
 		if _, err := h.admin.AddPolicies(ctxT(t), &authzv1.AddPoliciesRequest{Policies: []*authzv1.Policy{{Role: "user", Tenant: "*", ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "nuke", Action: authzv1.Action_ACTION_CALL, Effect: authzv1.PolicyEffect_POLICY_EFFECT_DENY}}}); err != nil {
 			t.Fatal(err)
 		}
-		h.srv.store.DB().Close() // inject: the store goes away
+		h.srv.store.(*authzsqlite.Store).DB().Close() // inject: the store goes away
 		d := h.authorize(h.user, toolCall(nil, "nuke"))
 		if d.GetAllow() || !slices.ContainsFunc(d.GetReasons(), func(r *authzv1.Reason) bool { return r.GetCode() == authzcasbin.CodeAuditError }) {
 			t.Fatalf("deny with failed store: %+v", d)

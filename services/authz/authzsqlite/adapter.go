@@ -11,6 +11,7 @@ import (
 	"github.com/casbin/casbin/v2/persist"
 
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 // Adapter is a Casbin adapter (persist.Adapter and persist.BatchAdapter) over
@@ -164,7 +165,7 @@ func (a *Adapter) RemovePolicies(_ string, ptype string, rules [][]string) error
 			if err != nil {
 				return err
 			}
-			if src != "" && !Editable(src) {
+			if src != "" && !authzstore.Editable(src) {
 				return fmt.Errorf("%w: %s %v is owned by source %q", ErrReadOnly, ptype, r, src)
 			}
 			if err := deleteRow(context.Background(), tx, ptype, r); err != nil {

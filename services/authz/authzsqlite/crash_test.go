@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 // TestMain doubles as the crash helper: with TP_AUTHZ_CRASH_DB set, the test
@@ -31,7 +33,7 @@ func crashHelper(path string) {
 		fmt.Println("ERR", err)
 		os.Exit(1)
 	}
-	log := s.NewLog(64)
+	log := authzstore.NewLog(s, 64)
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
@@ -41,7 +43,7 @@ func crashHelper(path string) {
 			defer wg.Done()
 			for i := 0; ; i++ {
 				id := fmt.Sprintf("c-%d-%d", g, i)
-				rec := &DecisionRecord{ID: id, Kind: KindAuthorize, Time: time.Now(), Tenant: "t", Subject: "s", Resource: "tool", Action: "call", Target: "x"}
+				rec := &authzstore.DecisionRecord{ID: id, Kind: authzstore.KindAuthorize, Time: time.Now(), Tenant: "t", Subject: "s", Resource: "tool", Action: "call", Target: "x"}
 				if err := log.Append(context.Background(), rec, true); err != nil {
 					return
 				}

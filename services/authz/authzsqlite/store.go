@@ -18,18 +18,19 @@ import (
 
 	"github.com/toolplane/toolplane/internal/sqlitex"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
+	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
 //go:embed migrations/*.sql
 var migrationsFS embed.FS
 
-// Sentinel errors every store method returns (wrapped, with details).
+// Sentinel errors (the authzstore ones, for callers of this package).
 var (
-	// ErrNotFound: a line or link to remove does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrReadOnly: the line is owned by the policy file or the DeerFlow import.
-	ErrReadOnly = errors.New("read-only policy line")
+	ErrNotFound = authzstore.ErrNotFound // a line or link to remove does not exist
+	ErrReadOnly = authzstore.ErrReadOnly // the line is owned by the policy file or the DeerFlow import
 )
+
+var _ authzstore.Store = (*Store)(nil)
 
 // Store is the sqlite store. It is safe for concurrent use.
 type Store struct {
@@ -162,36 +163,13 @@ func deleteRow(ctx context.Context, tx *sql.Tx, ptype string, v []string) error 
 	return err
 }
 
-// Editable reports whether the API may remove a line of the source.
-func Editable(source string) bool {
-	return source == authzcasbin.SourceAPI || source == authzcasbin.SourceDefault
-}
-
-// Change is one atomic policy change through the API. Every line is
-// validated first; additions get source "api" (an identical existing line is
-// left as it is); removals must name existing, API-editable lines.
-type Change struct {
-	AddRules      []authzcasbin.Rule
-	AddLinks      []authzcasbin.Link
-	RemoveRuleIDs []string
-	RemoveRules   []authzcasbin.Rule
-	RemoveLinks   []authzcasbin.Link
-}
-
 // Apply applies the change in one transaction and returns the new policy
 // version (unchanged when nothing changed) and the number of lines and links
 // added or removed. Errors wrap authzcasbin.ErrInvalidPolicy, ErrReadOnly or
 // ErrNotFound and name the item (e.g. "policies[2].target: ...").
-func (s *Store) Apply(ctx context.Context, ch Change) (version int64, changed int, err error) {
-	for i, r := range ch.AddRules {
-		if err := r.Validate(); err != nil {
-			return 0, 0, fmt.Errorf("%w: policies[%d].%v", authzcasbin.ErrInvalidPolicy, i, err)
-		}
-	}
-	for i, l := range ch.AddLinks {
-		if err := l.Validate(); err != nil {
-			return 0, 0, fmt.Errorf("%w: role_links[%d].%v", authzcasbin.ErrInvalidPolicy, i, err)
-		}
+func (s *Store) Apply(ctx context.Context, ch authzstore.Change) (version int64, changed int, err error) {
+	if err := ch.Validate(); err != nil {
+		return 0, 0, err
 	}
 	err = s.db.WithTx(ctx, func(tx *sql.Tx) error {
 		changed = 0
@@ -220,7 +198,7 @@ func (s *Store) Apply(ctx context.Context, ch Change) (version int64, changed in
 			switch {
 			case src == "":
 				return fmt.Errorf("%w: policies[%d]: no line %s", ErrNotFound, i, r.String())
-			case !Editable(src):
+			case !authzstore.Editable(src):
 				return fmt.Errorf("%w: policies[%d]: line %s is owned by source %q", ErrReadOnly, i, r.String(), src)
 			}
 			if err := deleteRow(ctx, tx, "p", r.CasbinRule()); err != nil {
@@ -236,7 +214,7 @@ func (s *Store) Apply(ctx context.Context, ch Change) (version int64, changed in
 			switch {
 			case src == "":
 				return fmt.Errorf("%w: role_links[%d]: no link %s", ErrNotFound, i, l.String())
-			case !Editable(src):
+			case !authzstore.Editable(src):
 				return fmt.Errorf("%w: role_links[%d]: link %s is owned by source %q", ErrReadOnly, i, l.String(), src)
 			}
 			if err := deleteRow(ctx, tx, "g", l.CasbinRule()); err != nil {
@@ -322,18 +300,8 @@ func (s *Store) SeedDefault(ctx context.Context, rules []authzcasbin.Rule) (bool
 // skipped (that line keeps its owner). The version is bumped only when
 // something changed; the returned bool says whether it did.
 func (s *Store) ReplaceSource(ctx context.Context, source string, rules []authzcasbin.Rule, links []authzcasbin.Link, dropDefaultFor []string) (int64, bool, error) {
-	if source != authzcasbin.SourceDeerFlow && source != authzcasbin.SourceFile {
-		return 0, false, fmt.Errorf("authz store: source %q cannot be replaced", source)
-	}
-	for i, r := range rules {
-		if err := r.Validate(); err != nil {
-			return 0, false, fmt.Errorf("%w: %s line %d: %v", authzcasbin.ErrInvalidPolicy, source, i+1, err)
-		}
-	}
-	for i, l := range links {
-		if err := l.Validate(); err != nil {
-			return 0, false, fmt.Errorf("%w: %s link %d: %v", authzcasbin.ErrInvalidPolicy, source, i+1, err)
-		}
+	if err := authzstore.ValidateReplace(source, rules, links); err != nil {
+		return 0, false, err
 	}
 	var version int64
 	var changed bool
