@@ -61,6 +61,11 @@ func TestConfigErrors(t *testing.T) {
 			want: []string{"servers", "unknown key"},
 		},
 		{
+			name: "value of the wrong type",
+			args: []string{"--config", writeFile("type.yaml", "server:\n  max_message_bytes: lots\n")},
+			want: []string{"server.max_message_bytes", "line 2"},
+		},
+		{
 			name: "malformed grpc address",
 			args: []string{"--grpc-addr", "nonsense"},
 			want: []string{"--grpc-addr", "malformed address", "nonsense"},
