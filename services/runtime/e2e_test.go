@@ -57,6 +57,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	s.sk.Put("graph-reader", "Read the knowledge graph", true, []string{"memory_read_graph"}, "---\nname: graph-reader\n---\nUse memory_read_graph only.")
 	s.sk.Put("off-skill", "A disabled skill", false, nil, "body")
 	s.sk.Put("secret-skill", "A forbidden skill", true, nil, "body")
+	s.sk.Put("free-skill", "A skill without allowed-tools", true, nil, "Do anything.")
 	alice := s.rt(aliceToken)
 	ctx := context.Background()
 
@@ -203,6 +204,17 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 		if !slices.Contains(g.GetThread().GetPromoted().GetNames(), "memory_create_entities") {
 			t.Errorf("promotions made before the skill were lost: %v", g.GetThread().GetPromoted())
+		}
+		// A promotion made under the skill is stored under the thread's hash
+		// and still holds once another (unrestricted) skill replaces it.
+		th2 := newThread(t, alice, nil)
+		assemble(t, alice, th2, "/graph-reader go")
+		if sr := call(t, alice, th2, "tool_search", map[string]any{"query": "select:memory_read_graph"}); len(sr.GetPromoted().GetNames()) != 1 {
+			t.Fatalf("tool_search under the skill: %v", sr)
+		}
+		free := assemble(t, alice, th2, "/free-skill anything")
+		if b := names(free.GetTools()); free.GetActivatedSkill().GetName() != "free-skill" || !b["memory_read_graph"] || !b["ls"] {
+			t.Fatalf("after switching to an unrestricted skill: %v", b)
 		}
 		for msg, want := range map[string]string{
 			"/no-such-skill do it": "not installed",
