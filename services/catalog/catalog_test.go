@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -870,5 +871,35 @@ func TestCloseNeverHangs(t *testing.T) {
 	}
 	if d < 500*time.Millisecond || d > 5*time.Second {
 		t.Errorf("Close took %s; expected the stdin and SIGTERM steps (2 x 300 ms) then SIGKILL", d)
+	}
+}
+
+// TestMetrics: server readiness, restarts, tool count and call counters are
+// exported on the registry the environment gives.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := start(t, extJSON(fixtureServer("fx", "")), func(_ *Config, env *svckit.Env) { env.Metrics = reg })
+	if _, err := h.call(ctxT(t), h.svc, "fx_echo", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	h.call(ctxT(t), h.svc, "fx_nope", `{}`)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = v
+		}
+	}
+	if got["toolplane_catalog_server_ready,server=fx"] != 1 || got["toolplane_catalog_tools"] < 10 ||
+		got["toolplane_catalog_tool_calls_total,code=OK,server=fx"] != 1 {
+		t.Fatalf("metrics: %v", got)
 	}
 }

@@ -58,6 +58,7 @@ type Server struct {
 	watchers map[chan *catalogv1.CatalogEvent]struct{}
 
 	index searchIndex
+	met   *metrics
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -93,6 +94,7 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	}
 	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
 	s.index.init()
+	s.met = newMetrics(s, env.Metrics)
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
 		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log},
 		PoolCap:     cfg.Sessions.MaxScoped,

@@ -223,11 +223,15 @@ func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.
 	key.Thread = auth.TrustedCallContext(ctx, p.cc).GetThreadId()
 	cctx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
 	defer cancel()
+	start := time.Now()
 	res, err := s.mgr.Call(cctx, e.server, e.original, args, key, notify)
 	if err != nil {
 		timedOut := errors.Is(context.Cause(cctx), errCallTimeout) && ctx.Err() == nil
-		return nil, callError(ctx, p.name, timedOut, err)
+		err = callError(ctx, p.name, timedOut, err)
+		s.met.observeCall(e.server, start, err)
+		return nil, err
 	}
+	s.met.observeCall(e.server, start, nil)
 	// Cheap pre-check on the raw size, then the exact check on the message.
 	if res.Size > s.maxMsg {
 		return nil, tooLarge(p.name, res.Size, s.maxMsg)
@@ -274,5 +278,3 @@ func (s *Server) CallToolStream(req *catalogv1.CallToolStreamRequest, stream grp
 	}
 	return stream.Send(&catalogv1.CallToolStreamResponse{Event: &catalogv1.CallToolStreamResponse_Result{Result: res}})
 }
-
-var _ = time.Second

@@ -1,0 +1,81 @@
+package catalog
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
+)
+
+// metrics are the catalog's Prometheus collectors (registered on
+// svckit.Env.Metrics when set):
+//
+//	toolplane_catalog_tools                          gauge: tools in the catalog
+//	toolplane_catalog_server_ready{server}           gauge: 1 when READY, else 0
+//	toolplane_catalog_server_restarts{server}        gauge: restarts since start
+//	toolplane_catalog_tool_calls_total{server,code}  counter: calls by gRPC code
+//	toolplane_catalog_tool_call_seconds{server}      histogram: call latency
+type metrics struct {
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+var (
+	descTools    = prometheus.NewDesc("toolplane_catalog_tools", "Tools in the catalog.", nil, nil)
+	descReady    = prometheus.NewDesc("toolplane_catalog_server_ready", "1 when the MCP server is READY, else 0.", []string{"server"}, nil)
+	descRestarts = prometheus.NewDesc("toolplane_catalog_server_restarts", "Restarts of the MCP server since the catalog started.", []string{"server"}, nil)
+)
+
+// stateCollector reports the snapshot's figures at scrape time.
+type stateCollector struct{ s *Server }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descTools
+	ch <- descReady
+	ch <- descRestarts
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.s.snap.Load()
+	ch <- prometheus.MustNewConstMetric(descTools, prometheus.GaugeValue, float64(len(snap.tools)))
+	for _, st := range snap.statuses {
+		ready := 0.0
+		if st.State == catalogmcp.StateReady {
+			ready = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, st.Name)
+		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.GaugeValue, float64(st.Restarts), st.Name)
+	}
+}
+
+func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_tool_calls_total",
+			Help: "Tool calls by server and gRPC status code."}, []string{"server", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolplane_catalog_tool_call_seconds",
+			Help: "Tool call latency by server.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"server"}),
+	}
+	if reg == nil {
+		return m
+	}
+	for _, c := range []prometheus.Collector{m.calls, m.duration, stateCollector{s}} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				s.log.Warn("catalog: metrics not registered", "err", err)
+			}
+		}
+	}
+	return m
+}
+
+func (m *metrics) observeCall(server string, start time.Time, err error) {
+	if m == nil {
+		return
+	}
+	m.calls.WithLabelValues(server, status.Code(err).String()).Inc()
+	m.duration.WithLabelValues(server).Observe(time.Since(start).Seconds())
+}
