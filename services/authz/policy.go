@@ -19,8 +19,8 @@ func (s *Server) WatchPolicy(_ *authzv1.WatchPolicyRequest, stream grpc.ServerSt
 	last := int64(-1)
 	for {
 		changed := s.engine.Changed()
-		if v := s.engine.Version(); v != last {
-			if err := stream.Send(&authzv1.WatchPolicyResponse{PolicyVersion: v, Time: timestamppb.New(s.now())}); err != nil {
+		if v, at := s.engine.Current(); v != last {
+			if err := stream.Send(&authzv1.WatchPolicyResponse{PolicyVersion: v, Time: timestamppb.New(at)}); err != nil {
 				return err
 			}
 			last = v

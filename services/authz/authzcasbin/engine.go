@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/casbin/casbin/v2/model"
 )
@@ -26,6 +27,7 @@ type Engine struct {
 
 type snapshot struct {
 	version int64
+	at      time.Time // when the snapshot was swapped in
 	set     PolicySet
 	known   map[string]bool // subjects that appear in a rule or a link
 	ix      *index          // nil for a custom model
@@ -127,6 +129,7 @@ func (e *Engine) Fail(err error) {
 func (e *Engine) swap(s *snapshot) {
 	e.loadMu.Lock()
 	defer e.loadMu.Unlock()
+	s.at = time.Now()
 	e.cur.Store(s)
 	ch := make(chan struct{})
 	old := e.changed.Swap(&ch)
@@ -139,6 +142,15 @@ func (e *Engine) Version() int64 {
 		return s.version
 	}
 	return 0
+}
+
+// Current returns the policy version of the current snapshot and when it was
+// swapped in (zero time before the first load).
+func (e *Engine) Current() (int64, time.Time) {
+	if s := e.cur.Load(); s != nil {
+		return s.version, s.at
+	}
+	return 0, time.Time{}
 }
 
 // Changed returns a channel closed at the next snapshot swap (a reload or a
