@@ -215,7 +215,8 @@ func EndWatchesOn(stop context.Context) grpc.ServerOption {
 // instead of UNAUTHENTICATED (issue 2, "also with a malformed body"). Only
 // UNAUTHENTICATED is decided here; the interceptor chain authenticates
 // again and does everything else (acting-for, class check), and also logs
-// and counts the calls that pass this tap.
+// and counts the calls that pass this tap; a call refused here is logged at
+// debug level but not counted in the per-RPC metrics.
 func credentialTap(o ChainOptions) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if !o.Authenticator.Enabled() || exempt(info.FullMethodName) {
@@ -226,6 +227,9 @@ func credentialTap(o ChainOptions) tap.ServerInHandle {
 			md.Set("authorization", v...)
 		}
 		if _, err := o.Authenticator.Authenticate(metadata.NewIncomingContext(ctx, md)); status.Code(err) == codes.Unauthenticated {
+			if o.Logger != nil {
+				o.Logger.DebugContext(ctx, "rpc", "method", info.FullMethodName, "code", codes.Unauthenticated.String(), "error", status.Convert(err).Message(), "stage", "before decoding")
+			}
 			return ctx, err
 		}
 		return ctx, nil
