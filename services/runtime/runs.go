@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -118,9 +119,28 @@ func (s *Server) loop() (*runtimeloop.Engine, error) {
 	return ls.engine, ls.err
 }
 
+// closeLoop stops the agent loop: active runs end as interrupted (their
+// in-flight tool calls get a result, so nothing dangles) within 2 s. To be
+// called by Server.Close before the store closes.
+func (s *Server) closeLoop() {
+	v, ok := loops.LoadAndDelete(s)
+	if !ok {
+		return
+	}
+	ls := v.(*loopState)
+	ls.mu.Lock()
+	e := ls.engine
+	ls.mu.Unlock()
+	if e != nil {
+		e.Shutdown(cancelWait)
+	}
+}
+
 // runErr maps loop errors to status errors.
 func runErr(err error, runID string) error {
 	switch {
+	case errors.Is(err, runtimeloop.ErrShutdown):
+		return status.Error(codes.Unavailable, "the runtime is shutting down")
 	case errors.Is(err, runtimeloop.ErrRunActive):
 		return statusErr(codes.FailedPrecondition, runtimev1.ErrorReason_ERROR_REASON_RUN_ACTIVE, "thread_id: a run is already active in this thread")
 	case errors.Is(err, runtimeloop.ErrRunNotWaiting):
@@ -149,6 +169,21 @@ func (s *Server) loopAgent(ctx context.Context, th *runtimestore.Thread) (runtim
 		return runtimeloop.Agent{}, err
 	}
 	return runtimeloop.Agent{Name: a.GetName(), Model: a.GetModel(), SystemPrompt: a.GetSystemPrompt(), SubagentsEnabled: a.GetSubagentsEnabled(), Skills: a.GetSkills()}, nil
+}
+
+// validText checks user text given to the loop: non-blank, UTF-8, at most
+// 1 MiB (the bound AssembleTools applies to user_message; the loop calls it
+// in process, past the validation interceptor).
+func validText(field, v string) error {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return status.Errorf(codes.InvalidArgument, "%s: must not be empty", field)
+	case len(v) > 1<<20:
+		return status.Errorf(codes.InvalidArgument, "%s: longer than 1 MiB", field)
+	case !utf8.ValidString(v):
+		return status.Errorf(codes.InvalidArgument, "%s: not valid UTF-8", field)
+	}
+	return nil
 }
 
 // limitsOf reads RunTurn options (max_model_calls, token_budget,
@@ -193,8 +228,11 @@ func limitsOf(o *structpb.Struct, c runtimeloop.Config) (runtimeloop.Limits, err
 // (options). Closing the stream cancels the run.
 func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStreamingServer[runtimev1.RunTurnResponse]) error {
 	ctx := stream.Context()
-	if strings.TrimSpace(req.GetMessage()) == "" {
-		return status.Error(codes.InvalidArgument, "message: must not be empty")
+	if err := validText("message", req.GetMessage()); err != nil {
+		return err
+	}
+	if len(req.GetModel()) > 128 {
+		return status.Error(codes.InvalidArgument, "model: longer than 128 characters")
 	}
 	th, _, err := s.ownThread(ctx, req.GetThreadId())
 	if err != nil {
@@ -225,8 +263,11 @@ func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStream
 // run), FAILED_PRECONDITION (RUN_NOT_WAITING, RUN_ACTIVE).
 func (s *Server) ResumeRun(req *runtimev1.ResumeRunRequest, stream grpc.ServerStreamingServer[runtimev1.ResumeRunResponse]) error {
 	ctx := stream.Context()
-	if strings.TrimSpace(req.GetAnswer()) == "" {
-		return status.Error(codes.InvalidArgument, "answer: must not be empty")
+	if req.GetRunId() == "" {
+		return status.Error(codes.InvalidArgument, "run_id: must not be empty")
+	}
+	if err := validText("answer", req.GetAnswer()); err != nil {
+		return err
 	}
 	th, _, err := s.ownThread(ctx, req.GetThreadId())
 	if err != nil {
@@ -264,6 +305,9 @@ func (s *Server) ListRuns(ctx context.Context, req *runtimev1.ListRunsRequest) (
 // to 2 s for the run to be recorded as cancelled; a run waiting for input
 // is cancelled at once; a finished run is returned unchanged.
 func (s *Server) CancelRun(ctx context.Context, req *runtimev1.CancelRunRequest) (*runtimev1.CancelRunResponse, error) {
+	if req.GetRunId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "run_id: must not be empty")
+	}
 	if _, _, err := s.ownThread(ctx, req.GetThreadId()); err != nil {
 		return nil, err
 	}
