@@ -483,6 +483,9 @@ func TestCallResults(t *testing.T) {
 			if final != nil {
 				t.Fatal("notification after the result")
 			}
+			if _, ok := n.Params.GetFields()["_meta"]; ok {
+				t.Errorf("notification params gained a _meta the server did not send: %v", n.Params)
+			}
 			switch n.Method {
 			case "notifications/progress":
 				progress++

@@ -319,8 +319,7 @@ func (s *Session) onNotification(n mcp.JSONRPCNotification) {
 			go s.onListChanged()
 		}
 	case string(mcp.MethodNotificationProgress), string(mcp.MethodNotificationMessage):
-		params, _ := json.Marshal(n.Params)
-		note := Notification{Method: n.Method, Params: params}
+		note := Notification{Method: n.Method, Params: notificationParams(n.Params)}
 		s.mu.Lock()
 		var fns []func(Notification)
 		if n.Method == string(mcp.MethodNotificationProgress) {
@@ -338,6 +337,21 @@ func (s *Session) onNotification(n mcp.JSONRPCNotification) {
 			f(note)
 		}
 	}
+}
+
+// notificationParams re-encodes params as received: mcp-go's typed
+// NotificationParams adds an empty `_meta` the server did not send, which
+// is dropped again.
+func notificationParams(p mcp.NotificationParams) json.RawMessage {
+	b, _ := json.Marshal(p)
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) == nil {
+		if v, ok := m["_meta"]; ok && (string(v) == "{}" || string(v) == "null") {
+			delete(m, "_meta")
+			b, _ = json.Marshal(m)
+		}
+	}
+	return b
 }
 
 func (s *Session) markDead(err error) {
