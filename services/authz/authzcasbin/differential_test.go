@@ -127,6 +127,16 @@ func TestDifferentialIndexVsCasbin(t *testing.T) {
 				allows++
 			}
 		}
+		// DecideAll (FilterResources) answers like Decide, on one snapshot.
+		req := randomRequest(r)
+		all, v := e.DecideAll(&req, diffNames)
+		for i, name := range diffNames {
+			one := req
+			one.Target = name
+			if want := e.DecideOracle(&one); all[i].Allow != want.Allow || all[i].PolicyID != want.PolicyID || all[i].Code() != want.Code() || v != want.PolicyVersion {
+				t.Fatalf("DecideAll %s: %+v, oracle %+v", name, all[i], want)
+			}
+		}
 	}
 	if allows == 0 || allows == decisions {
 		t.Fatalf("degenerate random cases: %d allows of %d", allows, decisions)
