@@ -243,12 +243,20 @@ func (e *Engine) prepare(s *snapshot, req *Request) (tenant string, subjects []s
 	if err != nil {
 		return "", nil, deny(CodeInvalidRequest, err.Error(), s.version), false
 	}
+	// A subject that no rule or link mentions can match nothing (its role
+	// closure is itself, and no rule names it), so only mentioned subjects
+	// are decided about. This also keys the decision cache by the role set
+	// that matters rather than by every user.
+	known := subjects[:0:0]
 	for _, sub := range subjects {
 		if s.known[sub] {
-			return tenant, subjects, Decision{}, true
+			known = append(known, sub)
 		}
 	}
-	return "", nil, deny(CodeUnknownRole, fmt.Sprintf("no rule or role link mentions any of %v", subjects), s.version), false
+	if len(known) == 0 {
+		return "", nil, deny(CodeUnknownRole, fmt.Sprintf("no rule or role link mentions any of %v", subjects), s.version), false
+	}
+	return tenant, known, Decision{}, true
 }
 
 func (e *Engine) decideOn(s *snapshot, tenant string, subjects []string, req *Request, via decisionPath) (d Decision) {
