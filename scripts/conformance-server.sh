@@ -9,6 +9,10 @@
 #
 #   scripts/conformance-server.sh                 # the front door (real runtime)
 #   scripts/conformance-server.sh --fixture-only  # the fixture alone over HTTP
+#
+# With the front door, the official inspector CLI (@modelcontextprotocol/inspector
+# --cli) then lists and calls tools through /mcp (HTTP) and through
+# `toolplane mcp` (stdio); INSPECTOR=0 skips it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -66,6 +70,23 @@ grep -E '^(✓|✗) |^Total|Baseline|Unexpected|Stale|^  [~✓✗] ' "$work/suit
 passed=$(grep -c '^✓ ' "$work/suite.log" || true)
 failed=$(grep -c '^✗ ' "$work/suite.log" || true)
 echo "conformance (server, $mode): $passed scenarios passed, $failed failed (expected failures: $(grep -c '^  - ' tests/conformance/expected-failures.yml)); results in $out"
+if [ "$mode" != "--fixture-only" ] && [ "${INSPECTOR:-1}" != 0 ]; then
+  "$root/tests/conformance/install-inspector.sh" >/dev/null
+  export MCP_CATALOG_PATH="$work/inspector-catalog.json"
+  inspector() { (cd "$root/.tools/inspector" && PATH="$node_bin:$PATH" timeout 120 npx --no-install @modelcontextprotocol/inspector --cli "$@"); }
+  ins_ok=0
+  ins_check() { # what, output, jq filter that must print true
+    if [ "$(printf '%s' "$2" | jq -rs ".[0] | ($3)" 2>/dev/null)" = true ]; then ins_ok=$((ins_ok + 1)); echo "inspector ok: $1";
+    else echo "inspector FAILED: $1: $2" >&2; printf "%s" "$2" > "${TMPDIR:-/tmp}/inspector-failed.out"; rc=1; fi
+  }
+  out_list=$(inspector "$url" --transport http --method tools/list 2>&1 || true)
+  ins_check "tools/list over HTTP (/mcp)" "$out_list" '[.tools[].name] | index("test_simple_text") != null'
+  out_call=$(inspector "$url" --transport http --method tools/call --tool-name test_simple_text 2>&1 || true)
+  ins_check "tools/call over HTTP (/mcp)" "$out_call" '.content[0].text == "This is a simple text response for testing."'
+  out_stdio=$(inspector "$root/bin/toolplane" mcp --runtime-addr "127.0.0.1:$grpc_port" --method tools/call --tool-name test_error_handling 2>&1 || true)
+  ins_check "tools/call over stdio (toolplane mcp), isError kept" "$out_stdio" '.isError == true and ([.content[].text] | join(" ") | contains("intentionally returns an error"))'
+  echo "inspector: $ins_ok passed, $((3 - ins_ok)) failed"
+fi
 if [ $rc -ne 0 ]; then
   echo "--- suite log: $work/suite.log; toolplane log tail:" >&2
   tail -n 40 "$work/toolplane.log" 2>/dev/null >&2 || true
