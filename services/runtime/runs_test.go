@@ -638,3 +638,69 @@ func TestRunTurnSubagent(t *testing.T) {
 		t.Fatalf("provider-rule violations: %v", p)
 	}
 }
+
+// TestRunTurnCrashDuringToolCall: a process stopped while a real MCP call
+// is in flight leaves the run interrupted; the next turn first stores a
+// result for the unanswered call, so the conversation stays well formed.
+func TestRunTurnCrashDuringToolCall(t *testing.T) {
+	fm := fakemodel.New(
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "tool_search", Args: `{"query":"select:everything_trigger-long-running-operation"}`}}},
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "everything_trigger-long-running-operation", Args: `{"duration":30,"steps":30}`}}},
+	)
+	defer fm.Close()
+	s := startLoopSuite(t, []runtime.ModelConfig{modelCfg("m1", fm.BaseURL(), true)})
+	ctx := context.Background()
+	c := s.rt()
+	th := s.thread(c)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	st, err := c.RunTurn(sctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "run the slow one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		if m.GetEvent().GetToolCallStarted().GetName() == "everything_trigger-long-running-operation" {
+			break
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	crashDir := filepath.Join(t.TempDir(), "data")
+	if err := copyDir(s.dataDir, crashDir); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	s.stop()
+	s.dataDir = crashDir
+	s.start()
+	c = s.rt()
+	runs, err := c.ListRuns(ctx, &runtimev1.ListRunsRequest{ThreadId: th})
+	if err != nil || runs.GetRuns()[0].GetStatus() != runtimev1.RunStatus_RUN_STATUS_INTERRUPTED {
+		t.Fatalf("after restart: %v %v", runs, err)
+	}
+	fm.Add(fakemodel.Reply{Content: "Recovered."})
+	st, err = c.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "what happened?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := collect(t, st); lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("events %v", evs)
+	}
+	ms, _ := c.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: th})
+	var roles []string
+	for _, m := range ms.GetMessages() {
+		roles = append(roles, strings.TrimPrefix(m.GetRole().String(), "MESSAGE_ROLE_"))
+	}
+	if strings.Join(roles, ",") != "USER,ASSISTANT,TOOL,ASSISTANT,TOOL,USER,ASSISTANT" {
+		t.Fatalf("stored roles %v", roles)
+	}
+	if m := ms.GetMessages()[4]; m.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR || !strings.Contains(m.GetContent(), "interrupted") {
+		t.Fatalf("repaired result %v", m)
+	}
+	if p := fm.Problems(); len(p) > 0 {
+		t.Fatalf("provider-rule violations: %v", p)
+	}
+}

@@ -138,6 +138,9 @@ func (e *Engine) RunTurn(ctx context.Context, req TurnRequest, sink Sink) (*runt
 	}
 	defer e.unregister(runID, ar)
 	e.supersedeWaiting(ctx, req.ThreadID)
+	if err := e.repairTail(ctx, req.ThreadID); err != nil {
+		return nil, fmt.Errorf("runtimeloop: repair thread: %w", err)
+	}
 	now := e.d.Now()
 	run := &runtimev1.Run{
 		RunId: runID, ThreadId: req.ThreadID, Status: runtimev1.RunStatus_RUN_STATUS_RUNNING,
@@ -180,6 +183,9 @@ func (e *Engine) ResumeRun(ctx context.Context, req ResumeRequest, sink Sink) (*
 	}
 	if run.GetStatus() != runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
 		return nil, ErrRunNotWaiting
+	}
+	if err := e.repairTail(ctx, req.ThreadID); err != nil {
+		return nil, fmt.Errorf("runtimeloop: repair thread: %w", err)
 	}
 	run.Status, run.PendingQuestion, run.EndTime, run.Reason = runtimev1.RunStatus_RUN_STATUS_RUNNING, "", nil, ""
 	if run.Usage == nil {
@@ -298,6 +304,43 @@ func (e *Engine) unregister(runID string, ar *activeRun) {
 	close(ar.done)
 }
 
+// repairTail stores a result for every call of the thread's last
+// assistant step that has none — a step a stopped process left half done
+// (deerflow-reference §6.2 DanglingToolCall, made durable): the missing
+// results are appended right after that step's other results, before the
+// new user message, so the stored conversation stays well formed.
+func (e *Engine) repairTail(ctx context.Context, threadID string) error {
+	msgs, err := e.d.Store.Messages(ctx, threadID)
+	if err != nil {
+		return err
+	}
+	i := len(msgs) - 1
+	for i >= 0 && msgs[i].GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_TOOL {
+		i--
+	}
+	if i < 0 || msgs[i].GetRole() != runtimev1.MessageRole_MESSAGE_ROLE_ASSISTANT || len(msgs[i].GetToolCalls()) == 0 {
+		return nil
+	}
+	have := map[string]bool{}
+	for _, m := range msgs[i+1:] {
+		have[m.GetToolCallId()] = true
+	}
+	var add []*runtimev1.Message
+	now := timestamppb.New(e.d.Now())
+	for _, c := range msgs[i].GetToolCalls() {
+		if c.GetId() == "" || have[c.GetId()] {
+			continue
+		}
+		add = append(add, &runtimev1.Message{Id: e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, ToolCallId: c.GetId(), Name: c.GetName(),
+			Status: runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, Content: danglingText, RunId: msgs[i].GetRunId(), CreateTime: now})
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	e.d.Logger.Warn("stored results for tool calls left without one", "thread", threadID, "calls", len(add))
+	return e.d.Store.AppendMessages(ctx, threadID, add...)
+}
+
 // supersedeWaiting cancels runs of the thread still waiting for input: a
 // new user message replaces the unanswered clarification.
 func (e *Engine) supersedeWaiting(ctx context.Context, threadID string) {
@@ -331,9 +374,9 @@ type turn struct {
 	pending  []string
 	det      *loopDetector
 
-	// Subagent state: child turns have a name filter and their own prompt.
 	badNames map[string]string // call id → the model's malformed tool name
 
+	// Subagent state: child turns have a name filter and their own prompt.
 	isSubagent bool
 	subType    *SubagentType
 	tasksUsed  int

@@ -489,3 +489,25 @@ func TestShutdownInterruptsRuns(t *testing.T) {
 		}
 	})
 }
+
+func TestHalfDoneStepRepairedInStore(t *testing.T) {
+	w := newWorld()
+	// A stopped process left an assistant step with one of two results.
+	_ = w.AppendMessages(context.Background(), "t1",
+		&runtimev1.Message{Id: "u0", Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: "earlier"},
+		&runtimev1.Message{Id: "a0", Role: runtimev1.MessageRole_MESSAGE_ROLE_ASSISTANT, ToolCalls: []*runtimev1.ToolCall{ParseToolCall("k1", "echo", `{}`), ParseToolCall("k2", "echo", `{}`)}},
+		&runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, ToolCallId: "k2", Name: "echo", Content: "ok"},
+	)
+	e := newTestEngine(t, w, single(script(answer("fine"))), Config{})
+	if r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "again"}, nil); r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("run %v", r)
+	}
+	ms := w.msgs("t1")
+	if len(ms) != 6 || ms[3].GetToolCallId() != "k1" || ms[3].GetContent() != danglingText || ms[4].GetRole() != runtimev1.MessageRole_MESSAGE_ROLE_USER {
+		for _, m := range ms {
+			t.Log(m)
+		}
+		t.Fatal("half-done step not completed before the new user message")
+	}
+	assertNoDangling(t, ms)
+}
