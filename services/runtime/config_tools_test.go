@@ -94,6 +94,18 @@ func TestConfigToolsGroupsBashDuplicatesAndMismatches(t *testing.T) {
 		t.Fatalf("file written by bash: %q", got)
 	}
 
+	// Bytes that are not UTF-8 come back replaced, never as an RPC error.
+	args, _ = structpb.NewStruct(map[string]any{"command": "printf 'ok\\377\\376end' > bin.dat; printf 'x\\377y'"})
+	res, err = s.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: id, ToolCall: &runtimev1.ToolCall{Id: "b2", Name: "bash", Arguments: args}})
+	if err != nil || res.GetResult().GetContent()[0].GetText() != "x\uFFFDy" {
+		t.Fatalf("bash with invalid UTF-8 output: %v %v", res, err)
+	}
+	args, _ = structpb.NewStruct(map[string]any{"path": "/mnt/user-data/workspace/bin.dat"})
+	res, err = s.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: id, ToolCall: &runtimev1.ToolCall{Id: "r2", Name: "read_file", Arguments: args}})
+	if err != nil || !strings.HasPrefix(res.GetResult().GetContent()[0].GetText(), "ok\uFFFD") {
+		t.Fatalf("read_file of a binary file: %v %v", res, err)
+	}
+
 	// Without allow_bash the bash tool is not bound, and groups filter
 	// config tools only.
 	s2, ctx2 := fakeRuntime(t, Config{}, &catalogv1.Tool{Name: "other", Server: "fake"})

@@ -376,7 +376,9 @@ func (s *Server) toResult(ec *execCtx, o *outcome) *runtimev1.ToolResult {
 		res.Status = runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR
 	}
 	if res.Content == nil {
-		res.Content = []*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: o.text}}
+		// Files and command output may hold any bytes; protobuf strings must
+		// be UTF-8, so invalid sequences become U+FFFD.
+		res.Content = []*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: strings.ToValidUTF8(o.text, "\uFFFD")}}
 	}
 	return res
 }
