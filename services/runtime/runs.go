@@ -37,7 +37,6 @@ const cancelWait = 2 * time.Second
 // loopState is the agent loop of one Server, built on first use.
 type loopState struct {
 	mu     sync.Mutex
-	cfg    *LoopConfig // set by setLoopConfig before first use; nil = from s.cfg
 	engine *runtimeloop.Engine
 	err    error
 }
@@ -49,15 +48,6 @@ var loops sync.Map // *Server → *loopState
 func (s *Server) loopState() *loopState {
 	v, _ := loops.LoadOrStore(s, &loopState{})
 	return v.(*loopState)
-}
-
-// setLoopConfig replaces runtime.loop for this server; it must be called
-// before the first RunTurn.
-func (s *Server) setLoopConfig(c LoopConfig) {
-	ls := s.loopState()
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	ls.cfg, ls.engine, ls.err = &c, nil, nil
 }
 
 // loopConfigOverride, when set, replaces runtime.loop for every Server
@@ -88,9 +78,6 @@ func (s *Server) loop() (*runtimeloop.Engine, error) {
 		return ls.engine, ls.err
 	}
 	c := s.configuredLoop()
-	if ls.cfg != nil {
-		c = *ls.cfg
-	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		ls.err = err
