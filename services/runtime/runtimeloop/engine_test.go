@@ -11,6 +11,7 @@ import (
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodel"
 )
 
 func answer(s string) *ModelResponse { return &ModelResponse{Content: s, FinishReason: "stop"} }
@@ -510,4 +511,30 @@ func TestHalfDoneStepRepairedInStore(t *testing.T) {
 		t.Fatal("half-done step not completed before the new user message")
 	}
 	assertNoDangling(t, ms)
+}
+
+func TestModelErrorsRetriedThenFail(t *testing.T) {
+	s := fakemodel.New(fakemodel.Reply{Status: 503}, fakemodel.Reply{Content: "after a retry"}, fakemodel.Reply{Status: 500}, fakemodel.Reply{Status: 500})
+	defer s.Close()
+	m, err := NewOpenAIModel(OpenAISpec{BaseURL: s.BaseURL(), Model: "f", Stream: true, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld()
+	e := newTestEngine(t, w, single(m), Config{})
+	r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "a"}, nil)
+	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED || finalText(t, w, "t1") != "after a retry" {
+		t.Fatalf("transient error not retried: %v", r)
+	}
+	rec := &recorder{}
+	r, _ = e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "b"}, rec.sink)
+	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_FAILED || !strings.HasPrefix(r.GetReason(), "model: ") || !strings.Contains(r.GetReason(), "500") {
+		t.Fatalf("run %v", r)
+	}
+	if rec.count(func(e *runtimev1.RunEvent) bool { return strings.HasPrefix(e.GetError(), "model: ") }) != 1 {
+		t.Fatal("no error event")
+	}
+	if n := len(s.Requests()); n != 4 {
+		t.Fatalf("%d requests, want 4 (each error retried once)", n)
+	}
 }

@@ -41,6 +41,9 @@ type Reply struct {
 	PromptTokens, CompletionTokens int64
 	// Hold, when set, blocks the reply until it is closed or the client goes away.
 	Hold chan struct{}
+	// Status, when set, answers with this HTTP status and an error body
+	// instead (e.g. 503 to exercise the client's retries).
+	Status int
 }
 
 // Message is a received conversation message.
@@ -234,6 +237,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+	}
+	if rep.Status != 0 {
+		writeErr(w, rep.Status, fmt.Sprintf("fakemodel: scripted HTTP %d", rep.Status))
+		return
 	}
 	finish := rep.FinishReason
 	if finish == "" {
