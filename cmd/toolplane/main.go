@@ -30,6 +30,10 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// A usage error (unknown flag, bad flag value) is a configuration error: exit 2.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: 2, err: err}
+	})
 	root.AddCommand(newServeCmd(), newHealthcheckCmd(), newVersionCmd())
 	for _, c := range extraCommands {
 		root.AddCommand(c())
@@ -40,6 +44,16 @@ func newRootCmd() *cobra.Command {
 // extraCommands are client sub-commands registered by other files of this
 // package (servers, tools, policies, decisions, skills, eval, ...).
 var extraCommands []func() *cobra.Command
+
+// usageArgs wraps a cobra argument check so that a usage error exits 2.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		return nil
+	}
+}
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{

@@ -32,7 +32,7 @@ func newServeCmd() *cobra.Command {
 
 Precedence: flags > environment (TOOLPLANE_<SECTION>_<KEY>) > --config file > defaults.
 A configuration error exits 2 with one line naming the key or flag.`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
 			if fl.Changed("extensions-config") {

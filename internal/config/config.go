@@ -425,6 +425,11 @@ func Load(f Flags, environ []string) (*Config, error) {
 		c.Server.Services = splitList(*f.Services)
 	}
 	if f.ExtensionsConfig != nil {
+		// An explicitly named file must exist (the default path may be absent:
+		// no MCP servers yet).
+		if _, err := os.Stat(*f.ExtensionsConfig); err != nil {
+			return nil, errf("--extensions-config", "%v", unwrapPath(err))
+		}
 		if err := SetPath(&c, "catalog.extensions_config", *f.ExtensionsConfig); err != nil {
 			return nil, errf("--extensions-config", "%v", err)
 		}
