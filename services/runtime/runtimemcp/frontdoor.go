@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"golang.org/x/sync/singleflight"
@@ -107,11 +108,19 @@ type Server struct {
 	mcp  *server.MCPServer
 	sf   singleflight.Group
 
-	mu       sync.Mutex
-	https    []*server.StreamableHTTPServer
-	sessions map[string]string // MCP session id -> thread id
-	stable   map[string]string // credential+agent key -> thread id
+	mu    sync.Mutex
+	https []*server.StreamableHTTPServer
+	// sessions maps an MCP session id to its thread, stable a credential and
+	// agent key to the sessionless thread. Both are bounded LRUs (bindingCap
+	// entries): past that many live sessions the least recently used binding
+	// is forgotten (its next request gets a new thread; the old thread stays
+	// in the runtime), so abandoned sessions cannot grow memory.
+	sessions *lru.Cache[string, string]
+	stable   *lru.Cache[string, string]
 }
+
+// bindingCap bounds each of the thread-binding caches.
+const bindingCap = 65536
 
 // reqInfo is what the transport knows about one request.
 type reqInfo struct {
@@ -130,7 +139,9 @@ func infoFrom(ctx context.Context) reqInfo {
 // New builds the front door over rt.
 func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 	opts.setDefaults()
-	s := &Server{rt: rt, opts: opts, sessions: map[string]string{}, stable: map[string]string{}}
+	sessions, _ := lru.New[string, string](bindingCap)
+	stable, _ := lru.New[string, string](bindingCap)
+	s := &Server{rt: rt, opts: opts, sessions: sessions, stable: stable}
 	hooks := &server.Hooks{}
 	hooks.AddOnRequestInitialization(s.onRequest)
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
@@ -151,9 +162,7 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 		req.Params.Name = dispatchTool
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
-		s.mu.Lock()
-		delete(s.sessions, sess.SessionID())
-		s.mu.Unlock()
+		s.sessions.Remove(sess.SessionID())
 	})
 	s.mcp = server.NewMCPServer(opts.Name, version.String(),
 		server.WithToolCapabilities(true),
@@ -296,26 +305,18 @@ func (s *Server) thread(ctx context.Context, explicit string) (string, error) {
 	}
 	if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" {
 		id := sess.SessionID()
-		s.mu.Lock()
-		t, ok := s.sessions[id]
-		s.mu.Unlock()
-		if ok {
+		if t, ok := s.sessions.Get(id); ok {
 			return t, nil
 		}
 		v, err, _ := s.sf.Do("session\x00"+id, func() (any, error) {
-			s.mu.Lock()
-			t, ok := s.sessions[id]
-			s.mu.Unlock()
-			if ok {
+			if t, ok := s.sessions.Get(id); ok {
 				return t, nil
 			}
 			t, err := s.createThread(ctx, agent, map[string]string{MetadataBinding: "session", MetadataAgent: agent})
 			if err != nil {
 				return "", err
 			}
-			s.mu.Lock()
-			s.sessions[id] = t
-			s.mu.Unlock()
+			s.sessions.Add(id, t)
 			return t, nil
 		})
 		if err != nil {
@@ -324,17 +325,11 @@ func (s *Server) thread(ctx context.Context, explicit string) (string, error) {
 		return v.(string), nil
 	}
 	key := credentialKey(ri.authorization) + "\x00" + agent
-	s.mu.Lock()
-	t, ok := s.stable[key]
-	s.mu.Unlock()
-	if ok {
+	if t, ok := s.stable.Get(key); ok {
 		return t, nil
 	}
 	v, err, _ := s.sf.Do("stable\x00"+key, func() (any, error) {
-		s.mu.Lock()
-		t, ok := s.stable[key]
-		s.mu.Unlock()
-		if ok {
+		if t, ok := s.stable.Get(key); ok {
 			return t, nil
 		}
 		t, err := s.findStable(ctx, agent)
@@ -347,9 +342,7 @@ func (s *Server) thread(ctx context.Context, explicit string) (string, error) {
 				return "", err
 			}
 		}
-		s.mu.Lock()
-		s.stable[key] = t
-		s.mu.Unlock()
+		s.stable.Add(key, t)
 		return t, nil
 	})
 	if err != nil {
@@ -396,36 +389,43 @@ func (s *Server) findStable(ctx context.Context, agent string) (string, error) {
 
 // forget drops cached bindings to thread (it no longer exists for this caller).
 func (s *Server) forget(thread string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, v := range s.sessions {
-		if v == thread {
-			delete(s.sessions, k)
-		}
-	}
-	for k, v := range s.stable {
-		if v == thread {
-			delete(s.stable, k)
+	for _, c := range []*lru.Cache[string, string]{s.sessions, s.stable} {
+		for _, k := range c.Keys() {
+			if v, ok := c.Peek(k); ok && v == thread {
+				c.Remove(k)
+			}
 		}
 	}
 }
 
 // assemble runs AssembleTools for the request's thread.
 func (s *Server) assemble(ctx context.Context, explicit string) (*runtimev1.AssembleToolsResponse, error) {
-	t, err := s.thread(ctx, explicit)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		t, err := s.thread(ctx, explicit)
+		if err != nil {
+			return nil, err
+		}
+		cctx, cancel := s.rpcCtx(ctx)
+		res, err := s.rt.AssembleTools(cctx, &runtimev1.AssembleToolsRequest{ThreadId: t})
+		cancel()
+		if status.Code(err) == codes.NotFound && s.implicit(ctx, explicit) {
+			// The bound thread is gone (deleted, retention): bind a new one once.
+			s.forget(t)
+			if attempt == 0 {
+				continue
+			}
+		}
+		if err != nil {
+			return nil, rpcError("assemble tools", err)
+		}
+		return res, nil
 	}
-	cctx, cancel := s.rpcCtx(ctx)
-	defer cancel()
-	res, err := s.rt.AssembleTools(cctx, &runtimev1.AssembleToolsRequest{ThreadId: t})
-	if status.Code(err) == codes.NotFound && explicit == "" && infoFrom(ctx).thread == "" {
-		s.forget(t)
-	}
-	if err != nil {
-		return nil, rpcError("assemble tools", err)
-	}
-	return res, nil
+}
+
+// implicit reports whether the request's thread is the front door's binding
+// (session or stable) rather than one the client named.
+func (s *Server) implicit(ctx context.Context, explicit string) bool {
+	return explicit == "" && infoFrom(ctx).thread == ""
 }
 
 // afterListTools replaces mcp-go's registry listing (the hidden dispatch tool)
@@ -509,8 +509,8 @@ func (s *Server) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		result = res.GetResult()
 	}
 	if err != nil {
-		if status.Code(err) == codes.NotFound && explicit == "" && infoFrom(ctx).thread == "" {
-			s.forget(t)
+		if status.Code(err) == codes.NotFound && s.implicit(ctx, explicit) {
+			s.forget(t) // the next request binds a new thread
 		}
 		return nil, rpcError("execute tool call", err)
 	}

@@ -695,3 +695,29 @@ func TestToolsFromKeepsSchema(t *testing.T) {
 		}
 	}
 }
+
+// A session whose thread disappeared (deleted, retention) gets a new one on
+// its next listing instead of failing forever.
+func TestDeletedThreadRebinds(t *testing.T) {
+	f := newFakeRuntime()
+	url := startFrontDoor(t, startRuntime(t, f), Options{})
+	c, _, _ := connect(t, url, map[string]string{"Authorization": "Bearer alice"}, true)
+	call(t, c, "tool_search", map[string]any{"query": "add"}, nil)
+	f.mu.Lock()
+	if f.creates != 1 {
+		t.Fatalf("creates = %d", f.creates)
+	}
+	for id := range f.threads {
+		delete(f.threads, id)
+	}
+	f.mu.Unlock()
+	got := names(list(t, c))
+	if !slices.Equal(got, []string{"echo", "tool_search"}) {
+		t.Fatalf("tools/list after the thread was deleted = %v, want a fresh thread's tools", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.creates != 2 {
+		t.Errorf("creates = %d, want 2 (one rebind)", f.creates)
+	}
+}
