@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -537,4 +538,43 @@ func TestModelErrorsRetriedThenFail(t *testing.T) {
 	if n := len(s.Requests()); n != 4 {
 		t.Fatalf("%d requests, want 4 (each error retried once)", n)
 	}
+}
+
+func TestSubagentTasksRunConcurrently(t *testing.T) {
+	bothModes(t, func(t *testing.T, w *world) {
+		arrived := make(chan struct{}, 2)
+		both := make(chan struct{})
+		var once sync.Once
+		m := &funcModel{f: func(ctx context.Context, _ int, req *ModelRequest) (*ModelResponse, error) {
+			if strings.HasPrefix(req.System, "You are a subagent") {
+				arrived <- struct{}{}
+				if len(arrived) == 2 {
+					once.Do(func() { close(both) })
+				}
+				select {
+				case <-both: // both children are in flight at once
+				case <-time.After(3 * time.Second):
+					return answer("alone"), nil
+				}
+				return answer("together"), nil
+			}
+			if req.Messages[len(req.Messages)-1].GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_USER {
+				t1 := `{"description":"a","prompt":"one","subagent_type":"general-purpose"}`
+				t2 := `{"description":"b","prompt":"two","subagent_type":"general-purpose"}`
+				return calls(call("task", t1), call("task", t2)), nil
+			}
+			return answer("done"), nil
+		}}
+		e := newTestEngine(t, w, single(m), Config{})
+		r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go", Agent: Agent{SubagentsEnabled: true}}, nil)
+		if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+			t.Fatalf("run %v", r)
+		}
+		ms := w.msgs("t1")
+		for _, i := range []int{2, 3} {
+			if !strings.Contains(ms[i].GetContent(), "together") {
+				t.Fatalf("task %d did not run concurrently with the other: %q", i, ms[i].GetContent())
+			}
+		}
+	})
 }
