@@ -5,7 +5,8 @@
 # (tests/conformance/toolplane.yaml), with the Go fixture server of
 # tests/fixtures/conformance behind it. The suite's verdict is checked against
 # tests/conformance/expected-failures.yml: any unexpected failure or stale
-# entry fails. Results go to $CONFORMANCE_OUT (default: a temp dir).
+# entry fails. Results go to $CONFORMANCE_OUT (default: a temp dir, removed
+# after a passing run and kept, with the logs, after a failing one).
 #
 #   scripts/conformance-server.sh                 # the front door (real runtime)
 #   scripts/conformance-server.sh --fixture-only  # the fixture alone over HTTP
@@ -27,6 +28,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$work/data"
+  if [ "${rc:-1}" = 0 ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -69,7 +71,7 @@ set -e
 grep -E '^(✓|✗) |^Total|Baseline|Unexpected|Stale|^  [~✓✗] ' "$work/suite.log" || true
 passed=$(grep -c '^✓ ' "$work/suite.log" || true)
 failed=$(grep -c '^✗ ' "$work/suite.log" || true)
-echo "conformance (server, $mode): $passed scenarios passed, $failed failed (expected failures: $(grep -c '^  - ' tests/conformance/expected-failures.yml)); results in $out"
+echo "conformance (server, $mode): $passed scenarios passed, $failed failed (expected failures: $(grep -c '^  - ' tests/conformance/expected-failures.yml))"
 if [ "$mode" != "--fixture-only" ] && [ "${INSPECTOR:-1}" != 0 ]; then
   "$root/tests/conformance/install-inspector.sh" >/dev/null
   export MCP_CATALOG_PATH="$work/inspector-catalog.json"
@@ -77,7 +79,7 @@ if [ "$mode" != "--fixture-only" ] && [ "${INSPECTOR:-1}" != 0 ]; then
   ins_ok=0
   ins_check() { # what, output, jq filter that must print true
     if [ "$(printf '%s' "$2" | jq -rs ".[0] | ($3)" 2>/dev/null)" = true ]; then ins_ok=$((ins_ok + 1)); echo "inspector ok: $1";
-    else echo "inspector FAILED: $1: $2" >&2; printf "%s" "$2" > "${TMPDIR:-/tmp}/inspector-failed.out"; rc=1; fi
+    else echo "inspector FAILED: $1: $2" >&2; printf "%s" "$2" > "$work/inspector-failed.out"; rc=1; fi
   }
   out_list=$(inspector "$url" --transport http --method tools/list 2>&1 || true)
   ins_check "tools/list over HTTP (/mcp)" "$out_list" '[.tools[].name] | index("test_simple_text") != null'
@@ -88,7 +90,7 @@ if [ "$mode" != "--fixture-only" ] && [ "${INSPECTOR:-1}" != 0 ]; then
   echo "inspector: $ins_ok passed, $((3 - ins_ok)) failed"
 fi
 if [ $rc -ne 0 ]; then
-  echo "--- suite log: $work/suite.log; toolplane log tail:" >&2
+  echo "--- results in $out; suite log: $work/suite.log; toolplane log tail:" >&2
   tail -n 40 "$work/toolplane.log" 2>/dev/null >&2 || true
 fi
 exit $rc
