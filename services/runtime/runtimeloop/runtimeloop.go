@@ -18,6 +18,29 @@
 //   - at tool time: ask_clarification and task are intercepted by the loop
 //     (deerflow-reference §6.2 Clarification, §1.4); every other call goes to
 //     the Executor (the runtime's ExecuteToolCall chain, ARCHITECTURE §3.2).
+//
+// Run outcomes. A run ends completed when the turn produced a final
+// assistant message — also a forced one, with Run.reason naming the stop:
+// safety_capped, model_length_capped, loop_capped, token_capped,
+// subagent_limit_capped, empty_response, direct_answer. It ends failed when
+// no answer could be produced (turn_capped, deadline, model, assembly,
+// store, no authorized model), cancelled on CancelRun or when the caller
+// goes away, interrupted on Engine.Shutdown (and, for runs left running by
+// a stopped process, by the runtime's start-up sweep), and
+// waiting_for_input on a clarification (ResumeRun continues the same run).
+// The reason's code is the text before the first ':'.
+//
+// No call ever dangles: every stored assistant tool call gets a result —
+// the tool's, a refusal, a "stopped" result on cancel/deadline/shutdown, or,
+// for a step a crashed process left half done, a synthesised
+// "interrupted" result stored before the next turn's user message.
+//
+// Subagents. A task call runs a child turn on a child thread (Threads)
+// with the subagent type's prompt, the parent's agent narrowed by the
+// type's allow/deny lists (task and ask_clarification never; tool_search
+// always) and the intersected skills allowlist; its deferral and
+// promotions are the child thread's own. At most Subagents.MaxConcurrent
+// task calls of one response run (concurrently), at most MaxTotal per run.
 package runtimeloop
 
 import (
