@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -315,15 +317,29 @@ func (s *Server) buildBase(ctx context.Context, p *typev1.Principal, agent *runt
 	}
 	sort.Strings(b.deferredNames)
 	if len(b.deferredNames) > 0 {
-		resp, err := s.catalog.GetCatalog(ctx, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: b.deferredNames}})
-		if err != nil {
-			return nil, assemblyFailed("catalog hash of the deferred set unavailable (fail closed): %s", shortErr(err))
+		h := sha256.New()
+		for _, n := range b.deferredNames {
+			h.Write([]byte(n))
+			h.Write([]byte{0})
 		}
-		if len(resp.GetUnknown()) > 0 {
-			// The catalog moved between listing and hashing; the caller retries.
-			return nil, status.Errorf(codes.Aborted, "catalog changed during assembly (%d tools vanished); retry", len(resp.GetUnknown()))
+		setKey := hex.EncodeToString(h.Sum(nil))
+		if memo, ok := s.watch.memoHash(setKey); ok {
+			b.hash = memo
+		} else {
+			s.watch.mu.Lock()
+			gen := s.watch.catalogGen
+			s.watch.mu.Unlock()
+			resp, err := s.catalog.GetCatalog(ctx, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: b.deferredNames}})
+			if err != nil {
+				return nil, assemblyFailed("catalog hash of the deferred set unavailable (fail closed): %s", shortErr(err))
+			}
+			if len(resp.GetUnknown()) > 0 {
+				// The catalog moved between listing and hashing; the caller retries.
+				return nil, status.Errorf(codes.Aborted, "catalog changed during assembly (%d tools vanished); retry", len(resp.GetUnknown()))
+			}
+			b.hash = resp.GetCatalogHash()
+			s.watch.putHash(gen, setKey, b.hash)
 		}
-		b.hash = resp.GetCatalogHash()
 	}
 	if on && deferrable > 0 && (len(b.deferredNames) == 0 || b.hash == "") {
 		return nil, assemblyFailed("deferral is on and %d tools are deferrable, but the deferred set is empty (fail closed)", deferrable)

@@ -24,6 +24,32 @@ type watchState struct {
 	policyLive    bool
 	policyVersion int64
 	tools         []*catalogv1.Tool // catalog tool list at catalogGen; nil = not fetched
+	// hashes memoises the catalog's hash of a deferred set at catalogGen
+	// (key: SHA-256 of the sorted names), so a policy change that leaves
+	// the deferred set unchanged needs no GetCatalog call.
+	hashes map[string]string
+}
+
+// memoHash returns the memoised hash of a deferred set at the current
+// generation, if the catalog stream is live.
+func (w *watchState) memoHash(key string) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.hashes[key]
+	return h, ok && w.catalogLive
+}
+
+// putHash memoises a hash computed at generation gen.
+func (w *watchState) putHash(gen uint64, key, hash string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.catalogGen != gen || !w.catalogLive {
+		return
+	}
+	if w.hashes == nil || len(w.hashes) > 1024 {
+		w.hashes = map[string]string{}
+	}
+	w.hashes[key] = hash
 }
 
 // cacheKey returns the generation part of an assembly cache key, and false
@@ -39,6 +65,7 @@ func (w *watchState) catalogChanged(live bool) {
 	w.catalogGen++
 	w.catalogLive = live
 	w.tools = nil
+	w.hashes = nil
 	w.mu.Unlock()
 }
 
@@ -48,6 +75,7 @@ func (w *watchState) invalidate() {
 	w.mu.Lock()
 	w.catalogGen++
 	w.tools = nil
+	w.hashes = nil
 	w.mu.Unlock()
 }
 
