@@ -578,3 +578,23 @@ func TestSubagentTasksRunConcurrently(t *testing.T) {
 		}
 	})
 }
+
+func TestEmptyAnswerRecoversOnRetry(t *testing.T) {
+	w := newWorld()
+	m := script(calls(call("echo", `{"text":"x"}`)), answer(""), answer("here it is"))
+	e := newTestEngine(t, w, single(m), Config{})
+	r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go"}, nil)
+	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED || r.GetReason() != "" || finalText(t, w, "t1") != "here it is" {
+		t.Fatalf("run %v final %q", r, finalText(t, w, "t1"))
+	}
+	if n := len(w.msgs("t1")); n != 4 { // user, step, result, answer: the empty reply is not stored
+		t.Fatalf("%d messages", n)
+	}
+	// An empty answer without tool use in the turn is not retried.
+	w2 := newWorld()
+	m2 := script(answer(""))
+	r, _ = newTestEngine(t, w2, single(m2), Config{}).RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "go"}, nil)
+	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED || len(m2.requests()) != 1 {
+		t.Fatalf("run %v after %d requests", r, len(m2.requests()))
+	}
+}
