@@ -146,7 +146,7 @@ func (s *Server) deferralSettings(a *runtimev1.Agent) (bool, []string) {
 // fail closed unless runtime.authz.fail_open_listing is on; then every
 // candidate is kept and failOpen is true.
 func (s *Server) filter(ctx context.Context, p *typev1.Principal, cc *typev1.CallContext, rt authzv1.ResourceType, names []string) (allowed map[string]bool, denied []*authzv1.DeniedResource, version int64, failOpen bool, err error) {
-	allowed = map[string]bool{}
+	allowed = make(map[string]bool, len(names))
 	if len(names) == 0 {
 		return allowed, nil, 0, false, nil
 	}
@@ -242,8 +242,8 @@ func (s *Server) buildBase(ctx context.Context, p *typev1.Principal, agent *runt
 	for _, t := range mcpTools {
 		cands = append(cands, &toolDef{name: t.GetName(), description: t.GetDescription(), params: t.GetInputSchema(), source: sourceMCP, server: t.GetServer(), routing: t.GetRouting()})
 	}
-	seen := map[string]bool{}
-	unique := cands[:0:0]
+	seen := make(map[string]bool, len(cands))
+	unique := make([]*toolDef, 0, len(cands))
 	for _, c := range cands {
 		if c.name == toolSearchName || seen[c.name] {
 			b.report.DroppedDuplicates = append(b.report.DroppedDuplicates, c.name+" ("+c.source+")")
@@ -271,8 +271,8 @@ func (s *Server) buildBase(ctx context.Context, p *typev1.Principal, agent *runt
 	for _, d := range srvDenied {
 		deniedServer[d.GetName()] = reasonText(d)
 	}
-	var names []string
-	var afterServers []*toolDef
+	names := make([]string, 0, len(unique))
+	afterServers := make([]*toolDef, 0, len(unique))
 	for _, c := range unique {
 		if c.source == sourceMCP && !srvAllowed[c.server] {
 			b.report.Denied = append(b.report.Denied, c.name+" (mcp_server "+firstNonEmpty(deniedServer[c.server], c.server+" denied")+")")
@@ -281,6 +281,8 @@ func (s *Server) buildBase(ctx context.Context, p *typev1.Principal, agent *runt
 		afterServers = append(afterServers, c)
 		names = append(names, c.name)
 	}
+	b.byName = make(map[string]*toolDef, len(names))
+	b.deferred = make(map[string]*toolDef, len(names))
 	toolAllowed, toolDenied, v2, fo2, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_TOOL, names)
 	if err != nil {
 		return nil, assemblyFailed("authz unreachable while filtering tools (fail closed): %s", shortErr(err))
