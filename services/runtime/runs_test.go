@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -437,8 +438,26 @@ func TestRunTurnClarifyCancelREST(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp2.Body)
 	resp2.Body.Close()
-	if !strings.Contains(string(b), "THREAD_NOT_FOUND") {
+	if resp2.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "THREAD_NOT_FOUND") {
 		t.Fatalf("REST error %d: %s", resp2.StatusCode, b)
+	}
+	// One error envelope: the streaming call's error body is the unary
+	// error body (google.rpc.Status JSON) for the same condition.
+	var streamed map[string]any
+	if err := json.Unmarshal(b, &streamed); err != nil {
+		t.Fatalf("stream error body %q: %v", b, err)
+	}
+	req, _ = http.NewRequest(http.MethodGet, "http://"+s.httpAddr+"/v1/threads/nope/runs", nil)
+	req.Header.Set("Authorization", "Bearer "+loopUserToken)
+	resp3, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unary map[string]any
+	_ = json.NewDecoder(resp3.Body).Decode(&unary)
+	resp3.Body.Close()
+	if resp3.StatusCode != http.StatusNotFound || !reflect.DeepEqual(streamed, unary) {
+		t.Fatalf("stream error %s differs from unary error %v", b, unary)
 	}
 	t.Logf("REST streaming error for an unknown thread: HTTP %d %s", resp2.StatusCode, strings.TrimSpace(string(b)))
 }
