@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 )
@@ -115,6 +117,55 @@ func TestAllFourServices(t *testing.T) {
 	if dsc := call(t, alice, th2, "describe_skill", map[string]any{"name": "graph"}); !strings.Contains(text(dsc), "## Skill: graph-reader") {
 		t.Errorf("describe_skill: %s", text(dsc))
 	}
+
+	// 100 concurrent tool_search calls on one thread keep every promotion.
+	th3 := newThread(t, alice, nil)
+	var wg sync.WaitGroup
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := alice.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th3, ToolCall: &runtimev1.ToolCall{
+				Id: fmt.Sprintf("c%d", i), Name: "tool_search", Arguments: args(t, map[string]any{"query": fmt.Sprintf("select:bulk_tool_%03d", i)})}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if g, _ := alice.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th3}); len(g.GetThread().GetPromoted().GetNames()) != 100 {
+		t.Fatalf("promotions kept: %d", len(g.GetThread().GetPromoted().GetNames()))
+	}
+
+	// Output budget with a real MCP result, read back with read_file.
+	call(t, alice, th3, "tool_search", map[string]any{"query": "select:everything_echo"})
+	long := strings.Repeat("0123456789abcdef\n", 1500)
+	big := call(t, alice, th3, "everything_echo", map[string]any{"message": long})
+	if len(big.GetArtifacts()) != 1 || len(text(big)) > 5000 {
+		t.Fatalf("not externalised: %d chars", len(text(big)))
+	}
+	if back := call(t, alice, th3, "read_file", map[string]any{"path": big.GetArtifacts()[0].GetPath()}); !strings.Contains(text(back), long) {
+		t.Fatal("externalised output not readable in full")
+	}
+
+	// Catalog drift (a server disabled by an admin) drops the promotions.
+	hashBefore := assemble(t, alice, th3, "").GetCatalogHash()
+	cat := catalogv1.NewCatalogServiceClient(s.dial(adminToken))
+	off := false
+	if _, err := cat.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "everything", Server: &catalogv1.ServerUpdate{Enabled: &off}}); err != nil {
+		t.Fatal(err)
+	}
+	drifted := eventually(t, func() (*runtimev1.AssembleToolsResponse, bool) {
+		r := assemble(t, alice, th3, "")
+		return r, r.GetCatalogHash() != hashBefore
+	})
+	if names(drifted.GetTools())["bulk_tool_000"] {
+		t.Fatal("promotion survived catalog drift")
+	}
+	on := true
+	if _, err := cat.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "everything", Server: &catalogv1.ServerUpdate{Enabled: &on}}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitServers()
 
 	// Another principal: bob sees nothing.
 	bob := s.rt(bobToken)
