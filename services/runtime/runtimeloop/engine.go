@@ -405,14 +405,22 @@ var errDeadline = errors.New("runtimeloop: turn deadline reached")
 
 // Stop reasons recorded in Run.reason (deerflow-reference §6.2, §8).
 const (
-	ReasonSafety        = "safety_capped"
-	ReasonLength        = "model_length_capped"
-	ReasonLoop          = "loop_capped"
-	ReasonToken         = "token_capped"
+	// ReasonSafety: the provider's safety filter ended the response; its tool calls were dropped.
+	ReasonSafety = "safety_capped"
+	// ReasonLength: the final answer was cut by the provider's length limit (content kept).
+	ReasonLength = "model_length_capped"
+	// ReasonLoop: the loop detector stopped repeated tool calls.
+	ReasonLoop = "loop_capped"
+	// ReasonToken: the turn's token budget was used up.
+	ReasonToken = "token_capped"
+	// ReasonSubagentLimit: task calls were dropped because the run's subagent budget was spent.
 	ReasonSubagentLimit = "subagent_limit_capped"
-	ReasonEmpty         = "empty_response"
-	ReasonTurnLimit     = "turn_capped"
-	ReasonDirectAnswer  = "direct_answer"
+	// ReasonEmpty: the model answered empty after tools twice; a visible fallback was stored.
+	ReasonEmpty = "empty_response"
+	// ReasonTurnLimit: the turn reached its maximum number of model calls (run failed).
+	ReasonTurnLimit = "turn_capped"
+	// ReasonDirectAnswer: assembly answered without the model (e.g. an unknown slash skill).
+	ReasonDirectAnswer = "direct_answer"
 )
 
 // drive runs the loop until the turn ends; t.run holds the outcome.
