@@ -35,6 +35,7 @@ const (
 // errBusiness is a tool-level failure reported to the model as `Error: ...`.
 type errBusiness struct{ msg string }
 
+// Error returns the message.
 func (e *errBusiness) Error() string { return e.msg }
 
 func business(format string, args ...any) error { return &errBusiness{msg: fmt.Sprintf(format, args...)} }

@@ -81,22 +81,27 @@ type catalogClient struct {
 	u *upstream
 }
 
+// ListTools calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c catalogClient) ListTools(ctx context.Context, in *catalogv1.ListToolsRequest, o ...grpc.CallOption) (*catalogv1.ListToolsResponse, error) {
 	return invoke(ctx, c.u, "catalog", "ListTools", true, c.u.timeout, c.CatalogServiceClient.ListTools, in, o...)
 }
 
+// GetTool calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c catalogClient) GetTool(ctx context.Context, in *catalogv1.GetToolRequest, o ...grpc.CallOption) (*catalogv1.GetToolResponse, error) {
 	return invoke(ctx, c.u, "catalog", "GetTool", true, c.u.timeout, c.CatalogServiceClient.GetTool, in, o...)
 }
 
+// SearchTools calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c catalogClient) SearchTools(ctx context.Context, in *catalogv1.SearchToolsRequest, o ...grpc.CallOption) (*catalogv1.SearchToolsResponse, error) {
 	return invoke(ctx, c.u, "catalog", "SearchTools", true, c.u.timeout, c.CatalogServiceClient.SearchTools, in, o...)
 }
 
+// GetCatalog calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c catalogClient) GetCatalog(ctx context.Context, in *catalogv1.GetCatalogRequest, o ...grpc.CallOption) (*catalogv1.GetCatalogResponse, error) {
 	return invoke(ctx, c.u, "catalog", "GetCatalog", true, c.u.timeout, c.CatalogServiceClient.GetCatalog, in, o...)
 }
 
+// CallTool calls the upstream under the runtime's policy (unary call, not retried).
 func (c catalogClient) CallTool(ctx context.Context, in *catalogv1.CallToolRequest, o ...grpc.CallOption) (*catalogv1.CallToolResponse, error) {
 	return invoke(ctx, c.u, "catalog", "CallTool", false, c.u.callTimeout, c.CatalogServiceClient.CallTool, in, o...)
 }
@@ -108,10 +113,12 @@ type authzClient struct {
 	u *upstream
 }
 
+// FilterResources calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c authzClient) FilterResources(ctx context.Context, in *authzv1.FilterResourcesRequest, o ...grpc.CallOption) (*authzv1.FilterResourcesResponse, error) {
 	return invoke(ctx, c.u, "authz", "FilterResources", true, c.u.timeout, c.AuthzServiceClient.FilterResources, in, o...)
 }
 
+// Authorize calls the upstream under the runtime's policy (unary call, not retried).
 func (c authzClient) Authorize(ctx context.Context, in *authzv1.AuthorizeRequest, o ...grpc.CallOption) (*authzv1.AuthorizeResponse, error) {
 	return invoke(ctx, c.u, "authz", "Authorize", false, c.u.timeout, c.AuthzServiceClient.Authorize, in, o...)
 }
@@ -122,26 +129,32 @@ type skillsClient struct {
 	u *upstream
 }
 
+// ListSkills calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c skillsClient) ListSkills(ctx context.Context, in *skillsv1.ListSkillsRequest, o ...grpc.CallOption) (*skillsv1.ListSkillsResponse, error) {
 	return invoke(ctx, c.u, "skills", "ListSkills", true, c.u.timeout, c.SkillsServiceClient.ListSkills, in, o...)
 }
 
+// GetSkill calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c skillsClient) GetSkill(ctx context.Context, in *skillsv1.GetSkillRequest, o ...grpc.CallOption) (*skillsv1.GetSkillResponse, error) {
 	return invoke(ctx, c.u, "skills", "GetSkill", true, c.u.timeout, c.SkillsServiceClient.GetSkill, in, o...)
 }
 
+// DescribeSkills calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c skillsClient) DescribeSkills(ctx context.Context, in *skillsv1.DescribeSkillsRequest, o ...grpc.CallOption) (*skillsv1.DescribeSkillsResponse, error) {
 	return invoke(ctx, c.u, "skills", "DescribeSkills", true, c.u.timeout, c.SkillsServiceClient.DescribeSkills, in, o...)
 }
 
+// ResolveSkillPolicy calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c skillsClient) ResolveSkillPolicy(ctx context.Context, in *skillsv1.ResolveSkillPolicyRequest, o ...grpc.CallOption) (*skillsv1.ResolveSkillPolicyResponse, error) {
 	return invoke(ctx, c.u, "skills", "ResolveSkillPolicy", true, c.u.timeout, c.SkillsServiceClient.ResolveSkillPolicy, in, o...)
 }
 
+// ReadSkillFile calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c skillsClient) ReadSkillFile(ctx context.Context, in *skillsv1.ReadSkillFileRequest, o ...grpc.CallOption) (*skillsv1.ReadSkillFileResponse, error) {
 	return invoke(ctx, c.u, "skills", "ReadSkillFile", true, c.u.timeout, c.SkillsServiceClient.ReadSkillFile, in, o...)
 }
 
+// ReviewSkillPackage calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
 func (c skillsClient) ReviewSkillPackage(ctx context.Context, in *skillsv1.ReviewSkillPackageRequest, o ...grpc.CallOption) (*skillsv1.ReviewSkillPackageResponse, error) {
 	return invoke(ctx, c.u, "skills", "ReviewSkillPackage", true, c.u.timeout, c.SkillsServiceClient.ReviewSkillPackage, in, o...)
 }
