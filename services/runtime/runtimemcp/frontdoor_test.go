@@ -721,3 +721,60 @@ func TestDeletedThreadRebinds(t *testing.T) {
 		t.Errorf("creates = %d, want 2 (one rebind)", f.creates)
 	}
 }
+
+// Front-door overhead over loopback HTTP with a fake runtime (gRPC on
+// loopback too): one tools/list (AssembleTools) and one tools/call
+// (ExecuteToolCallStream with two progress and one log notification relayed).
+func BenchmarkFrontDoor(b *testing.B) {
+	f := newFakeRuntime()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	runtimev1.RegisterRuntimeServiceServer(gs, f)
+	go func() { _ = gs.Serve(lis) }()
+	defer gs.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	s := New(runtimev1.NewRuntimeServiceClient(conn), Options{})
+	defer s.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", s.HTTPHandler())
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	tr, err := transport.NewStreamableHTTP(hs.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer bench"}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithLegacyProtocolOnly())
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "tool_search", Arguments: map[string]any{}}}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("tools/list", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tools/call+notifications", func(b *testing.B) {
+		for b.Loop() {
+			res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "everything__add", Arguments: map[string]any{}, Meta: &mcp.Meta{ProgressToken: "p"}}})
+			if err != nil || res.IsError {
+				b.Fatal(err, res)
+			}
+		}
+	})
+}
