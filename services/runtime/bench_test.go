@@ -173,4 +173,3 @@ func TestPromptTokenReduction(t *testing.T) {
 		t.Fatalf("reduction %.2f%% < 97%%", red)
 	}
 }
-

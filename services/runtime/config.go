@@ -212,4 +212,6 @@ func (c *Config) validateTools() error {
 }
 
 // toolSearchEnabled reports the global tool_search switch.
-func (c *Config) toolSearchEnabled() bool { return c.ToolSearch.Enabled == nil || *c.ToolSearch.Enabled }
+func (c *Config) toolSearchEnabled() bool {
+	return c.ToolSearch.Enabled == nil || *c.ToolSearch.Enabled
+}

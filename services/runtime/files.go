@@ -38,7 +38,9 @@ type errBusiness struct{ msg string }
 // Error returns the message.
 func (e *errBusiness) Error() string { return e.msg }
 
-func business(format string, args ...any) error { return &errBusiness{msg: fmt.Sprintf(format, args...)} }
+func business(format string, args ...any) error {
+	return &errBusiness{msg: fmt.Sprintf(format, args...)}
+}
 
 // cleanVirtual validates and cleans a virtual path; it returns the path
 // relative to the user-data root ("workspace/a.txt").

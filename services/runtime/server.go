@@ -147,15 +147,15 @@ type Server struct {
 	skills  skillsv1.SkillsServiceClient
 	health  map[string]healthpb.HealthClient
 
-	store    runtimestore.Store
-	dataDir  string // <data dir>/runtime; thread workspaces under threads/<id>/
-	metrics  *metrics
-	watch    *watchState
-	cache    *assemblyCache
-	locks    keyedLocks // per (thread, path) read-before-write serialisation
-	stop     context.CancelFunc
-	bg       sync.WaitGroup
-	now      func() time.Time
+	store   runtimestore.Store
+	dataDir string // <data dir>/runtime; thread workspaces under threads/<id>/
+	metrics *metrics
+	watch   *watchState
+	cache   *assemblyCache
+	locks   keyedLocks // per (thread, path) read-before-write serialisation
+	stop    context.CancelFunc
+	bg      sync.WaitGroup
+	now     func() time.Time
 }
 
 var (

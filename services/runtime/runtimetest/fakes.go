@@ -26,14 +26,14 @@ import (
 // Down makes every RPC fail with UNAVAILABLE (authz unreachable).
 type FakeAuthz struct {
 	authzv1.UnimplementedAuthzServiceServer
-	mu        sync.Mutex
-	denyList  map[string]bool // "<type>/<name>"
-	denyCall  map[string]bool // tool name
-	version   int64
-	changed   chan struct{}
-	Down      atomic.Bool
+	mu             sync.Mutex
+	denyList       map[string]bool // "<type>/<name>"
+	denyCall       map[string]bool // tool name
+	version        int64
+	changed        chan struct{}
+	Down           atomic.Bool
 	AuthorizeCalls atomic.Int64 // number of Authorize calls
-	Filters   atomic.Int64 // number of FilterResources calls
+	Filters        atomic.Int64 // number of FilterResources calls
 }
 
 // NewFakeAuthz returns a FakeAuthz at policy version 1.
