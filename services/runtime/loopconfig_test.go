@@ -40,7 +40,9 @@ func TestLoopConfigErrorsNameTheKey(t *testing.T) {
 		want string
 	}{
 		{func(c *LoopConfig) { c.Models = []ModelConfig{{Name: "a"}} }, "runtime.loop.models[0].base_url"},
-		{func(c *LoopConfig) { c.Models = []ModelConfig{{Name: "a", BaseURL: "http://x"}, {Name: "a", BaseURL: "http://x"}} }, "runtime.loop.models[1].name"},
+		{func(c *LoopConfig) {
+			c.Models = []ModelConfig{{Name: "a", BaseURL: "http://x"}, {Name: "a", BaseURL: "http://x"}}
+		}, "runtime.loop.models[1].name"},
 		{func(c *LoopConfig) { c.DefaultModel = "nope" }, "runtime.loop.default_model"},
 		{func(c *LoopConfig) { c.TokenBudget = 10 }, "runtime.loop.token_budget"},
 		{func(c *LoopConfig) { c.MaxModelCalls = -1 }, "runtime.loop.max_model_calls"},
