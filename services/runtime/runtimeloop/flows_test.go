@@ -452,7 +452,7 @@ func TestFlowSubagentTask(t *testing.T) {
 				fin = f
 			}
 		}
-		if fin.GetStructuredContent().GetFields()["subagent_status"].GetStringValue() != "completed" {
+		if fin.GetStructuredContent().GetFields()["subagent_status"].GetStringValue() != "completed" || fin.GetStructuredContent().GetFields()["usage"].GetStructValue() == nil {
 			t.Fatalf("task meta %v", fin.GetStructuredContent())
 		}
 		cr, _ := w.ListRuns(context.Background(), "child-1")

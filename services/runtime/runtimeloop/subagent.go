@@ -169,6 +169,8 @@ func (t *turn) runTask(ctx context.Context, c *runtimev1.ToolCall) *runtimev1.To
 	meta, _ := structpb.NewStruct(map[string]any{
 		"subagent_status": status, "subagent_type": st.Name, "description": desc,
 		"child_thread_id": childID, "child_run_id": run.GetRunId(), "stop_reason": child.run.GetReason(),
+		"usage": map[string]any{"input_tokens": child.run.GetUsage().GetInputTokens(), "output_tokens": child.run.GetUsage().GetOutputTokens(),
+			"total_tokens": child.run.GetUsage().GetTotalTokens()},
 	})
 	var r *runtimev1.ToolResult
 	switch child.run.GetStatus() {
