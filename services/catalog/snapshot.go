@@ -160,7 +160,6 @@ func (s *Server) rebuild() {
 	}
 	names := catalognames.Assign(origs)
 	snap := &snapshot{tools: make([]*entry, len(items)), byName: make(map[string]*entry, len(items)), statuses: statuses, at: time.Now()}
-	els := make([]namedElement, len(items))
 	// Canonical hash elements of new or renamed tools, computed in parallel.
 	var need []int
 	var inputs []HashInput
@@ -200,14 +199,20 @@ func (s *Server) rebuild() {
 		e := &entry{tool: t, server: it.st.Name, original: b.def.Name, static: static, canon: b.canon, b: b}
 		snap.tools[i] = e
 		snap.byName[a.Name] = e
-		els[i] = namedElement{a.Name, b.canon}
 	}
 	snap.sorted = slices.Clone(snap.tools)
 	slices.SortFunc(snap.sorted, func(a, b *entry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	h := sha256.New()
+	h.Write([]byte{'['})
 	for i, e := range snap.sorted {
 		e.rank = i
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		h.Write(e.canon)
 	}
-	snap.hash = hashElements(els)
+	h.Write([]byte{']'})
+	snap.hash = hex.EncodeToString(h.Sum(nil))[:16]
 	old := s.snap.Load()
 	s.snap.Store(snap)
 	s.index.update(snap)

@@ -72,6 +72,20 @@ func Sanitize(s string) string {
 	return string(b)
 }
 
+// isValid is Valid.MatchString without the regexp engine (hot in Assign).
+func isValid(s string) bool {
+	if len(s) == 0 || len(s) > MaxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 func suffixed(o Original, n int) string {
 	s := Sanitize(Base(o))
 	keep := MaxLen - 1 - n
@@ -89,7 +103,7 @@ func Assign(in []Original) []Assigned {
 	for i, o := range in {
 		base := Base(o)
 		a := Assigned{}
-		if Valid.MatchString(base) {
+		if isValid(base) {
 			a.Name = base
 		} else {
 			a.Name, a.Suffixed = suffixed(o, 8), true

@@ -57,3 +57,11 @@ func TestAssign(t *testing.T) {
 		t.Errorf("order: %+v", sw)
 	}
 }
+
+func TestIsValidMatchesRegexp(t *testing.T) {
+	for _, s := range []string{"", "a", "a-b_C9", "a.b", "a b", strings.Repeat("x", 64), strings.Repeat("x", 65), "日本", "a\n"} {
+		if isValid(s) != Valid.MatchString(s) {
+			t.Errorf("%q: isValid %v, regexp %v", s, isValid(s), Valid.MatchString(s))
+		}
+	}
+}
