@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -41,32 +40,18 @@ type loopState struct {
 	err    error
 }
 
-// loops holds the loop state of each Server. (runtime.Config and Server
-// are owned by server.go; once Server carries a loop field this map goes.)
-var loops sync.Map // *Server → *loopState
-
-func (s *Server) loopState() *loopState {
-	v, _ := loops.LoadOrStore(s, &loopState{})
-	return v.(*loopState)
-}
+func (s *Server) loopState() *loopState { return &s.loops }
 
 // loopConfigOverride, when set, replaces runtime.loop for every Server
 // (tests that start the suite through internal/app; see export_test.go).
 var loopConfigOverride atomic.Pointer[LoopConfig]
 
-// configuredLoop returns runtime.loop from the service config. The key is
-// read by field name so this file builds whether or not runtime.Config
-// carries `Loop LoopConfig yaml:"loop"` yet.
+// configuredLoop returns runtime.loop from the service config.
 func (s *Server) configuredLoop() LoopConfig {
 	if p := loopConfigOverride.Load(); p != nil {
 		return *p
 	}
-	if f := reflect.ValueOf(s.cfg).FieldByName("Loop"); f.IsValid() {
-		if c, ok := f.Interface().(LoopConfig); ok {
-			return c
-		}
-	}
-	return LoopConfig{}
+	return s.cfg.Loop
 }
 
 // loop returns the engine, building it on first use.
@@ -110,11 +95,7 @@ func (s *Server) loop() (*runtimeloop.Engine, error) {
 // in-flight tool calls get a result, so nothing dangles) within 2 s. To be
 // called by Server.Close before the store closes.
 func (s *Server) closeLoop() {
-	v, ok := loops.LoadAndDelete(s)
-	if !ok {
-		return
-	}
-	ls := v.(*loopState)
+	ls := s.loopState()
 	ls.mu.Lock()
 	e := ls.engine
 	ls.mu.Unlock()

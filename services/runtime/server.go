@@ -60,6 +60,9 @@ type Config struct {
 	// CacheEntries bounds the assembly cache (entries keyed by principal,
 	// agent, catalog and policy version; default 4096).
 	CacheEntries int `yaml:"cache_entries"`
+	// Loop configures the agent loop (RunTurn): models, limits, guards,
+	// subagents (loopconfig.go).
+	Loop LoopConfig `yaml:"loop"`
 }
 
 // Upstreams holds one entry per upstream service.
@@ -115,6 +118,7 @@ func (c *Config) SetDefaults() {
 		c.UpstreamTimeout = 10 * time.Second
 	}
 	c.setToolDefaults()
+	c.Loop.SetDefaults()
 }
 
 // Validate checks the section; errors name the key path.
@@ -132,7 +136,10 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s.tls.enabled: must be true when ca_file or cert_file is set", key)
 		}
 	}
-	return c.validateTools()
+	if err := c.validateTools(); err != nil {
+		return err
+	}
+	return c.Loop.Validate()
 }
 
 // Server implements runtimev1.RuntimeServiceServer.
@@ -156,6 +163,7 @@ type Server struct {
 	stop    context.CancelFunc
 	bg      sync.WaitGroup
 	now     func() time.Time
+	loops   loopState // the agent loop engine, built on first use (runs.go)
 }
 
 var (
@@ -299,6 +307,7 @@ func shortErr(err error) string {
 
 // Close stops the watchers and closes the store.
 func (s *Server) Close() error {
+	s.closeLoop() // active runs end as interrupted before the store closes
 	if s.stop != nil {
 		s.stop()
 	}
