@@ -227,11 +227,9 @@ func TestListChangedAndWatch(t *testing.T) {
 			break
 		}
 	}
-	cat, _ := h.svc.GetCatalog(ctx, &catalogv1.GetCatalogRequest{})
 	if r, err := h.call(ctx, h.svc, "fx_extra", `{}`); err != nil || textOf(r) != "extra" {
 		t.Fatalf("new tool: %v", err)
 	}
-	_ = cat
 }
 
 func reflectContains(l []string, s string) bool {

@@ -10,7 +10,6 @@ import (
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
-	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
 	"github.com/toolplane/toolplane/services/catalog/catalognames"
 )
 
@@ -152,5 +151,3 @@ func (s *Server) ReloadServers(context.Context, *catalogv1.ReloadServersRequest)
 	}
 	return &catalogv1.ReloadServersResponse{Servers: s.serverList(), Restarted: restarted, Unchanged: unchanged}, nil
 }
-
-var _ = catalogmcp.StateReady
