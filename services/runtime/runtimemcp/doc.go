@@ -52,7 +52,9 @@
 //     text; `_meta` carries MetaErrorKind and MetaReasonCode. Progress
 //     notifications from the upstream tool are relayed with the client's own
 //     progressToken (dropped when the client sent none); logging notifications
-//     are relayed as they come.
+//     are relayed at or above the level the session set with logging/setLevel
+//     (all of them when it set none) and, with 2026-07-28, only for a request
+//     that declared a log level (SEP-2575).
 //   - When a call promotes tools (tool_search), the session receives
 //     notifications/tools/list_changed (session-based versions; sessionless
 //     clients re-list on their own).

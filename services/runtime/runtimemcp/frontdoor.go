@@ -117,6 +117,8 @@ type Server struct {
 	// in the runtime), so abandoned sessions cannot grow memory.
 	sessions *lru.Cache[string, string]
 	stable   *lru.Cache[string, string]
+	// levels holds the logging/setLevel a session asked for explicitly.
+	levels *lru.Cache[string, mcp.LoggingLevel]
 }
 
 // bindingCap bounds each of the thread-binding caches.
@@ -141,7 +143,8 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 	opts.setDefaults()
 	sessions, _ := lru.New[string, string](bindingCap)
 	stable, _ := lru.New[string, string](bindingCap)
-	s := &Server{rt: rt, opts: opts, sessions: sessions, stable: stable}
+	levels, _ := lru.New[string, mcp.LoggingLevel](bindingCap)
+	s := &Server{rt: rt, opts: opts, sessions: sessions, stable: stable, levels: levels}
 	hooks := &server.Hooks{}
 	hooks.AddOnRequestInitialization(s.onRequest)
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
@@ -151,6 +154,11 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 		res.Instructions = s.instructions(ctx)
 	})
 	hooks.AddAfterListTools(s.afterListTools)
+	hooks.AddAfterSetLevel(func(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+		if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" {
+			s.levels.Add(sess.SessionID(), req.Params.Level)
+		}
+	})
 	hooks.AddBeforeCallTool(func(_ context.Context, _ any, req *mcp.CallToolRequest) {
 		if req.Params.Meta == nil {
 			req.Params.Meta = &mcp.Meta{}
@@ -163,6 +171,7 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
 		s.sessions.Remove(sess.SessionID())
+		s.levels.Remove(sess.SessionID())
 	})
 	s.mcp = server.NewMCPServer(opts.Name, version.String(),
 		server.WithToolCapabilities(true),
@@ -570,6 +579,10 @@ func (s *Server) drain(ctx context.Context, stream interface {
 			}
 			params["progressToken"] = token
 		case string(mcp.MethodNotificationMessage):
+			lvl, _ := params["level"].(string)
+			if !s.wantsLog(ctx, mcp.LoggingLevel(lvl)) {
+				continue
+			}
 		default:
 			continue
 		}
@@ -577,6 +590,23 @@ func (s *Server) drain(ctx context.Context, stream interface {
 			s.opts.Logger.Debug("mcp: notification not relayed", "method", n.GetMethod(), "error", err)
 		}
 	}
+}
+
+// wantsLog applies the client's logging level to a relayed log message:
+// with protocol 2026-07-28 only a request that declared a level gets log
+// notifications, at or above it (SEP-2575); with session-based versions a
+// session that called logging/setLevel gets messages at or above that
+// level, and one that did not gets every message the tool sent.
+func (s *Server) wantsLog(ctx context.Context, level mcp.LoggingLevel) bool {
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		return info.LogLevel != "" && level.ShouldSendTo(info.LogLevel)
+	}
+	if sess := server.ClientSessionFromContext(ctx); sess != nil {
+		if min, ok := s.levels.Get(sess.SessionID()); ok {
+			return level.ShouldSendTo(min)
+		}
+	}
+	return true
 }
 
 // rpcError turns a runtime RPC error into the error a JSON-RPC client sees.

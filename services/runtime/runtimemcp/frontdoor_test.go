@@ -778,3 +778,42 @@ func BenchmarkFrontDoor(b *testing.B) {
 		}
 	})
 }
+
+// Relayed log messages honour the client's logging level: none below an
+// explicit logging/setLevel, and none for a sessionless request that did not
+// declare a level (2026-07-28, SEP-2575).
+func TestLogLevel(t *testing.T) {
+	f := newFakeRuntime()
+	url := startFrontDoor(t, startRuntime(t, f), Options{})
+	countLogs := func(n *notes) int {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		k := 0
+		for _, x := range n.all {
+			if x.Method == "notifications/message" {
+				k++
+			}
+		}
+		return k
+	}
+	c, _, n := connect(t, url, map[string]string{"Authorization": "Bearer lee"}, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelWarning}}); err != nil {
+		t.Fatal(err)
+	}
+	call(t, c, "tool_search", map[string]any{}, nil)
+	call(t, c, "everything__add", map[string]any{}, &mcp.Meta{ProgressToken: "p"})
+	waitFor(t, func() bool { return slices.Contains(n.methods(), "notifications/progress") }, "progress")
+	if k := countLogs(n); k != 0 {
+		t.Errorf("%d info messages relayed to a session at level warning", k)
+	}
+
+	m, _, mn := connect(t, url, map[string]string{"Authorization": "Bearer lee"}, false)
+	call(t, m, "tool_search", map[string]any{}, nil)
+	call(t, m, "everything__add", map[string]any{}, nil)
+	time.Sleep(100 * time.Millisecond)
+	if k := countLogs(mn); k != 0 {
+		t.Errorf("%d log messages relayed to a sessionless request that declared no level", k)
+	}
+}
