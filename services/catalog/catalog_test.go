@@ -85,6 +85,29 @@ func TestNpmServers(t *testing.T) {
 			t.Errorf("%s: is_error=%v %q", c.tool, r.IsError, textOf(r))
 		}
 	}
+	// Progress notifications from a real server, over stdio and HTTP.
+	for _, name := range []string{"everything_trigger-long-running-operation", "evhttp_trigger-long-running-operation", "evsse_trigger-long-running-operation"} {
+		st, err := h.svc.CallToolStream(ctx, &catalogv1.CallToolStreamRequest{Name: name, Arguments: args(t, `{"duration": 0.3, "steps": 3}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		progress, done := 0, false
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				break
+			}
+			if n := m.GetNotification(); n != nil && n.Method == "notifications/progress" {
+				progress++
+			}
+			if m.GetResult() != nil {
+				done = strings.Contains(textOf(m.GetResult()), "completed")
+			}
+		}
+		if progress != 3 || !done {
+			t.Errorf("%s: %d progress notifications, result %v", name, progress, done)
+		}
+	}
 	// Raw schemas: server-everything's zod schemas carry $schema, which a
 	// typed re-marshal drops.
 	gt, err := h.svc.GetTool(ctx, &catalogv1.GetToolRequest{Name: "everything_echo"})
