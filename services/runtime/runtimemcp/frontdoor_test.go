@@ -817,3 +817,38 @@ func TestLogLevel(t *testing.T) {
 		t.Errorf("%d log messages relayed to a sessionless request that declared no level", k)
 	}
 }
+
+// Every protocol version mcp-go offers is served: the session-based ones
+// through initialize (one thread per session), 2026-07-28 sessionless.
+func TestProtocolVersions(t *testing.T) {
+	f := newFakeRuntime()
+	url := startFrontDoor(t, startRuntime(t, f), Options{})
+	for _, v := range mcp.ValidProtocolVersions {
+		t.Run(v, func(t *testing.T) {
+			tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer v-" + v}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := client.NewClient(tr, client.WithProtocolVersion(v))
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ir, err := c.Initialize(ctx, mcp.InitializeRequest{})
+			if err != nil {
+				t.Fatalf("initialize: %v", err)
+			}
+			if ir.ProtocolVersion != v {
+				t.Errorf("negotiated %q, want %q", ir.ProtocolVersion, v)
+			}
+			if got := names(list(t, c)); !slices.Contains(got, "tool_search") {
+				t.Errorf("tools/list = %v", got)
+			}
+			if res := call(t, c, "echo", map[string]any{"message": v}, nil); textOf(t, res) != "Echo: "+v {
+				t.Errorf("tools/call = %q", textOf(t, res))
+			}
+		})
+	}
+}
