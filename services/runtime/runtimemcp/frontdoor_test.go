@@ -852,3 +852,47 @@ func TestProtocolVersions(t *testing.T) {
 		})
 	}
 }
+
+// Concurrent sessionless requests of one credential still bind one thread.
+func TestConcurrentSessionlessOneThread(t *testing.T) {
+	f := newFakeRuntime()
+	url := startFrontDoor(t, startRuntime(t, f), Options{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer crowd"}))
+			if err != nil {
+				errs <- err
+				return
+			}
+			c := client.NewClient(tr)
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := c.Start(ctx); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.creates != 1 {
+		t.Errorf("16 concurrent sessionless clients created %d threads, want 1", f.creates)
+	}
+}
