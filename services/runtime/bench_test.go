@@ -67,28 +67,37 @@ func BenchmarkAssembleTools(b *testing.B) {
 		b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99_ms")
 	})
 	admin := authzv1.NewAuthzServiceClient(s.dial(adminToken))
+	lastVersion, stale := first.GetPolicyVersion(), 0
 	b.Run("after_policy_change", func(b *testing.B) {
 		var lat []time.Duration
-		n := 0
 		for b.Loop() {
 			b.StopTimer()
-			n++
-			if _, err := admin.AddPolicies(ctx, &authzv1.AddPoliciesRequest{Policies: []*authzv1.Policy{{Role: fmt.Sprintf("bench-role-%d", n), Tenant: "*",
+			benchRole++
+			if _, err := admin.AddPolicies(ctx, &authzv1.AddPoliciesRequest{Policies: []*authzv1.Policy{{Role: fmt.Sprintf("bench-role-%d", benchRole), Tenant: "*",
 				ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "x", Action: authzv1.Action_ACTION_LIST, Effect: authzv1.PolicyEffect_POLICY_EFFECT_ALLOW}}}); err != nil {
 				b.Fatal(err)
 			}
 			time.Sleep(5 * time.Millisecond) // let WatchPolicy deliver the new version
 			b.StartTimer()
 			t0 := time.Now()
-			if _, err := alice.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, UserMessage: "find a tool"}); err != nil {
+			r, err := alice.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, UserMessage: "find a tool"})
+			if err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
+			if r.GetPolicyVersion() <= lastVersion {
+				stale++
+			}
+			lastVersion = r.GetPolicyVersion()
 		}
 		b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50_ms")
 		b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99_ms")
+		b.ReportMetric(float64(stale), "stale_assemblies")
 	})
 }
+
+// benchRole makes every benchmark policy line new (a policy change).
+var benchRole int
 
 // promptTokens counts the tool-related prompt tokens of a thread's first
 // turn (bound schemas in OpenAI format + the deferred-tools section; the
