@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"math"
 	"slices"
 	"sort"
@@ -184,7 +185,7 @@ func secondsPtr(d *durationpb.Duration) *float64 {
 // configProto renders a config entry (call with a masked copy for responses).
 func configProto(s catalogconfig.Server) *catalogv1.ServerConfig {
 	c := &catalogv1.ServerConfig{
-		Name: s.Name, Enabled: s.IsEnabled(), Type: serverTypeEnum(s.EffectiveType()), Command: s.Command,
+		Name: s.Name, Enabled: proto.Bool(s.IsEnabled()), Type: serverTypeEnum(s.EffectiveType()), Command: s.Command,
 		Args: s.Args, Env: s.Env, Cwd: s.Cwd, Url: s.URL, Headers: s.Headers, Description: s.Description,
 		ToolNamePrefix: s.ToolNamePrefix, ToolCallTimeout: durSeconds(s.ToolCallTimeout),
 		SessionInitTimeout: durSeconds(s.SessionInitTimeout), SessionScope: scopeEnum(s.Scope()),
@@ -210,7 +211,7 @@ func configFromProto(c *catalogv1.ServerConfig, prev *catalogconfig.Server) (cat
 		ToolNamePrefix: c.ToolNamePrefix, ToolCallTimeout: secondsPtr(c.GetToolCallTimeout()),
 		SessionInitTimeout: secondsPtr(c.GetSessionInitTimeout()), SessionScope: scopeString(c.GetSessionScope()),
 		Routing: routingToConfig(c.GetRouting()), Path: c.GetPath()}
-	if !c.GetEnabled() {
+	if c.Enabled != nil && !c.GetEnabled() {
 		f := false
 		s.Enabled = &f
 	}

@@ -802,8 +802,9 @@ type ServerConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server name (the key in `mcpServers`); 1..64 characters of [A-Za-z0-9_-].
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Whether the server is started (default true).
-	Enabled bool `protobuf:"varint,2,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// Whether the server is started; unset = true (a write that omits it
+	// keeps the server enabled).
+	Enabled *bool `protobuf:"varint,2,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
 	// Transport; UNSPECIFIED = inferred from command/url.
 	Type ServerType `protobuf:"varint,3,opt,name=type,proto3,enum=toolplane.catalog.v1.ServerType" json:"type,omitempty"`
 	// Executable of a stdio server: a bare name from the configured allowlist
@@ -877,8 +878,8 @@ func (x *ServerConfig) GetName() string {
 }
 
 func (x *ServerConfig) GetEnabled() bool {
-	if x != nil {
-		return x.Enabled
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
 	}
 	return false
 }
@@ -1388,10 +1389,10 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\tavailable\x18\v \x01(\bR\tavailable\x12\x18\n" +
 	"\arenamed\x18\f \x01(\bR\arenamed\x12\x1a\n" +
 	"\bproblems\x18\r \x03(\tR\bproblems\x12+\n" +
-	"\x04meta\x18\x0e \x01(\v2\x17.google.protobuf.StructR\x04meta\"\x98\a\n" +
+	"\x04meta\x18\x0e \x01(\v2\x17.google.protobuf.StructR\x04meta\"\xa9\a\n" +
 	"\fServerConfig\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aenabled\x18\x02 \x01(\bR\aenabled\x124\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\aenabled\x18\x02 \x01(\bH\x00R\aenabled\x88\x01\x01\x124\n" +
 	"\x04type\x18\x03 \x01(\x0e2 .toolplane.catalog.v1.ServerTypeR\x04type\x12\x18\n" +
 	"\acommand\x18\x04 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x05 \x03(\tR\x04args\x12=\n" +
@@ -1401,7 +1402,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\aheaders\x18\t \x03(\v2/.toolplane.catalog.v1.ServerConfig.HeadersEntryR\aheaders\x12 \n" +
 	"\vdescription\x18\n" +
 	" \x01(\tR\vdescription\x12-\n" +
-	"\x10tool_name_prefix\x18\v \x01(\bH\x00R\x0etoolNamePrefix\x88\x01\x01\x12E\n" +
+	"\x10tool_name_prefix\x18\v \x01(\bH\x01R\x0etoolNamePrefix\x88\x01\x01\x12E\n" +
 	"\x11tool_call_timeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0ftoolCallTimeout\x12K\n" +
 	"\x14session_init_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\x12sessionInitTimeout\x12G\n" +
 	"\rsession_scope\x18\x0e \x01(\x0e2\".toolplane.catalog.v1.SessionScopeR\fsessionScope\x127\n" +
@@ -1413,7 +1414,9 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x13\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
+	"\n" +
+	"\b_enabledB\x13\n" +
 	"\x11_tool_name_prefix\"\xc2\x03\n" +
 	"\x06Server\x12:\n" +
 	"\x06config\x18\x01 \x01(\v2\".toolplane.catalog.v1.ServerConfigR\x06config\x127\n" +
