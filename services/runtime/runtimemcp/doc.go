@@ -24,7 +24,9 @@
 //     principal's thread is NOT_FOUND.
 //  2. With a session-based protocol version, the MCP session's thread: created
 //     on the first request of the session (normally initialize) and kept for
-//     the session's life. Over stdio the process is one session.
+//     the session's life. The binding is keyed by session id and credential,
+//     so a session id replayed with another credential gets nothing of the
+//     owner's. Over stdio the process is one session.
 //  3. Otherwise (sessionless requests without a named thread) one stable
 //     thread per (credential, agent): found again after a restart of the front
 //     door through the thread metadata MetadataBinding = "stable" and

@@ -110,7 +110,7 @@ type Server struct {
 
 	mu    sync.Mutex
 	https []*server.StreamableHTTPServer
-	// sessions maps an MCP session id to its thread, stable a credential and
+	// sessions maps an MCP session id and credential to its thread, stable a credential and
 	// agent key to the sessionless thread. Both are bounded LRUs (bindingCap
 	// entries): past that many live sessions the least recently used binding
 	// is forgotten (its next request gets a new thread; the old thread stays
@@ -170,7 +170,12 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 		req.Params.Name = dispatchTool
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
-		s.sessions.Remove(sess.SessionID())
+		prefix := sess.SessionID() + "\x00"
+		for _, k := range s.sessions.Keys() {
+			if strings.HasPrefix(k, prefix) {
+				s.sessions.Remove(k)
+			}
+		}
 		s.levels.Remove(sess.SessionID())
 	})
 	s.mcp = server.NewMCPServer(opts.Name, version.String(),
@@ -313,7 +318,9 @@ func (s *Server) thread(ctx context.Context, explicit string) (string, error) {
 		agent = s.opts.Agent
 	}
 	if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" {
-		id := sess.SessionID()
+		// Keyed by session and credential: a session id presented with
+		// another credential never reaches (or resets) the owner's binding.
+		id := sess.SessionID() + "\x00" + credentialKey(ri.authorization)
 		if t, ok := s.sessions.Get(id); ok {
 			return t, nil
 		}

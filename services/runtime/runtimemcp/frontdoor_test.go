@@ -896,3 +896,56 @@ func TestConcurrentSessionlessOneThread(t *testing.T) {
 		t.Errorf("16 concurrent sessionless clients created %d threads, want 1", f.creates)
 	}
 }
+
+// A session id presented with another credential neither reaches nor resets
+// the owner's thread binding.
+func TestSessionIDWithAnotherCredential(t *testing.T) {
+	f := newFakeRuntime()
+	url := startFrontDoor(t, startRuntime(t, f), Options{})
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer alice"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithLegacyProtocolOnly())
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	call(t, c, "tool_search", map[string]any{}, nil)
+	sid := tr.GetSessionId()
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	// mallory replays alice's session id.
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"everything__add","arguments":{}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", mcp.LATEST_LEGACY_PROTOCOL_VERSION)
+	req.Header.Set("Authorization", "Bearer mallory")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(body), "The sum is 3.") {
+		t.Fatalf("mallory ran a tool promoted in alice's thread: %s", body)
+	}
+	// alice's binding is intact: her promoted tool still runs.
+	if res := call(t, c, "everything__add", map[string]any{}, nil); res.IsError {
+		t.Fatalf("alice's promotion lost after mallory's replay: %q", textOf(t, res))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, th := range f.threads {
+		if th.owner == "Bearer mallory" && slices.Contains(th.promoted, "everything__add") {
+			t.Errorf("mallory's thread %s has alice's promotion", id)
+		}
+	}
+}
