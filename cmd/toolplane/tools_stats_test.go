@@ -46,14 +46,21 @@ func startStatsSuite(t *testing.T, toolsFile string, mutate func(*config.Config)
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	return startSuite(t, &cfg)
+}
+
+// startSuite runs cfg in process until the test ends and returns the gRPC
+// address once the suite is ready and every catalog server is READY.
+func startSuite(t *testing.T, cfg *config.Config) string {
+	t.Helper()
 	if err := os.MkdirAll(cfg.Server.DataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	au, err := app.Prepare(&cfg)
+	au, err := app.Prepare(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := app.Listen(&cfg)
+	lis, err := app.Listen(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +68,7 @@ func startStatsSuite(t *testing.T, toolsFile string, mutate func(*config.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, &cfg, au, lis, app.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnReady: func(string, string) { close(ready) }})
+		done <- app.Run(ctx, cfg, au, lis, app.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnReady: func(string, string) { close(ready) }})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -78,7 +85,7 @@ func startStatsSuite(t *testing.T, toolsFile string, mutate func(*config.Config)
 	case <-time.After(30 * time.Second):
 		t.Fatal("suite not ready after 30s")
 	}
-	cc, err := grpcx.Dial(addr, grpcx.DialOptions{MaxMessageBytes: 64 << 20})
+	cc, err := grpcx.Dial(addr, grpcx.DialOptions{MaxMessageBytes: 64 << 20, Token: suiteAdminToken(cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +107,15 @@ func startStatsSuite(t *testing.T, toolsFile string, mutate func(*config.Config)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// suiteAdminToken is the token a test registered under the name "admin"
+// (see testTokens), "" when auth is off.
+func suiteAdminToken(cfg *config.Config) string {
+	if !cfg.Auth.Enabled {
+		return ""
+	}
+	return "admin-token"
 }
 
 // runStats runs `stats` against addr and returns stdout.
