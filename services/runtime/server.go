@@ -164,6 +164,8 @@ type Server struct {
 	bg      sync.WaitGroup
 	now     func() time.Time
 	loops   loopState // the agent loop engine, built on first use (runs.go)
+
+	credProbe credentialProbe // last accepted credential probe (ready.go)
 }
 
 var (
@@ -285,6 +287,9 @@ func (s *Server) Ready(ctx context.Context) error {
 		case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
 			bad = append(bad, fmt.Sprintf("%s %s", u.short, resp.GetStatus()))
 		}
+	}
+	if len(bad) == 0 {
+		bad = s.probeCredentials(ctx)
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("upstream not ready: %s", strings.Join(bad, "; "))
