@@ -245,6 +245,21 @@ func TestToolsStatsWithoutToolSearch(t *testing.T) {
 	if n := threadCount(t, addr); n != 0 {
 		t.Fatalf("%d threads left after stats, want 0", n)
 	}
+
+	// Attached under `tools` (as the lead wires it), the connection flags
+	// and --json given after `stats` are the command's own.
+	tools := newToolsCmd()
+	tools.AddCommand(newToolsStatsCmd())
+	var buf bytes.Buffer
+	tools.SetOut(&buf)
+	tools.SetArgs([]string{"stats", "--grpc-addr", addr, "--json", "--encoding", "o200k_base"})
+	if err := tools.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var again toolStats
+	if err := json.Unmarshal(buf.Bytes(), &again); err != nil || again.CatalogTools != 60 || again.Counts[0].Encoding != "o200k_base" {
+		t.Fatalf("attached run: %v %+v\n%s", err, again, buf.String())
+	}
 }
 
 // TestToolsStatsUsage: a bad encoding is a usage error (exit 2) found before
