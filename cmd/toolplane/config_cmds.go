@@ -188,7 +188,6 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 	rt.Tools, rt.ToolGroups = []runtime.ToolConfig{}, []runtime.ToolGroupConfig{}
 	off := false
 	rt.ToolSearch.Enabled = &off
-	var sandbox *yaml.Node
 	for _, kv := range pairs(top) {
 		key, val := kv.key, kv.val
 		switch key {
@@ -207,7 +206,7 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 				return nil, err
 			}
 		case "sandbox":
-			sandbox = val
+			r.importSandbox(val)
 		case "log_level":
 			r.importLogLevel(val)
 		case "models":
@@ -226,7 +225,6 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 			r.drop(key, "%s", reason)
 		}
 	}
-	r.importSandbox(sandbox)
 	if err := r.importExtensions(extPath); err != nil {
 		return nil, err
 	}
@@ -247,7 +245,10 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 	return r, nil
 }
 
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var (
+	toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
 
 // importTools maps `tools` (deerflow-reference §1.1). Only DeerFlow's
 // sandbox file and bash tools have Toolplane implementations; the rest are
@@ -545,7 +546,11 @@ func (r *importResult) importAuthorization(n *yaml.Node) error {
 			}
 		}
 		if use != deerflowRBACProvider {
-			r.drop("authorization.provider.use", "provider %q is not DeerFlow's built-in RBAC (%s): its policy cannot be translated; write authz policy lines instead", use, deerflowRBACProvider)
+			if enabled {
+				r.drop("authorization.provider.use", "provider %q is not DeerFlow's built-in RBAC (%s): its policy cannot be translated; write authz policy lines (until then the shipped roles are imported with nothing allowed)", use, deerflowRBACProvider)
+				return r.importRoles(map[string]any{}, nil, "authorization.provider.config.roles")
+			}
+			r.drop("authorization.provider.use", "provider %q is not DeerFlow's built-in RBAC and authorization is not enabled; nothing imported", use)
 			return nil
 		}
 		for _, kv := range pairs(cfg) {
@@ -559,12 +564,19 @@ func (r *importResult) importAuthorization(n *yaml.Node) error {
 			}
 		}
 	}
-	if rolesNode == nil {
+	if !enabled {
+		if rolesNode != nil {
+			r.drop(rolesPath, "not imported: authorization.enabled is not true, so DeerFlow does not enforce it (Toolplane's default policy applies)")
+		}
 		return nil
 	}
-	if !enabled {
-		r.drop(rolesPath, "not imported: authorization.enabled is not true, so DeerFlow does not enforce it (Toolplane's default policy applies)")
-		return nil
+	if rolesNode == nil {
+		if provider == nil {
+			return fmt.Errorf("authorization.provider: required when authorization.enabled is true (deerflow-reference §3.4)")
+		}
+		// DeerFlow's RBAC without roles knows no role: everything is denied.
+		r.drop("authorization.provider.config.roles", "missing: DeerFlow's RBAC then knows no role and denies everything")
+		return r.importRoles(map[string]any{}, nil, "authorization.provider.config.roles")
 	}
 	var raw any
 	if err := rolesNode.Decode(&raw); err != nil {
@@ -574,6 +586,14 @@ func (r *importResult) importAuthorization(n *yaml.Node) error {
 	if !ok {
 		return fmt.Errorf("%s: want a mapping of role name to policy", rolesPath)
 	}
+	return r.importRoles(roles, rolesNode, rolesPath)
+}
+
+// importRoles drops the resource keys Toolplane has no type for, defines
+// the shipped roles DeerFlow does not (nothing allowed), checks the result
+// with authzcasbin.TranslateDeerFlow and sets authz.authorization. rolesNode
+// (may be nil) gives the file order of the report lines.
+func (r *importResult) importRoles(roles map[string]any, rolesNode *yaml.Node, rolesPath string) error {
 	for _, kv := range pairs(rolesNode) {
 		pol, ok := roles[kv.key].(map[string]any)
 		if !ok {
@@ -879,7 +899,8 @@ func (r *importResult) importModels(n *yaml.Node) {
 			case "base_url", "api_base", "openai_api_base":
 				m.BaseURL = v
 			case "api_key":
-				if name, ok := strings.CutPrefix(v, "$"); ok && toolNameRE.MatchString(name) {
+				if name, ok := strings.CutPrefix(v, "$"); ok && envNameRE.MatchString(strings.TrimSuffix(strings.TrimPrefix(name, "{"), "}")) {
+					name = strings.TrimSuffix(strings.TrimPrefix(name, "{"), "}")
 					m.APIKeyEnv = name
 				} else if v != "" {
 					later = append(later, dropped{kp, "a literal API key is never copied; put it in an environment variable and set api_key_env"})

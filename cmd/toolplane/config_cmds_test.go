@@ -272,6 +272,7 @@ func TestImportDeerFlowErrors(t *testing.T) {
 		{"missing file", "", "", "no such file"},
 		{"not YAML", "tools: [", "", "yaml"},
 		{"broken extensions file", "tools: []\n", `{"mcpServers": {"a": `, "extensions_config.json"},
+		{"authorization without provider", "authorization: {enabled: true}\n", "", "authorization.provider: required"},
 		{"routing typo", "tools: []\n", `{"mcpServers": {"a": {"command": "npx", "routing": {"mode": "prefer", "prio": 1}}}}`, "prio"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -337,6 +338,32 @@ authorization:
 		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, want) }) {
 			t.Errorf("report lacks %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestImportDeerFlowCustomProvider: an enforced policy that cannot be
+// translated leaves the shipped roles with nothing allowed (fail closed),
+// never with Toolplane's default grants.
+func TestImportDeerFlowCustomProvider(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.yaml")
+	os.WriteFile(p, []byte("authorization:\n  enabled: true\n  provider:\n    use: my_company.authz:OpaProvider\n    config: {url: http://opa:8181}\n"), 0o600)
+	stdout, stderr, err := runImport(t, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "toolplane.yaml")
+	os.WriteFile(out, []byte(stdout), 0o600)
+	cfg := loadWritten(t, out)
+	rules, roles, err := authzcasbin.TranslateDeerFlow(cfg.Authz.Authorization, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(roles, []string{"admin", "user"}) || len(rules) != 0 {
+		t.Fatalf("roles %v, %d rules: want admin and user with no rule at all", roles, len(rules))
+	}
+	if !strings.Contains(stderr, "not carried over: authorization.provider.use: provider \"my_company.authz:OpaProvider\"") {
+		t.Fatalf("report lacks the provider line:\n%s", stderr)
 	}
 }
 
