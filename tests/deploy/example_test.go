@@ -1,0 +1,114 @@
+package deploy_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/internal/testkit"
+)
+
+// readmeCounts parses the per-server tool counts of examples/README.md's
+// table (| server | package | tools | ... |) and its total.
+func readmeCounts(t *testing.T) (map[string]int, int) {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(`(?m)^\| ([a-z0-9-]+) \| [^|]+ \| (\d+) \|`)
+	counts := map[string]int{}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		n, _ := strconv.Atoi(m[2])
+		counts[m[1]] = n
+	}
+	total := regexp.MustCompile(`\| \*\*total\*\* \| (\d+) servers \| \*\*(\d+)\*\* \|`).FindStringSubmatch(string(b))
+	if total == nil {
+		t.Fatal("examples/README.md has no total row")
+	}
+	n, _ := strconv.Atoi(total[2])
+	return counts, n
+}
+
+// The example runs as shipped: examples/toolplane.yaml with its ten npm MCP
+// servers (installed by scripts/install-npm.sh) all READY, with exactly the
+// tool counts examples/README.md states (at least 70 in all, at least eight
+// servers), and the demo tokens work.
+func TestExampleRuns(t *testing.T) {
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	npm := filepath.Join(root, ".tools", "npm")
+	if _, err := os.Stat(filepath.Join(npm, "node_modules", "@playwright", "mcp")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the example's npm servers are not installed (scripts/install-npm.sh)")
+		}
+		t.Skip("the example's npm servers are not installed (scripts/install-npm.sh)")
+	}
+	want, total := readmeCounts(t)
+	if len(want) < 8 || total < 70 {
+		t.Fatalf("examples/README.md promises %d servers and %d tools; the issue asks for >= 8 and >= 70", len(want), total)
+	}
+	cfg, err := os.ReadFile(filepath.Join(root, "examples", "toolplane.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Paths in the example are relative to the repository root (`make demo` runs there).
+	c := strings.NewReplacer("examples/", filepath.Join(root, "examples")+"/").Replace(string(cfg))
+	data := t.TempDir()
+	p := testkit.Start(t, testkit.Options{Config: c, Env: testkit.Env(
+		"TOOLPLANE_NPM_DIR="+npm,
+		"TOOLPLANE_DEMO_FILES="+filepath.Join(root, "examples", "demo-files"),
+		"TOOLPLANE_DATA_DIR="+data,
+	)})
+	cat := catalogv1.NewCatalogServiceClient(p.Dial(t))
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tp-demo-admin")
+	var servers []*catalogv1.Server
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		res, err := cat.ListServers(ctx, &catalogv1.ListServersRequest{})
+		if err != nil {
+			t.Fatalf("ListServers with the demo admin token: %v", err)
+		}
+		servers = res.GetServers()
+		ready := 0
+		for _, s := range servers {
+			if s.GetState() == catalogv1.ServerState_SERVER_STATE_READY {
+				ready++
+			}
+		}
+		if ready == len(servers) {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, s := range servers {
+				t.Logf("%s: %s %s", s.GetConfig().GetName(), s.GetState(), s.GetLastError())
+			}
+			t.Fatalf("%d of %d example servers READY after 90 s", ready, len(servers))
+		}
+	}
+	got := 0
+	for _, s := range servers {
+		name := s.GetConfig().GetName()
+		if w, ok := want[name]; !ok || int(s.GetToolCount()) != w {
+			t.Errorf("%s lists %d tools; examples/README.md says %d", name, s.GetToolCount(), w)
+		}
+		got += int(s.GetToolCount())
+	}
+	if len(servers) != len(want) || got != total {
+		t.Errorf("%d servers with %d tools; examples/README.md says %d with %d", len(servers), got, len(want), total)
+	}
+	// A user token works, and a user is not an admin.
+	user := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tp-demo-viewer")
+	if _, err := cat.ListServers(user, &catalogv1.ListServersRequest{}); err == nil {
+		t.Error("the viewer token may list servers (admin only)")
+	}
+}
