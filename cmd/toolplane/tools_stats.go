@@ -245,11 +245,11 @@ func printToolStats(w io.Writer, st *toolStats) {
 	fmt.Fprintf(w, "Tool-related prompt tokens at a thread's first turn (agent %s, %s catalog tools)\n\n", agent, thousands(st.CatalogTools))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(label string, f func(encodingCounts) string) {
-		fmt.Fprintf(tw, "%s\t", label)
+		cells := []string{label}
 		for _, ec := range st.Counts {
-			fmt.Fprintf(tw, "%12s\t", f(ec))
+			cells = append(cells, fmt.Sprintf("%12s", f(ec)))
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	row("", func(ec encodingCounts) string { return ec.Encoding })
 	row("first turn", func(ec encodingCounts) string { return thousands(ec.FirstTurn) })

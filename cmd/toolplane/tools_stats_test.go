@@ -189,12 +189,19 @@ func TestToolsStatsMCPMRegistry(t *testing.T) {
 		t.Fatalf("%d threads left after stats, want 0", n)
 	}
 
-	// The table names every figure.
-	text, err := runStats(t, addr, "--encoding", "o200k_base")
+	// The table names every figure, one column per encoding.
+	text, err := runStats(t, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", text)
+	if !strings.Contains(text, "cl100k_base") || !strings.Contains(text, thousands(st.Counts[1].AllTools)) {
+		t.Fatalf("table lacks the cl100k_base column:\n%s", text)
+	}
+	text, err = runStats(t, addr, "--encoding", "o200k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"o200k_base", "first turn", "tool_search schema", "deferred-tools section (" + thousands(st.DeferredTools) + " names)", "every tool bound", "reduction"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("table lacks %q:\n%s", want, text)
