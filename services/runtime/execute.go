@@ -22,6 +22,18 @@ import (
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
 
+// messageMode says whether execute stores the result's tool message.
+type messageMode int
+
+const (
+	// storeMessage commits the tool message with the state update
+	// (ExecuteToolCall, ExecuteToolCallStream).
+	storeMessage messageMode = iota
+	// returnOnly commits the state update only; the caller stores the
+	// message (the agent loop, so parallel results land in call order).
+	returnOnly
+)
+
 // readMark is a read_file mark (path, SHA-256 of the full content).
 type readMark struct{ path, digest string }
 
@@ -75,7 +87,7 @@ func upstreamFailure(svc string, err error) error {
 
 // ExecuteToolCall runs one tool call through the chain of ARCHITECTURE §3.2.
 func (s *Server) ExecuteToolCall(ctx context.Context, req *runtimev1.ExecuteToolCallRequest) (*runtimev1.ExecuteToolCallResponse, error) {
-	res, err := s.execute(ctx, req.GetThreadId(), req.GetRunId(), req.GetToolCall(), nil)
+	res, err := s.execute(ctx, req.GetThreadId(), req.GetRunId(), req.GetToolCall(), nil, storeMessage)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +100,7 @@ func (s *Server) ExecuteToolCallStream(req *runtimev1.ExecuteToolCallStreamReque
 	notify := func(n *typev1.Notification) {
 		_ = stream.Send(&runtimev1.ExecuteToolCallStreamResponse{Event: &runtimev1.ExecuteToolCallStreamResponse_Notification{Notification: n}})
 	}
-	res, err := s.execute(stream.Context(), req.GetThreadId(), req.GetRunId(), req.GetToolCall(), notify)
+	res, err := s.execute(stream.Context(), req.GetThreadId(), req.GetRunId(), req.GetToolCall(), notify, storeMessage)
 	if err != nil {
 		return err
 	}
@@ -98,10 +110,12 @@ func (s *Server) ExecuteToolCallStream(req *runtimev1.ExecuteToolCallStreamReque
 // execute is the chain, outer to inner (ARCHITECTURE §3.2, deerflow-reference
 // §6.1): output budget → result sanitisation → authz Authorize →
 // read-before-write → error normalisation → skill policy → deferred filter →
-// dispatch; then the state update is committed with the result message in
-// one transaction. Tool failures are results; only a missing thread or a
-// store failure is an RPC error.
-func (s *Server) execute(ctx context.Context, threadID, runID string, call *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
+// dispatch; then the state update is committed in one transaction, with
+// the result's tool message when msg is storeMessage (the public RPCs) and
+// without it when msg is returnOnly (the agent loop, which stores the
+// results of a step itself, in call order). Tool failures are results;
+// only a missing thread or a store failure is an RPC error.
+func (s *Server) execute(ctx context.Context, threadID, runID string, call *runtimev1.ToolCall, notify func(*typev1.Notification), msg messageMode) (*runtimev1.ToolResult, error) {
 	th, _, err := s.ownThread(ctx, threadID)
 	if err != nil {
 		return nil, err
@@ -129,7 +143,7 @@ func (s *Server) execute(ctx context.Context, threadID, runID string, call *runt
 	s.budget(ec, o)
 	res := s.toResult(ec, o)
 	s.metrics.toolCalls.WithLabelValues(sourceOf(ec), strings.TrimPrefix(res.Status.String(), "TOOL_CALL_STATUS_"), strings.TrimPrefix(res.ErrorKind.String(), "ERROR_KIND_")).Inc()
-	if err := s.commit(ctx, ec, o, res); err != nil {
+	if err := s.commit(ctx, ec, o, res, msg == storeMessage); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -384,9 +398,9 @@ func (s *Server) toResult(ec *execCtx, o *outcome) *runtimev1.ToolResult {
 }
 
 // commit writes the call's state update (promotions through the reducer,
-// artifacts, read marks, skill activation) and the tool message in one
-// transaction.
-func (s *Server) commit(ctx context.Context, ec *execCtx, o *outcome, res *runtimev1.ToolResult) error {
+// artifacts, read marks, skill activation) and, when withMsg, the tool
+// message in one transaction.
+func (s *Server) commit(ctx context.Context, ec *execCtx, o *outcome, res *runtimev1.ToolResult, withMsg bool) error {
 	msg := &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: textOf(res.Content), ToolCallId: ec.callID,
 		Name: ec.name, Status: res.Status, RunId: ec.runID}
 	_, err := s.store.UpdateThread(context.WithoutCancel(ctx), ec.thread.Proto.GetThreadId(), func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
@@ -404,6 +418,9 @@ func (s *Server) commit(ctx context.Context, ec *execCtx, o *outcome, res *runti
 				return x.GetSource() == a.GetSource() && x.GetPath() == a.GetPath()
 			})
 			t.Proto.ActiveSkills = append(t.Proto.ActiveSkills, a)
+		}
+		if !withMsg {
+			return nil, nil
 		}
 		return []*runtimev1.Message{msg}, nil
 	})

@@ -86,7 +86,7 @@ func (s *Server) loop() (*runtimeloop.Engine, error) {
 	a := loopAdapter{s}
 	ls.engine, ls.err = runtimeloop.New(c.engineConfig(), runtimeloop.Deps{
 		Assembler: a, Executor: a, Authorizer: a, Store: a, Models: models, Threads: a,
-		ExecutorStoresResults: true, Logger: s.log, Now: s.now, Observer: newLoopMetrics(s.env.Metrics),
+		ExecutorStoresResults: false, Logger: s.log, Now: s.now, Observer: newLoopMetrics(s.env.Metrics),
 	})
 	return ls.engine, ls.err
 }
@@ -310,10 +310,13 @@ func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runt
 	return r, nil
 }
 
-// Execute implements runtimeloop.Executor; the result message is stored by
-// the tool-call chain itself (Deps.ExecutorStoresResults).
+// Execute implements runtimeloop.Executor: the whole chain with its state
+// update committed atomically, but without the tool message — the loop
+// runs a step's calls concurrently (runtime.loop.parallel_tool_calls) and
+// stores their results in call order in one transaction
+// (Deps.ExecutorStoresResults false; issue 8).
 func (a loopAdapter) Execute(ctx context.Context, threadID, runID string, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
-	return a.s.execute(ctx, threadID, runID, c, notify)
+	return a.s.execute(ctx, threadID, runID, c, notify, returnOnly)
 }
 
 // AuthorizeModel implements runtimeloop.ModelAuthorizer with authz

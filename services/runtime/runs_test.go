@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -46,6 +47,7 @@ type loopSuite struct {
 	cancel             context.CancelFunc
 	done               chan error
 	conns              []*grpc.ClientConn
+	mutate             func(*config.Config) // applied to the config at every start
 }
 
 const (
@@ -78,11 +80,16 @@ func startLoopSuite(t *testing.T, models []runtime.ModelConfig) *loopSuite {
 
 func startLoopSuiteWith(t *testing.T, lc runtime.LoopConfig) *loopSuite {
 	t.Helper()
+	return startLoopSuiteMut(t, lc, nil)
+}
+
+func startLoopSuiteMut(t *testing.T, lc runtime.LoopConfig, mutate func(*config.Config)) *loopSuite {
+	t.Helper()
 	everything := loopEverything(t)
 	runtime.SetLoopConfigForTest(&lc)
 	t.Cleanup(func() { runtime.SetLoopConfigForTest(nil) })
 	dir := t.TempDir()
-	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json")}
+	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json"), mutate: mutate}
 	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"everything": map[string]any{"command": "node", "args": []string{everything}}}})
 	if err := os.WriteFile(s.ext, ext, 0o600); err != nil {
 		t.Fatal(err)
@@ -103,6 +110,9 @@ func (s *loopSuite) start() {
 	cfg.Auth.Tokens = []config.Token{
 		{Name: "user", SHA256: loopSHA(loopUserToken), Kind: "user", Subject: "carol", Roles: []string{"user"}},
 		{Name: "admin", SHA256: loopSHA(loopAdminToken), Kind: "user", Subject: "root", Roles: []string{"admin"}},
+	}
+	if s.mutate != nil {
+		s.mutate(&cfg)
 	}
 	au, err := app.Prepare(&cfg)
 	if err != nil {
@@ -722,4 +732,71 @@ func TestRunTurnCrashDuringToolCall(t *testing.T) {
 	if p := fm.Problems(); len(p) > 0 {
 		t.Fatalf("provider-rule violations: %v", p)
 	}
+}
+
+// TestRunTurnParallelToolCalls: the three tool calls of one response run
+// at once (each bash call waits, up to 15 s, until all three have started:
+// run one after the other, the first would give up and fail), and their
+// results are stored in call order although the first finishes last.
+func TestRunTurnParallelToolCalls(t *testing.T) {
+	barrier := func(me, tail string) string {
+		return fmt.Sprintf(`{"command":"touch %[1]s; n=0; while [ ! -e p1 ] || [ ! -e p2 ] || [ ! -e p3 ]; do n=$((n+1)); [ $n -gt 300 ] && { echo alone; exit 7; }; sleep 0.05; done; %[2]s echo done-%[1]s"}`, me, tail)
+	}
+	fm := fakemodel.New(
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{
+			{Name: "bash", Args: barrier("p1", "sleep 0.5;")}, {Name: "bash", Args: barrier("p2", "")}, {Name: "bash", Args: barrier("p3", "")},
+		}},
+		fakemodel.Reply{Content: "all three done"},
+	)
+	defer fm.Close()
+	s := startLoopSuiteMut(t, runtime.LoopConfig{Models: []runtime.ModelConfig{modelCfg("m1", fm.BaseURL(), true)}},
+		func(c *config.Config) { c.Runtime.AllowBash = true })
+	c := s.rt()
+	th := s.thread(c)
+	ctx := context.Background()
+	start := time.Now()
+	st, err := c.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "run the three commands"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, st)
+	t.Logf("turn with three barrier calls took %v", time.Since(start))
+	if lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("events %v", evs)
+	}
+	var finished []string
+	for _, e := range evs {
+		if f := e.GetToolCallFinished(); f != nil {
+			finished = append(finished, textOfResult(f))
+		}
+	}
+	ms, err := c.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: th})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms.GetMessages() {
+		got = append(got, strings.TrimPrefix(m.GetRole().String(), "MESSAGE_ROLE_")+":"+strings.TrimSpace(m.GetContent()))
+	}
+	want := "USER:run the three commands,ASSISTANT:,TOOL:done-p1,TOOL:done-p2,TOOL:done-p3,ASSISTANT:all three done"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("stored messages (tool events %q):\n got %v\nwant %v", finished, got, want)
+	}
+	calls := ms.GetMessages()[1].GetToolCalls()
+	for i, m := range ms.GetMessages()[2:5] {
+		if m.GetToolCallId() != calls[i].GetId() || m.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS {
+			t.Fatalf("result %d answers %q (want %q), status %v", i, m.GetToolCallId(), calls[i].GetId(), m.GetStatus())
+		}
+	}
+	if p := fm.Problems(); len(p) > 0 {
+		t.Fatalf("provider-rule violations: %v", p)
+	}
+}
+
+func textOfResult(r *runtimev1.ToolResult) string {
+	var b strings.Builder
+	for _, c := range r.GetContent() {
+		b.WriteString(c.GetText())
+	}
+	return strings.TrimSpace(b.String())
 }

@@ -38,9 +38,12 @@ type Deps struct {
 	// stores each assistant step before running its calls, runs the
 	// executor's calls one at a time so results land in call order (task
 	// calls still run concurrently), and stores only the results it made
-	// itself (clarification, task, refusals, cancellations). When false the
-	// loop runs calls in parallel and stores the assistant message with all
-	// its results in one atomic append.
+	// itself (clarification, task, refusals, cancellations). When false
+	// (the runtime's mode: its loop adapter executes without storing the
+	// tool message) the loop stores the assistant step, runs its calls
+	// concurrently (at most Config.ParallelToolCalls at once, issue 8
+	// "parallel calls allowed") and then stores all their results in call
+	// order in one atomic append.
 	ExecutorStoresResults bool
 	// Observer receives metrics (optional).
 	Observer Observer
@@ -570,9 +573,16 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 				return
 			}
 		} else {
+			// The assistant step is stored before its calls run, so a
+			// process stopped mid-call leaves calls that the next turn
+			// repairs as interrupted (their side effects may have happened);
+			// the results follow in call order, in one atomic append.
+			if !t.append(ctx, msg) {
+				return
+			}
 			var results []*runtimev1.Message
 			results, question = t.executeAll(ctx, toolCalls)
-			if !t.append(ctx, append([]*runtimev1.Message{msg}, results...)...) {
+			if !t.append(ctx, results...) {
 				return
 			}
 		}
