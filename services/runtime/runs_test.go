@@ -3,10 +3,10 @@ package runtime_test
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
