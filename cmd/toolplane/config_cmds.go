@@ -757,9 +757,13 @@ func (r *importResult) render() ([]byte, error) {
 
 // printReport prints the dropped keys, one line each with its path.
 func (r *importResult) printReport(w io.Writer) {
-	fmt.Fprintf(w, "imported %d tools, %d tool groups, tool_search %s, authorization %s; %d keys not carried over\n",
-		len(r.Config.Runtime.Tools), len(r.Config.Runtime.ToolGroups), onOff(*r.Config.Runtime.ToolSearch.Enabled),
-		map[bool]string{true: "roles translated", false: "not imported"}[r.Config.Authz.Authorization != nil], len(r.Dropped))
+	keys := "keys"
+	if len(r.Dropped) == 1 {
+		keys = "key"
+	}
+	fmt.Fprintf(w, "imported %d config tools, %d tool groups, %d models, tool_search %s, authorization %s; %d %s not carried over\n",
+		len(r.Config.Runtime.Tools), len(r.Config.Runtime.ToolGroups), len(r.Config.Runtime.Loop.Models), onOff(*r.Config.Runtime.ToolSearch.Enabled),
+		map[bool]string{true: "roles translated", false: "not imported"}[r.Config.Authz.Authorization != nil], len(r.Dropped), keys)
 	for _, d := range r.Dropped {
 		fmt.Fprintf(w, "not carried over: %s: %s\n", d.Path, oneLine(d.Reason))
 	}
