@@ -79,6 +79,11 @@ type Options struct {
 	// Context, when set, ends the handler's background work (idle-session
 	// sweeping, open sessions) when it is done, like Close.
 	Context context.Context
+	// RequireAuthorization answers an HTTP request without an Authorization
+	// header with 401 and `WWW-Authenticate: Bearer` (MCP authorization for
+	// HTTP transports) instead of a JSON-RPC error from the runtime. Set it
+	// when the suite's auth is on.
+	RequireAuthorization bool
 	// DisableLocalhostProtection turns off the DNS-rebinding check (a loopback
 	// connection must carry a loopback Host header). Only for a reverse proxy
 	// on the same host that keeps the original Host header.
@@ -244,7 +249,19 @@ func (s *Server) HTTPHandler() http.Handler {
 	s.mu.Lock()
 	s.https = append(s.https, h)
 	s.mu.Unlock()
-	return h
+	if !s.opts.RequireAuthorization {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" && r.Method != http.MethodOptions {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolplane"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":"unauthenticated","message":"the MCP front door needs an Authorization: Bearer token"}`)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // ServeStdio serves one MCP session over in/out (newline-delimited JSON-RPC)

@@ -229,7 +229,7 @@ func startFrontDoor(t *testing.T, rt runtimev1.RuntimeServiceClient, opts Option
 	t.Helper()
 	mux := http.NewServeMux()
 	ctx, cancel := context.WithCancel(context.Background())
-	mux.Handle("/mcp", NewHandler(rt, Options{Agent: opts.Agent, CallTimeout: opts.CallTimeout, Context: ctx}))
+	mux.Handle("/mcp", NewHandler(rt, Options{Agent: opts.Agent, CallTimeout: opts.CallTimeout, RequireAuthorization: opts.RequireAuthorization, Context: ctx}))
 	hs := httptest.NewServer(mux)
 	t.Cleanup(func() { cancel(); hs.Close() })
 	return hs.URL + "/mcp"
@@ -947,5 +947,34 @@ func TestSessionIDWithAnotherCredential(t *testing.T) {
 		if th.owner == "Bearer mallory" && slices.Contains(th.promoted, "everything__add") {
 			t.Errorf("mallory's thread %s has alice's promotion", id)
 		}
+	}
+}
+
+// With RequireAuthorization a request without a bearer token is 401 with a
+// Bearer challenge, before any runtime call; with a token it is served.
+func TestRequireAuthorization(t *testing.T) {
+	f := newFakeRuntime()
+	url := startFrontDoor(t, startRuntime(t, f), Options{RequireAuthorization: true})
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("no token: status %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	f.mu.Lock()
+	creates := f.creates
+	f.mu.Unlock()
+	if creates != 0 {
+		t.Errorf("a thread was created for an unauthenticated request")
+	}
+	c, _, _ := connect(t, url, map[string]string{"Authorization": "Bearer alice"}, true)
+	if got := names(list(t, c)); !slices.Contains(got, "tool_search") {
+		t.Fatalf("with a token: tools/list = %v", got)
 	}
 }
