@@ -341,7 +341,7 @@ func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *L
 	// --- MCP front door (issue 9): /mcp on the HTTP listener when the runtime is served.
 	httpHandler := gateway.Handler(mux, probe, reg)
 	if selected["runtime"] {
-		httpHandler = runtimemcp.Mount(httpHandler, gwConn, runtimemcp.Options{Logger: log.With("service", "runtime-mcp"), Context: ctx})
+		httpHandler = runtimemcp.Mount(httpHandler, gwConn, runtimemcp.Options{Logger: log.With("service", "runtime-mcp"), RequireAuthorization: cfg.Auth.Enabled, Context: ctx})
 	}
 	// --- end MCP front door.
 	httpSrv := &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second}
