@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,6 +207,15 @@ func callTool(t *testing.T, c *client.Client, name string, args map[string]any) 
 // real npm MCP server: the walk-through of issue 9 from an MCP client.
 func TestEndToEndFrontDoor(t *testing.T) {
 	url := startSuite(t)
+	// Auth is on: no token is a 401 with a Bearer challenge.
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("no token: status %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
 	c, ir, notes := mcpClient(t, url, editorToken)
 	if !strings.Contains(ir.Instructions, "everything_get-sum") {
 		t.Errorf("instructions lack the deferred names: %q", ir.Instructions)
