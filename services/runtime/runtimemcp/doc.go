@@ -37,8 +37,9 @@
 //
 // Over HTTP the caller's Authorization header is forwarded to the runtime on
 // every call (the runtime authenticates it; the front door holds no
-// credential of its own). Over stdio the runtime credential of `toolplane mcp`
-// is used. The agent profile of new threads is the HTTP header HeaderAgent
+// credential of its own); when the suite's auth is on, a request without one
+// is answered 401 with `WWW-Authenticate: Bearer` (Options.RequireAuthorization).
+// Over stdio the runtime credential of `toolplane mcp` is used. The agent profile of new threads is the HTTP header HeaderAgent
 // ("Toolplane-Agent") or the `agent` query parameter, else Options.Agent, else
 // the runtime's default agent.
 //
