@@ -74,5 +74,6 @@ func newToolsCmd() *cobra.Command {
 			return printJSON(c.OutOrStdout(), r.GetTool())
 		},
 	})
+	cmd.AddCommand(newToolsStatsCmd()) // tools_stats.go
 	return cmd
 }

@@ -73,7 +73,11 @@ func indexByte(b []byte, c byte) int {
 // failed servers flagged unavailable), filtered and paged.
 func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (*catalogv1.ListToolsResponse, error) {
 	snap := s.snap.Load()
-	filter := fmt.Sprintf("%s|%d|%v", req.GetServer(), req.GetSource(), req.Available)
+	avail := "any"
+	if req.Available != nil {
+		avail = strconv.FormatBool(req.GetAvailable())
+	}
+	filter := fmt.Sprintf("%s|%d|%s", req.GetServer(), req.GetSource(), avail)
 	off, err := parseToken(req.GetPageToken(), filter)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
