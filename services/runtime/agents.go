@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"regexp"
 
@@ -35,6 +37,23 @@ func (s *Server) defaultAgent() *runtimev1.Agent {
 		a.Skills = &typev1.StringList{Values: d.Skills}
 	}
 	return a
+}
+
+// threadAgent returns the agent of a thread: a subagent thread's agent
+// override (runtimestore.Child.Agent), else the agent it names.
+func (s *Server) threadAgent(ctx context.Context, th *runtimestore.Thread) (*runtimev1.Agent, error) {
+	if th.Child != nil && th.Child.Agent != nil {
+		return proto.Clone(th.Child.Agent).(*runtimev1.Agent), nil
+	}
+	a, _, err := s.resolveAgent(ctx, th.Proto.GetAgent())
+	return a, err
+}
+
+// agentDigest is a short digest of an agent's whole definition.
+func agentDigest(a *runtimev1.Agent) string {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // resolveAgent returns the agent of a thread: the stored agent of that name,

@@ -63,20 +63,27 @@ func assemblyFailed(format string, args ...any) error {
 }
 
 // callContext is the CallContext the runtime sends upstream for a thread.
+// is_subagent is true on a subagent's thread (runtimestore.Child, written
+// only by the runtime, so authz conditions on it can trust it;
+// deerflow-reference §1.4, §3.7).
 func callContext(th *runtimestore.Thread, agent *runtimev1.Agent, runID, callID string) *typev1.CallContext {
-	return &typev1.CallContext{Agent: agent.GetName(), ThreadId: th.Proto.GetThreadId(), RunId: runID, ToolCallId: callID}
+	return &typev1.CallContext{Agent: agent.GetName(), IsSubagent: th.Child != nil, ThreadId: th.Proto.GetThreadId(), RunId: runID, ToolCallId: callID}
 }
 
 // base returns the base assembly for the principal of ctx and the agent,
 // from the cache when both watch streams are live.
 func (s *Server) base(ctx context.Context, th *runtimestore.Thread) (*baseAssembly, error) {
-	agent, _, err := s.resolveAgent(ctx, th.Proto.GetAgent())
+	agent, err := s.threadAgent(ctx, th)
 	if err != nil {
 		return nil, err
 	}
 	p := principalOf(ctx)
 	gen, pv, cacheable := s.watch.cacheKey()
 	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d", auth.FormatActingFor(p), agent.GetName(), agent.GetUpdateTime().AsTime().UnixNano(), gen, pv)
+	if th.Child != nil {
+		// A subagent's assembly differs (is_subagent, narrowed agent).
+		key += "\x00subagent\x00" + agentDigest(agent)
+	}
 	if cacheable {
 		if b := s.cache.get(key, s.now()); b != nil {
 			s.metrics.assemblies.WithLabelValues("cached").Inc()

@@ -2,12 +2,9 @@ package runtime
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
@@ -132,7 +128,7 @@ func (s *Server) loopOrErr() (*runtimeloop.Engine, error) {
 
 // loopAgent resolves the agent of a thread for the loop.
 func (s *Server) loopAgent(ctx context.Context, th *runtimestore.Thread) (runtimeloop.Agent, error) {
-	a, _, err := s.resolveAgent(ctx, th.Proto.GetAgent())
+	a, err := s.threadAgent(ctx, th)
 	if err != nil {
 		return runtimeloop.Agent{}, err
 	}
@@ -409,46 +405,31 @@ func (a loopAdapter) AddUsage(ctx context.Context, threadID string, u *runtimev1
 
 // CreateChildThread implements runtimeloop.Threads: a thread of the same
 // owner (the effective principal) with its own workspace and promotion
-// state, created through CreateThread. Its agent is the parent thread's
-// agent; when the subagent's skills allowlist (the intersection of
-// deerflow-reference §1.4) differs from that agent's, a derived agent
-// "subagent-<hash>" with that allowlist (and subagents disabled) is stored
-// and used, so assembly and the skill policy apply the narrowed list.
+// state, marked as a subagent's thread (runtimestore.Child: its calls carry
+// is_subagent=true, and ListThreads hides it). Its agent is the parent's
+// agent narrowed for the subagent — skills allowlist = spec.Skills (the
+// intersection of deerflow-reference §1.4), subagents disabled — kept as a
+// per-thread override, never stored as an agent (so ListAgents is
+// unchanged). The metadata names the parent, for people reading the thread.
 func (a loopAdapter) CreateChildThread(ctx context.Context, spec runtimeloop.ChildSpec) (string, error) {
 	parent, _, err := a.s.ownThread(ctx, spec.ParentThreadID)
 	if err != nil {
 		return "", err
 	}
-	agent, _, err := a.s.resolveAgent(ctx, parent.Proto.GetAgent())
+	agent, err := a.s.threadAgent(ctx, parent)
 	if err != nil {
 		return "", err
 	}
-	name := agent.GetName()
-	if !sameList(agent.GetSkills(), spec.Skills) {
-		d := proto.Clone(agent).(*runtimev1.Agent)
-		sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%v", agent.GetName(), spec.SubagentType, spec.Skills.GetValues())))
-		d.Name = "subagent-" + hex.EncodeToString(sum[:6])
-		d.Description = fmt.Sprintf("Derived by the agent loop: agent %q as subagent type %q with skills narrowed to the intersection of both allowlists.", agent.GetName(), spec.SubagentType)
-		d.Skills, d.SubagentsEnabled, d.UpdateTime = spec.Skills, false, timestamppb.New(a.s.now())
-		if err := a.s.store.PutAgent(ctx, d); err != nil {
-			return "", err
-		}
-		name = d.GetName()
-	}
-	resp, err := a.s.CreateThread(ctx, &runtimev1.CreateThreadRequest{Agent: name, Metadata: map[string]string{
+	override := proto.Clone(agent).(*runtimev1.Agent)
+	override.Skills, override.SubagentsEnabled = spec.Skills, false
+	child := &runtimestore.Child{ParentThreadID: spec.ParentThreadID, ParentRunID: spec.ParentRunID, SubagentType: spec.SubagentType, Agent: override}
+	th, err := a.s.createThread(ctx, parent.Proto.GetAgent(), map[string]string{
 		"toolplane.parent_thread_id": spec.ParentThreadID, "toolplane.parent_run_id": spec.ParentRunID, "toolplane.subagent_type": spec.SubagentType,
-	}})
+	}, child)
 	if err != nil {
 		return "", errors.New(status.Convert(err).Message())
 	}
-	return resp.GetThread().GetThreadId(), nil
-}
-
-func sameList(a, b *typev1.StringList) bool {
-	if (a == nil) != (b == nil) {
-		return false
-	}
-	return slices.Equal(a.GetValues(), b.GetValues())
+	return th.Proto.GetThreadId(), nil
 }
 
 // loopMetrics are the agent loop's collectors.

@@ -606,6 +606,17 @@ func TestRunTurnSubagent(t *testing.T) {
 	if _, err := admin.UpsertAgent(ctx, &runtimev1.UpsertAgentRequest{Agent: &runtimev1.Agent{Name: "lead", SubagentsEnabled: true, Skills: &typev1.StringList{Values: []string{"x", "y"}}}}); err != nil {
 		t.Fatal(err)
 	}
+	// A policy on subagents (real authz engine): listing and calling ls are
+	// denied unless the caller is not a subagent.
+	az := authzv1.NewAuthzServiceClient(s.dial(loopAdminToken))
+	var pols []*authzv1.Policy
+	for _, act := range []authzv1.Action{authzv1.Action_ACTION_LIST, authzv1.Action_ACTION_CALL} {
+		pols = append(pols, &authzv1.Policy{Role: "user", Tenant: "*", ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "ls", Action: act,
+			Effect: authzv1.PolicyEffect_POLICY_EFFECT_DENY, Conditions: []*authzv1.Condition{{Check: &authzv1.Condition_IsSubagent{IsSubagent: false}}}})
+	}
+	if _, err := az.AddPolicies(ctx, &authzv1.AddPoliciesRequest{Policies: pols}); err != nil {
+		t.Fatal(err)
+	}
 	c := s.rt()
 	tr, err := c.CreateThread(ctx, &runtimev1.CreateThreadRequest{Agent: "lead"})
 	if err != nil {
@@ -635,16 +646,39 @@ func TestRunTurnSubagent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !loopContains(ct.GetThread().GetPromoted().GetNames(), "everything_echo") || !strings.HasPrefix(ct.GetThread().GetAgent(), "subagent-") {
+	if !loopContains(ct.GetThread().GetPromoted().GetNames(), "everything_echo") || ct.GetThread().GetAgent() != "lead" ||
+		ct.GetThread().GetMetadata()["toolplane.parent_thread_id"] != th {
 		t.Fatalf("child thread %v", ct.GetThread())
 	}
 	pt, _ := c.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th})
 	if len(pt.GetThread().GetPromoted().GetNames()) != 0 {
 		t.Fatalf("child promotions leaked into the parent: %v", pt.GetThread().GetPromoted())
 	}
-	ag, err := admin.GetAgent(ctx, &runtimev1.GetAgentRequest{Name: ct.GetThread().GetAgent()})
-	if err != nil || strings.Join(ag.GetAgent().GetSkills().GetValues(), ",") != "x" || ag.GetAgent().GetSubagentsEnabled() {
-		t.Fatalf("derived agent %v %v", ag, err)
+	// No derived agent is stored; the child thread is not listed.
+	ags, err := admin.ListAgents(ctx, &runtimev1.ListAgentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range ags.GetAgents() {
+		if a.GetName() != "lead" && a.GetName() != "default" {
+			t.Fatalf("unexpected agent %v", a)
+		}
+	}
+	lt, err := c.ListThreads(ctx, &runtimev1.ListThreadsRequest{})
+	if err != nil || len(lt.GetThreads()) != 1 || lt.GetThreads()[0].GetThreadId() != th {
+		t.Fatalf("ListThreads %v %v (child %s)", lt, err, child)
+	}
+	// is_subagent: the subagent policy denies ls in the child (not bound,
+	// refused by Authorize) and allows it in the parent.
+	ls := &runtimev1.ToolCall{Id: "ls1", Name: "ls", Arguments: loopStruct(t, `{"path":"/mnt/user-data/workspace"}`)}
+	cr, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: child, ToolCall: ls})
+	if err != nil || cr.GetResult().GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR || cr.GetResult().GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_POLICY ||
+		!strings.Contains(cr.GetResult().GetReasonCode(), "condition") {
+		t.Fatalf("ls in the child: %v %v", cr, err)
+	}
+	pr, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, ToolCall: ls})
+	if err != nil || pr.GetResult().GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS {
+		t.Fatalf("ls in the parent: %v %v", pr, err)
 	}
 	cm, _ := c.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: child})
 	var clar *runtimev1.Message
@@ -657,6 +691,9 @@ func TestRunTurnSubagent(t *testing.T) {
 		t.Fatalf("clarification in a subagent: %v", clar)
 	}
 	reqs := fm.Requests()
+	if !loopContains(reqs[0].ToolNames(), "ls") || loopContains(reqs[1].ToolNames(), "ls") {
+		t.Fatalf("ls bound: lead %v child %v", reqs[0].ToolNames(), reqs[1].ToolNames())
+	}
 	if !loopContains(reqs[0].ToolNames(), "task") || loopContains(reqs[1].ToolNames(), "task") || loopContains(reqs[1].ToolNames(), "ask_clarification") {
 		t.Fatalf("bound: lead %v child %v", reqs[0].ToolNames(), reqs[1].ToolNames())
 	}

@@ -79,9 +79,19 @@ var workspaceDirs = []string{"workspace", "outputs", "uploads"}
 // The agent must exist (empty = the default agent). Metadata is free text
 // and never read as state: it cannot activate skills or promote tools.
 func (s *Server) CreateThread(ctx context.Context, req *runtimev1.CreateThreadRequest) (*runtimev1.CreateThreadResponse, error) {
-	if req.GetAgent() != "" && req.GetAgent() != defaultAgentName {
-		if _, err := s.store.GetAgent(ctx, req.GetAgent()); errors.Is(err, runtimestore.ErrNotFound) {
-			return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent: %q not found", req.GetAgent())
+	th, err := s.createThread(ctx, req.GetAgent(), req.GetMetadata(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimev1.CreateThreadResponse{Thread: th.Proto}, nil
+}
+
+// createThread creates a thread of the caller; child is nil except for the
+// agent loop's subagent threads (never taken from a request).
+func (s *Server) createThread(ctx context.Context, agent string, md map[string]string, child *runtimestore.Child) (*runtimestore.Thread, error) {
+	if agent != "" && agent != defaultAgentName && child == nil { // a child uses its override
+		if _, err := s.store.GetAgent(ctx, agent); errors.Is(err, runtimestore.ErrNotFound) {
+			return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent: %q not found", agent)
 		} else if err != nil {
 			return nil, storeErr(err)
 		}
@@ -89,9 +99,9 @@ func (s *Server) CreateThread(ctx context.Context, req *runtimev1.CreateThreadRe
 	p := principalOf(ctx)
 	now := timestamppb.New(s.now())
 	th := &runtimestore.Thread{Proto: &runtimev1.Thread{
-		ThreadId: uuid.NewString(), Agent: req.GetAgent(), OwnerSubject: p.GetSubject(), OwnerTenant: p.GetTenant(),
-		CreateTime: now, UpdateTime: now, Metadata: req.GetMetadata(), TokenUsage: &runtimev1.TokenUsage{},
-	}, ReadMarks: map[string]string{}}
+		ThreadId: uuid.NewString(), Agent: agent, OwnerSubject: p.GetSubject(), OwnerTenant: p.GetTenant(),
+		CreateTime: now, UpdateTime: now, Metadata: md, TokenUsage: &runtimev1.TokenUsage{},
+	}, ReadMarks: map[string]string{}, Child: child}
 	for _, d := range workspaceDirs {
 		if err := os.MkdirAll(filepath.Join(s.threadDir(th.Proto.ThreadId), "user-data", d), 0o700); err != nil {
 			return nil, status.Errorf(codes.Internal, "workspace: %v", err)
@@ -101,10 +111,14 @@ func (s *Server) CreateThread(ctx context.Context, req *runtimev1.CreateThreadRe
 		_ = os.RemoveAll(s.threadDir(th.Proto.ThreadId))
 		return nil, storeErr(err)
 	}
-	return &runtimev1.CreateThreadResponse{Thread: th.Proto}, nil
+	return th, nil
 }
 
-// ListThreads lists the caller's threads, newest first.
+// ListThreads lists the caller's threads, newest first. Subagent threads
+// (created by the agent loop for task calls) are hidden: they are reached
+// by id — the task result's child_thread_id, or the parent's
+// toolplane.parent_thread_id metadata on the child — with GetThread,
+// ListMessages and ListRuns, and are removed by retention like any thread.
 func (s *Server) ListThreads(ctx context.Context, req *runtimev1.ListThreadsRequest) (*runtimev1.ListThreadsResponse, error) {
 	p := principalOf(ctx)
 	size := int(req.GetPageSize())

@@ -18,7 +18,9 @@ import (
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 	"github.com/toolplane/toolplane/services/runtime/runtimetest"
 )
@@ -280,5 +282,55 @@ func TestStartMarksRunningRunsInterrupted(t *testing.T) {
 	r, _ := st.GetRun(context.Background(), "t", "r")
 	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_INTERRUPTED || r.GetReason() == "" {
 		t.Fatalf("run after start: %v", r)
+	}
+}
+
+// TestChildThreadOverride: a subagent's thread carries the runtime-written
+// child marker with the narrowed agent as a per-thread override: nothing is
+// stored as an agent, the child is hidden from ListThreads, its calls are
+// marked is_subagent, and the parent's are not.
+func TestChildThreadOverride(t *testing.T) {
+	s, st := testServer(t, Config{})
+	ctx := context.Background()
+	pr, err := s.CreateThread(ctx, &runtimev1.CreateThreadRequest{Metadata: map[string]string{"toolplane.parent_thread_id": "forged"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := pr.GetThread().GetThreadId()
+	childID, err := loopAdapter{s}.CreateChildThread(ctx, runtimeloop.ChildSpec{ParentThreadID: parent, ParentRunID: "r1", SubagentType: "researcher",
+		Skills: &typev1.StringList{Values: []string{"x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := st.GetThread(ctx, childID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := child.Child; c == nil || c.ParentThreadID != parent || c.ParentRunID != "r1" || c.SubagentType != "researcher" ||
+		c.Agent.GetName() != defaultAgentName || fmt.Sprint(c.Agent.GetSkills().GetValues()) != "[x]" || c.Agent.GetSubagentsEnabled() {
+		t.Fatalf("child marker %+v", child.Child)
+	}
+	la, err := s.loopAgent(ctx, child)
+	if err != nil || fmt.Sprint(la.Skills.GetValues()) != "[x]" || la.SubagentsEnabled {
+		t.Fatalf("child loop agent %+v %v", la, err)
+	}
+	pth, _ := st.GetThread(ctx, parent)
+	if pa, _ := s.loopAgent(ctx, pth); pa.Skills != nil {
+		t.Fatalf("parent agent narrowed: %+v", pa)
+	}
+	// A request's metadata never marks a thread as a subagent's.
+	if pth.Child != nil || callContext(pth, nil, "", "").GetIsSubagent() || !callContext(child, nil, "", "").GetIsSubagent() {
+		t.Fatalf("is_subagent: parent %v child %v", callContext(pth, nil, "", ""), callContext(child, nil, "", ""))
+	}
+	ags, _ := s.ListAgents(ctx, &runtimev1.ListAgentsRequest{})
+	if len(ags.GetAgents()) != 1 || ags.GetAgents()[0].GetName() != defaultAgentName {
+		t.Fatalf("agents %v", ags.GetAgents())
+	}
+	lt, _ := s.ListThreads(ctx, &runtimev1.ListThreadsRequest{})
+	if len(lt.GetThreads()) != 1 || lt.GetThreads()[0].GetThreadId() != parent {
+		t.Fatalf("threads %v", lt.GetThreads())
+	}
+	if _, err := s.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: childID}); err != nil {
+		t.Fatalf("child by id: %v", err)
 	}
 }

@@ -75,7 +75,36 @@ func encodeThread(t *runtimestore.Thread) ([]byte, string, error) {
 	return b, string(j), err
 }
 
-func decodeThread(state []byte, marks string) (*runtimestore.Thread, error) {
+// childRow is the JSON form of runtimestore.Child (the agent override as
+// protobuf bytes).
+type childRow struct {
+	ParentThreadID string `json:"parent_thread_id"`
+	ParentRunID    string `json:"parent_run_id,omitempty"`
+	SubagentType   string `json:"subagent_type,omitempty"`
+	Agent          []byte `json:"agent,omitempty"`
+}
+
+// encodeChild returns the parent_id and child columns.
+func encodeChild(c *runtimestore.Child) (string, string, error) {
+	if c == nil {
+		return "", "", nil
+	}
+	if c.ParentThreadID == "" {
+		return "", "", errors.New("runtimesqlite: child thread without parent_thread_id")
+	}
+	r := childRow{ParentThreadID: c.ParentThreadID, ParentRunID: c.ParentRunID, SubagentType: c.SubagentType}
+	if c.Agent != nil {
+		b, err := proto.Marshal(c.Agent)
+		if err != nil {
+			return "", "", err
+		}
+		r.Agent = b
+	}
+	j, err := json.Marshal(r)
+	return c.ParentThreadID, string(j), err
+}
+
+func decodeThread(state []byte, marks, child string) (*runtimestore.Thread, error) {
 	p := &runtimev1.Thread{}
 	if err := proto.Unmarshal(state, p); err != nil {
 		return nil, fmt.Errorf("runtimesqlite: thread state: %w", err)
@@ -83,6 +112,19 @@ func decodeThread(state []byte, marks string) (*runtimestore.Thread, error) {
 	t := &runtimestore.Thread{Proto: p, ReadMarks: map[string]string{}}
 	if err := json.Unmarshal([]byte(marks), &t.ReadMarks); err != nil {
 		return nil, fmt.Errorf("runtimesqlite: read marks: %w", err)
+	}
+	if child != "" {
+		var r childRow
+		if err := json.Unmarshal([]byte(child), &r); err != nil {
+			return nil, fmt.Errorf("runtimesqlite: child: %w", err)
+		}
+		t.Child = &runtimestore.Child{ParentThreadID: r.ParentThreadID, ParentRunID: r.ParentRunID, SubagentType: r.SubagentType}
+		if r.Agent != nil {
+			t.Child.Agent = &runtimev1.Agent{}
+			if err := proto.Unmarshal(r.Agent, t.Child.Agent); err != nil {
+				return nil, fmt.Errorf("runtimesqlite: child agent: %w", err)
+			}
+		}
 	}
 	return t, nil
 }
@@ -93,9 +135,13 @@ func (s *Store) CreateThread(ctx context.Context, t *runtimestore.Thread) error 
 	if err != nil {
 		return err
 	}
+	parent, child, err := encodeChild(t.Child)
+	if err != nil {
+		return err
+	}
 	return s.db.WithTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO threads(id, owner_tenant, owner_subject, create_ns, update_ns, state, read_marks) VALUES (?,?,?,?,?,?,?)`,
-			t.Proto.GetThreadId(), t.Proto.GetOwnerTenant(), t.Proto.GetOwnerSubject(), ns(t.Proto.GetCreateTime()), ns(t.Proto.GetUpdateTime()), state, marks)
+		_, err := tx.ExecContext(ctx, `INSERT INTO threads(id, owner_tenant, owner_subject, create_ns, update_ns, state, read_marks, parent_id, child) VALUES (?,?,?,?,?,?,?,?,?)`,
+			t.Proto.GetThreadId(), t.Proto.GetOwnerTenant(), t.Proto.GetOwnerSubject(), ns(t.Proto.GetCreateTime()), ns(t.Proto.GetUpdateTime()), state, marks, parent, child)
 		if sqlitex.IsConstraint(err) {
 			return fmt.Errorf("%w: thread %s", runtimestore.ErrExists, t.Proto.GetThreadId())
 		}
@@ -109,15 +155,15 @@ type querier interface {
 
 func getThread(ctx context.Context, q querier, id string) (*runtimestore.Thread, error) {
 	var state []byte
-	var marks string
-	err := q.QueryRowContext(ctx, `SELECT state, read_marks FROM threads WHERE id = ?`, id).Scan(&state, &marks)
+	var marks, child string
+	err := q.QueryRowContext(ctx, `SELECT state, read_marks, child FROM threads WHERE id = ?`, id).Scan(&state, &marks, &child)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, runtimestore.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	return decodeThread(state, marks)
+	return decodeThread(state, marks, child)
 }
 
 // GetThread implements runtimestore.Store.
@@ -128,7 +174,7 @@ func (s *Store) GetThread(ctx context.Context, id string) (*runtimestore.Thread,
 // ListThreads implements runtimestore.Store. The page token is
 // "<create_ns>:<id>" of the last row returned (keyset pagination).
 func (s *Store) ListThreads(ctx context.Context, tenant, subject string, p runtimestore.Page) ([]*runtimestore.Thread, string, error) {
-	q := `SELECT id, create_ns, state, read_marks FROM threads WHERE owner_tenant = ? AND owner_subject = ?`
+	q := `SELECT id, create_ns, state, read_marks FROM threads WHERE owner_tenant = ? AND owner_subject = ? AND parent_id = ''`
 	args := []any{tenant, subject}
 	if p.Token != "" {
 		c, id, ok := strings.Cut(p.Token, ":")
@@ -162,7 +208,7 @@ func (s *Store) ListThreads(ctx context.Context, tenant, subject string, p runti
 		if len(out) == limit {
 			return out, lastKey, rows.Err()
 		}
-		t, err := decodeThread(state, marks)
+		t, err := decodeThread(state, marks, "")
 		if err != nil {
 			return nil, "", err
 		}

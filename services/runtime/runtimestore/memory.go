@@ -63,7 +63,7 @@ func (m *Memory) ListThreads(_ context.Context, tenant, subject string, p Page) 
 	defer m.mu.Unlock()
 	var all []*Thread
 	for _, t := range m.threads {
-		if t.Proto.GetOwnerTenant() == tenant && t.Proto.GetOwnerSubject() == subject {
+		if t.Proto.GetOwnerTenant() == tenant && t.Proto.GetOwnerSubject() == subject && t.Child == nil {
 			all = append(all, t)
 		}
 	}
@@ -113,6 +113,7 @@ func (m *Memory) UpdateThread(_ context.Context, id string, fn Update) (*Thread,
 	}
 	work.Proto.UpdateTime = timestamppb.Now()
 	SyncReadFiles(work)
+	work.Child = cur.Clone().Child // fixed at creation
 	m.threads[id] = work
 	m.appendLocked(id, msgs)
 	return work.Clone(), nil

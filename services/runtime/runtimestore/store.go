@@ -10,6 +10,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 )
 
@@ -25,6 +27,28 @@ type Thread struct {
 	// content the thread last read through read_file (read-before-write,
 	// deerflow-reference §6.2). Proto.ReadFiles mirrors its keys, sorted.
 	ReadMarks map[string]string
+	// Child is set on a thread the agent loop created for a subagent task
+	// (deerflow-reference §1.4) and nil on every other thread. Only the
+	// runtime writes it (never from a request field), so it is trusted:
+	// CallContext.is_subagent is derived from it. It is fixed at
+	// CreateThread; UpdateThread keeps the stored value.
+	Child *Child
+}
+
+// Child marks a subagent's thread.
+type Child struct {
+	// ParentThreadID is the delegating thread.
+	ParentThreadID string
+	// ParentRunID is the delegating run.
+	ParentRunID string
+	// SubagentType is the subagent type name (runtime.loop.subagents.types).
+	SubagentType string
+	// Agent is the thread's agent override: the parent's agent narrowed for
+	// the subagent (skills allowlist intersected, subagents disabled). It is
+	// used instead of the agent named by Proto.Agent and is never stored as
+	// an agent of its own, so it does not appear in ListAgents. nil = the
+	// named agent.
+	Agent *runtimev1.Agent
 }
 
 // Clone returns a deep copy.
@@ -35,6 +59,13 @@ func (t *Thread) Clone() *Thread {
 	c := &Thread{Proto: cloneThread(t.Proto), ReadMarks: make(map[string]string, len(t.ReadMarks))}
 	for k, v := range t.ReadMarks {
 		c.ReadMarks[k] = v
+	}
+	if t.Child != nil {
+		ch := *t.Child
+		if ch.Agent != nil {
+			ch.Agent = proto.Clone(ch.Agent).(*runtimev1.Agent)
+		}
+		c.Child = &ch
 	}
 	return c
 }
@@ -75,7 +106,9 @@ type Store interface {
 	CreateThread(ctx context.Context, t *Thread) error
 	// GetThread returns a thread or ErrNotFound.
 	GetThread(ctx context.Context, id string) (*Thread, error)
-	// ListThreads lists the threads of one owner, newest first.
+	// ListThreads lists the threads of one owner, newest first. Subagent
+	// threads (Child != nil) are not listed: they are plumbing of the agent
+	// loop, reachable by id (the task result's child_thread_id).
 	ListThreads(ctx context.Context, tenant, subject string, p Page) (threads []*Thread, next string, err error)
 	// UpdateThread applies fn atomically and bumps update_time; it returns
 	// the thread after the change, or ErrNotFound.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
 
@@ -74,6 +75,50 @@ func RunStoreSuite(t *testing.T, f Factory) {
 		}
 		if err := s.DeleteThread(ctx, "a0"); !errors.Is(err, runtimestore.ErrNotFound) {
 			t.Fatalf("second delete = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("ChildThreadsHiddenAndKept", func(t *testing.T) {
+		s := f.Open(t)
+		base := time.Now()
+		if err := s.CreateThread(ctx, newThread("p", "t1", "alice", base)); err != nil {
+			t.Fatal(err)
+		}
+		c := newThread("c", "t1", "alice", base.Add(time.Second))
+		c.Child = &runtimestore.Child{ParentThreadID: "p", ParentRunID: "r1", SubagentType: "researcher",
+			Agent: &runtimev1.Agent{Name: "lead", Skills: &typev1.StringList{Values: []string{"x"}}}}
+		if err := s.CreateThread(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		page, _, err := s.ListThreads(ctx, "t1", "alice", runtimestore.Page{Limit: 10})
+		if err != nil || len(page) != 1 || page[0].Proto.GetThreadId() != "p" || page[0].Child != nil {
+			t.Fatalf("ListThreads shows children: %v %v", page, err)
+		}
+		// UpdateThread keeps the marker even when fn drops it.
+		if _, err := s.UpdateThread(ctx, "c", func(th *runtimestore.Thread) ([]*runtimev1.Message, error) {
+			th.Child = nil
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		check := func(s runtimestore.Store) {
+			t.Helper()
+			got, err := s.GetThread(ctx, "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch := got.Child
+			if ch == nil || ch.ParentThreadID != "p" || ch.ParentRunID != "r1" || ch.SubagentType != "researcher" ||
+				ch.Agent.GetName() != "lead" || fmt.Sprint(ch.Agent.GetSkills().GetValues()) != "[x]" {
+				t.Fatalf("child marker: %+v", ch)
+			}
+			if p, _ := s.GetThread(ctx, "p"); p.Child != nil {
+				t.Fatalf("parent marked as a child: %+v", p.Child)
+			}
+		}
+		check(s)
+		if f.Reopen != nil {
+			s = f.Reopen(t, s)
+			check(s)
 		}
 	})
 	t.Run("UpdateIsAtomicUnderConcurrency", func(t *testing.T) {
