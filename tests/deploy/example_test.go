@@ -1,10 +1,14 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/internal/testkit"
 )
 
@@ -111,4 +116,68 @@ func TestExampleRuns(t *testing.T) {
 	if _, err := cat.ListServers(user, &catalogv1.ListServersRequest{}); err == nil {
 		t.Error("the viewer token may list servers (admin only)")
 	}
+}
+
+// examples/split (the example as four local processes) loads through the
+// real config decoder and validator from the repository root, and its
+// runtime's service token is accepted by the three upstreams.
+func TestExampleSplitConfigs(t *testing.T) {
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	sum := sha256.Sum256(bytes.TrimSpace(mustRead(t, "examples/split/service-token")))
+	want := hex.EncodeToString(sum[:])
+	addrs := map[string]string{}
+	for _, svc := range services {
+		var c config.Config
+		if err := config.Decode(mustRead(t, "examples/split/"+svc+".yaml"), &c); err != nil {
+			t.Fatalf("%s: %v", svc, err)
+		}
+		c.SetDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", svc, err)
+		}
+		if !slices.Equal(c.Server.Services, []string{svc}) || !config.IsLoopback(c.Server.GRPCAddr) {
+			t.Errorf("%s serves %v on %s", svc, c.Server.Services, c.Server.GRPCAddr)
+		}
+		addrs[svc] = c.Server.GRPCAddr
+		ok := false
+		for _, tok := range c.Auth.Tokens {
+			ok = ok || (tok.Kind == "service" && tok.SHA256 == want)
+		}
+		if !ok {
+			t.Errorf("%s does not accept the runtime's service token", svc)
+		}
+		if svc == "runtime" {
+			if c.Server.GRPCAddr != "127.0.0.1:7420" || c.Server.HTTPAddr != "127.0.0.1:7421" {
+				t.Errorf("the split runtime is not at the usual client addresses: %s %s", c.Server.GRPCAddr, c.Server.HTTPAddr)
+			}
+			for _, up := range []string{"catalog", "authz", "skills"} {
+				if u := c.Runtime.Upstream(up); u.TokenFile != "examples/split/service-token" || u.Address == "" {
+					t.Errorf("runtime upstream %s = %+v", up, u)
+				}
+			}
+		}
+	}
+	dec := func(svc string) string {
+		var c config.Config
+		_ = config.Decode(mustRead(t, "examples/split/runtime.yaml"), &c)
+		return c.Runtime.Upstream(svc).Address
+	}
+	for _, up := range []string{"catalog", "authz", "skills"} {
+		if dec(up) != addrs[up] {
+			t.Errorf("runtime upstream %s at %s, but %s listens on %s", up, dec(up), up, addrs[up])
+		}
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
