@@ -71,11 +71,23 @@ type AuthzConfig struct {
 	FailOpenListing bool `yaml:"fail_open_listing"`
 }
 
-// RetentionConfig is `runtime.retention`.
+// RetentionConfig is `runtime.retention` (issue 7 "retention settings";
+// ARCHITECTURE §6): one period per kind of state, 0 = keep forever.
 type RetentionConfig struct {
 	// Threads deletes threads (messages, runs, events, workspace) not
 	// updated for this long; 0 keeps them forever (default 0).
 	Threads time.Duration `yaml:"threads"`
+	// Runs deletes finished runs (not running, not waiting for input) that
+	// started this long ago; 0 keeps them (default 0).
+	Runs time.Duration `yaml:"runs"`
+	// Messages deletes messages older than this by whole turns (a turn
+	// that ends after the cutoff is kept whole, so no tool result loses its
+	// call); 0 keeps them (default 0).
+	Messages time.Duration `yaml:"messages"`
+	// Artifacts deletes thread artifacts (the file under /mnt/user-data and
+	// the thread's entry) whose file was last modified this long ago; 0
+	// keeps them (default 0).
+	Artifacts time.Duration `yaml:"artifacts"`
 	// SweepInterval is how often retention runs (default 1h).
 	SweepInterval time.Duration `yaml:"sweep_interval"`
 }
@@ -196,8 +208,10 @@ func (c *Config) validateTools() error {
 	if m := c.ToolOutput.ExternalizeMinChars; m > 0 && m < c.ToolOutput.PreviewHeadChars+c.ToolOutput.PreviewTailChars {
 		return fmt.Errorf("runtime.tool_output.externalize_min_chars: %d is below preview_head_chars + preview_tail_chars", m)
 	}
-	if c.Retention.Threads < 0 {
-		return fmt.Errorf("runtime.retention.threads: must not be negative")
+	for key, d := range map[string]time.Duration{"threads": c.Retention.Threads, "runs": c.Retention.Runs, "messages": c.Retention.Messages, "artifacts": c.Retention.Artifacts} {
+		if d < 0 {
+			return fmt.Errorf("runtime.retention.%s: must not be negative", key)
+		}
 	}
 	if c.Retention.SweepInterval < 0 {
 		return fmt.Errorf("runtime.retention.sweep_interval: must not be negative")

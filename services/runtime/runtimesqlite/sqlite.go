@@ -46,7 +46,54 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	s := &Store{db: db}
+	if err := s.fillMessageColumns(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("runtimesqlite: fill message columns: %w", err)
+	}
+	return s, nil
+}
+
+// fillMessageColumns sets create_ns and role of messages written before
+// migration 003 from their bodies, 500 rows per transaction.
+func (s *Store) fillMessageColumns(ctx context.Context) error {
+	for {
+		n := 0
+		err := s.db.WithTx(ctx, func(tx *sql.Tx) error {
+			rows, err := tx.QueryContext(ctx, `SELECT seq, body FROM messages WHERE create_ns < 0 LIMIT 500`)
+			if err != nil {
+				return err
+			}
+			type row struct {
+				seq  int64
+				body []byte
+			}
+			var todo []row
+			for rows.Next() {
+				var r row
+				if err := rows.Scan(&r.seq, &r.body); err != nil {
+					rows.Close()
+					return err
+				}
+				todo = append(todo, r)
+			}
+			rows.Close()
+			for _, r := range todo {
+				m := &runtimev1.Message{}
+				if err := proto.Unmarshal(r.body, m); err != nil {
+					return fmt.Errorf("message %d: %w", r.seq, err)
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE messages SET create_ns = ?, role = ? WHERE seq = ?`, max(ns(m.GetCreateTime()), 0), int32(m.GetRole()), r.seq); err != nil {
+					return err
+				}
+			}
+			n = len(todo)
+			return nil
+		})
+		if err != nil || n == 0 {
+			return err
+		}
+	}
 }
 
 // Ping checks the store answers.
@@ -231,7 +278,9 @@ func (s *Store) UpdateThread(ctx context.Context, id string, fn runtimestore.Upd
 		if err != nil {
 			return err
 		}
-		t.Proto.UpdateTime = timestamppb.Now()
+		if runtimestore.Touches(ctx) {
+			t.Proto.UpdateTime = timestamppb.Now()
+		}
 		runtimestore.SyncReadFiles(t)
 		state, marks, err := encodeThread(t)
 		if err != nil {
@@ -257,7 +306,7 @@ func appendMessages(ctx context.Context, tx *sql.Tx, threadID string, msgs []*ru
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO messages(thread_id, body) VALUES (?, ?)`, threadID, b); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages(thread_id, body, create_ns, role) VALUES (?, ?, ?, ?)`, threadID, b, ns(c.GetCreateTime()), int32(c.GetRole())); err != nil {
 			return err
 		}
 	}
@@ -532,6 +581,70 @@ func (s *Store) DeleteAgent(ctx context.Context, name string) error {
 		}
 		return nil
 	})
+}
+
+// PurgeRunsBefore implements runtimestore.Store.
+func (s *Store) PurgeRunsBefore(ctx context.Context, t time.Time) (int, error) {
+	var n int64
+	err := s.db.WithTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE start_ns < ? AND status NOT IN (?, ?)`, t.UnixNano(),
+			int32(runtimev1.RunStatus_RUN_STATUS_RUNNING), int32(runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// PurgeMessagesBefore implements runtimestore.Store (the turn rule of
+// runtimestore.CutTurns, in SQL).
+func (s *Store) PurgeMessagesBefore(ctx context.Context, t time.Time) (int, error) {
+	var n int64
+	cut := t.UnixNano()
+	err := s.db.WithTx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT thread_id FROM messages WHERE create_ns < ?`, cut)
+		if err != nil {
+			return err
+		}
+		var threads []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			threads = append(threads, id)
+		}
+		rows.Close()
+		for _, id := range threads {
+			var k, b sql.NullInt64
+			if err := tx.QueryRowContext(ctx, `SELECT MIN(seq) FROM messages WHERE thread_id = ? AND create_ns >= ?`, id, cut).Scan(&k); err != nil {
+				return err
+			}
+			var res sql.Result
+			if !k.Valid {
+				res, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE thread_id = ?`, id)
+			} else {
+				if err := tx.QueryRowContext(ctx, `SELECT MAX(seq) FROM messages WHERE thread_id = ? AND seq <= ? AND role = ?`, id, k.Int64, int32(runtimev1.MessageRole_MESSAGE_ROLE_USER)).Scan(&b); err != nil {
+					return err
+				}
+				if !b.Valid {
+					continue
+				}
+				res, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE thread_id = ? AND seq < ?`, id, b.Int64)
+			}
+			if err != nil {
+				return err
+			}
+			d, _ := res.RowsAffected()
+			n += d
+		}
+		return nil
+	})
+	return int(n), err
 }
 
 // PurgeThreadsBefore implements runtimestore.Store.

@@ -99,7 +99,7 @@ func window(n int, p Page) (start, end int, next string) {
 }
 
 // UpdateThread implements Store.
-func (m *Memory) UpdateThread(_ context.Context, id string, fn Update) (*Thread, error) {
+func (m *Memory) UpdateThread(ctx context.Context, id string, fn Update) (*Thread, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.threads[id]
@@ -111,7 +111,9 @@ func (m *Memory) UpdateThread(_ context.Context, id string, fn Update) (*Thread,
 	if err != nil {
 		return nil, err
 	}
-	work.Proto.UpdateTime = timestamppb.Now()
+	if Touches(ctx) {
+		work.Proto.UpdateTime = timestamppb.Now()
+	}
 	SyncReadFiles(work)
 	work.Child = cur.Clone().Child // fixed at creation
 	m.threads[id] = work
@@ -322,6 +324,44 @@ func (m *Memory) PurgeThreadsBefore(_ context.Context, t time.Time) ([]string, e
 		delete(m.runs, id)
 	}
 	return ids, nil
+}
+
+// PurgeRunsBefore implements Store.
+func (m *Memory) PurgeRunsBefore(_ context.Context, t time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, runs := range m.runs {
+		keep := runs[:0:0]
+		for _, r := range runs {
+			if finished(r.GetStatus()) && r.GetStartTime().AsTime().Before(t) {
+				n++
+				continue
+			}
+			keep = append(keep, r)
+		}
+		m.runs[id] = keep
+	}
+	return n, nil
+}
+
+// finished reports whether a run with status st may be removed by retention.
+func finished(st runtimev1.RunStatus) bool {
+	return st != runtimev1.RunStatus_RUN_STATUS_RUNNING && st != runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT
+}
+
+// PurgeMessagesBefore implements Store.
+func (m *Memory) PurgeMessagesBefore(_ context.Context, t time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, msgs := range m.messages {
+		if c := CutTurns(msgs, t); c > 0 {
+			m.messages[id] = append([]*runtimev1.Message(nil), msgs[c:]...)
+			n += c
+		}
+	}
+	return n, nil
 }
 
 // Close implements Store.

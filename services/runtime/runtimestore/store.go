@@ -146,8 +146,51 @@ type Store interface {
 	// PurgeThreadsBefore deletes threads whose update_time is before t
 	// (retention) and returns their ids so their workspaces can be removed.
 	PurgeThreadsBefore(ctx context.Context, t time.Time) ([]string, error)
+	// PurgeRunsBefore deletes the finished runs (every status but RUNNING
+	// and WAITING_FOR_INPUT) that started before t (retention) and returns
+	// how many it deleted.
+	PurgeRunsBefore(ctx context.Context, t time.Time) (int, error)
+	// PurgeMessagesBefore deletes old messages (retention) by whole turns,
+	// so no tool result is left without its call: in each thread it
+	// deletes every message before the USER message that opens the turn
+	// holding the thread's first message created at or after t — all of
+	// the thread's messages when none is that recent. It returns how many
+	// it deleted.
+	PurgeMessagesBefore(ctx context.Context, t time.Time) (int, error)
 	// Close releases the store.
 	Close() error
+}
+
+type noTouchKey struct{}
+
+// NoTouch marks ctx so that UpdateThread keeps the thread's update_time:
+// maintenance writes (retention removing expired artifacts) must not make
+// an idle thread look active.
+func NoTouch(ctx context.Context) context.Context { return context.WithValue(ctx, noTouchKey{}, true) }
+
+// Touches reports whether UpdateThread under ctx bumps update_time (true
+// unless ctx comes from NoTouch). For Store implementations.
+func Touches(ctx context.Context) bool { v, _ := ctx.Value(noTouchKey{}).(bool); return !v }
+
+// CutTurns returns how many of msgs (one thread's, oldest first) the
+// PurgeMessagesBefore rule deletes for cutoff t. For Store implementations.
+func CutTurns(msgs []*runtimev1.Message, t time.Time) int {
+	k := -1
+	for i, m := range msgs {
+		if !m.GetCreateTime().AsTime().Before(t) {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		return len(msgs)
+	}
+	for b := k; b >= 0; b-- {
+		if msgs[b].GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_USER {
+			return b
+		}
+	}
+	return 0
 }
 
 // ErrExists is returned by CreateThread for a duplicate id.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +120,90 @@ func RunStoreSuite(t *testing.T, f Factory) {
 		if f.Reopen != nil {
 			s = f.Reopen(t, s)
 			check(s)
+		}
+	})
+	t.Run("RetentionOfRunsAndMessages", func(t *testing.T) {
+		s := f.Open(t)
+		now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC) // a fixed clock
+		ago := func(h int) *timestamppb.Timestamp { return timestamppb.New(now.Add(-time.Duration(h) * time.Hour)) }
+		msg := func(id string, role runtimev1.MessageRole, h int) *runtimev1.Message {
+			return &runtimev1.Message{Id: id, Role: role, CreateTime: ago(h)}
+		}
+		const (
+			user = runtimev1.MessageRole_MESSAGE_ROLE_USER
+			asst = runtimev1.MessageRole_MESSAGE_ROLE_ASSISTANT
+			tool = runtimev1.MessageRole_MESSAGE_ROLE_TOOL
+		)
+		for _, id := range []string{"mixed", "old", "new", "noturn"} {
+			if err := s.CreateThread(ctx, newThread(id, "t1", "alice", now.Add(-6*time.Hour))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// mixed: turn 1 entirely before the cutoff (2h ago); turn 2 started
+		// before it and ends after it, so it is kept whole.
+		_ = s.AppendMessages(ctx, "mixed", msg("u1", user, 5), msg("a1", asst, 5), msg("t1", tool, 4), msg("f1", asst, 4),
+			msg("u2", user, 3), msg("a2", asst, 3), msg("t2", tool, 1), msg("f2", asst, 1))
+		_ = s.AppendMessages(ctx, "old", msg("o1", user, 5), msg("o2", asst, 5))
+		_ = s.AppendMessages(ctx, "new", msg("n1", user, 1), msg("n2", asst, 1))
+		// noturn: no user message opens the recent part: nothing goes.
+		_ = s.AppendMessages(ctx, "noturn", msg("x1", asst, 5), msg("x2", tool, 1))
+		n, err := s.PurgeMessagesBefore(ctx, now.Add(-2*time.Hour))
+		if err != nil || n != 6 {
+			t.Fatalf("PurgeMessagesBefore = %d, %v; want 6", n, err)
+		}
+		ids := func(th string) string {
+			ms, _, err := s.ListMessages(ctx, th, runtimestore.Page{Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, m := range ms {
+				out = append(out, m.GetId())
+			}
+			return fmt.Sprint(out)
+		}
+		for th, want := range map[string]string{"mixed": "[u2 a2 t2 f2]", "old": "[]", "new": "[n1 n2]", "noturn": "[x1 x2]"} {
+			if got := ids(th); got != want {
+				t.Errorf("%s after message retention: %s, want %s", th, got, want)
+			}
+		}
+		if n, err := s.PurgeMessagesBefore(ctx, now.Add(-2*time.Hour)); err != nil || n != 0 {
+			t.Fatalf("second sweep = %d, %v; want 0", n, err)
+		}
+		// Runs: only finished runs that started before the cutoff go.
+		for _, r := range []struct {
+			id string
+			st runtimev1.RunStatus
+			h  int
+		}{{"done", runtimev1.RunStatus_RUN_STATUS_COMPLETED, 5}, {"busy", runtimev1.RunStatus_RUN_STATUS_RUNNING, 5},
+			{"asks", runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT, 5}, {"recent", runtimev1.RunStatus_RUN_STATUS_FAILED, 1}} {
+			if err := s.PutRun(ctx, &runtimev1.Run{RunId: r.id, ThreadId: "mixed", Status: r.st, StartTime: ago(r.h)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.PurgeRunsBefore(ctx, now.Add(-2*time.Hour)); err != nil || n != 1 {
+			t.Fatalf("PurgeRunsBefore = %d, %v; want 1", n, err)
+		}
+		runs, _ := s.ListRuns(ctx, "mixed")
+		var left []string
+		for _, r := range runs {
+			left = append(left, r.GetRunId())
+		}
+		if slices.Sort(left); fmt.Sprint(left) != "[asks busy recent]" {
+			t.Fatalf("runs after retention: %v", left)
+		}
+		// NoTouch keeps update_time; a plain update bumps it.
+		if _, err := s.UpdateThread(runtimestore.NoTouch(ctx), "old", func(*runtimestore.Thread) ([]*runtimev1.Message, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if th, _ := s.GetThread(ctx, "old"); !th.Proto.GetUpdateTime().AsTime().Equal(now.Add(-6 * time.Hour)) {
+			t.Fatalf("NoTouch update moved update_time to %v", th.Proto.GetUpdateTime().AsTime())
+		}
+		if _, err := s.UpdateThread(ctx, "old", func(*runtimestore.Thread) ([]*runtimev1.Message, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if th, _ := s.GetThread(ctx, "old"); th.Proto.GetUpdateTime().AsTime().Equal(now.Add(-6 * time.Hour)) {
+			t.Fatal("a plain update kept update_time")
 		}
 	})
 	t.Run("UpdateIsAtomicUnderConcurrency", func(t *testing.T) {
