@@ -13,9 +13,10 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 )
 
-// printJSON writes m as indented protojson.
+// printJSON writes m as indented protojson with the proto field names, as
+// the REST mirror does.
 func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return err
 	}
