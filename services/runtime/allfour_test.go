@@ -1,8 +1,12 @@
 package runtime_test
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -183,5 +187,80 @@ func TestAllFourServices(t *testing.T) {
 	}
 	if fmt.Sprint(after.GetThread().GetPromoted(), after.GetThread().GetActiveSkills()) != fmt.Sprint(before.GetThread().GetPromoted(), before.GetThread().GetActiveSkills()) {
 		t.Fatalf("state changed across restart:\n%v\n%v", before.GetThread(), after.GetThread())
+	}
+}
+
+// TestReviewSkillPackageSources: review_skill_package reviews, through the
+// real skills service, a folder in the workspace (inline files), an
+// uploaded archive, inline SKILL.md text and an installed skill — without
+// installing or activating anything — and refuses paths outside the thread.
+func TestReviewSkillPackageSources(t *testing.T) {
+	s := newRealSuite(t)
+	ctx := context.Background()
+	alice := s.rt(aliceToken)
+	th := newThread(t, alice, nil)
+	md := func(name string) string {
+		return "---\nname: " + name + "\ndescription: A skill under review.\n---\n# " + name + "\nSay hello.\n"
+	}
+	call(t, alice, th, "write_file", map[string]any{"path": "/mnt/user-data/workspace/pkg/SKILL.md", "content": md("dir-skill")})
+	call(t, alice, th, "write_file", map[string]any{"path": "/mnt/user-data/workspace/pkg/references/key.txt",
+		"content": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----\n"})
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	w, _ := zw.Create("zipped-skill/SKILL.md")
+	_, _ = w.Write([]byte(md("zipped-skill")))
+	_ = zw.Close()
+	uploads := filepath.Join(s.dataDir, "runtime", "threads", th, "user-data", "uploads")
+	if err := os.WriteFile(filepath.Join(uploads, "zipped.skill"), zb.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(uploads, "escape.skill")); err != nil {
+		t.Fatal(err)
+	}
+	review := func(a map[string]any) *runtimev1.ToolResult {
+		t.Helper()
+		r := call(t, alice, th, "review_skill_package", a)
+		t.Logf("review %v: %s %.300s", a["target"], r.GetStatus(), text(r))
+		return r
+	}
+	ok := func(r *runtimev1.ToolResult, want ...string) {
+		t.Helper()
+		if r.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS || len(r.GetArtifacts()) != 1 {
+			t.Fatalf("review failed: %v", r)
+		}
+		for _, w := range want {
+			if !strings.Contains(text(r), w) {
+				t.Errorf("review text lacks %q: %.500s", w, text(r))
+			}
+		}
+	}
+	ok(review(map[string]any{"target": "/mnt/user-data/workspace/pkg"}), "dir-skill", "secret-private-key", "untrusted_review_data")
+	ok(review(map[string]any{"target": "/mnt/user-data/uploads/zipped.skill"}), "zipped-skill")
+	ok(review(map[string]any{"target": "inline://inline-skill", "inline_content": md("inline-skill")}), "inline-skill")
+	// A file that is not an archive is reviewed as a refused package.
+	ok(review(map[string]any{"target": "/mnt/user-data/workspace/pkg/SKILL.md"}), "unknown_format")
+	for _, bad := range []map[string]any{
+		{"target": "/etc/passwd"},
+		{"target": "/mnt/user-data/../../../etc"},
+		{"target": "/mnt/user-data/workspace/none"},
+		{"target": "/mnt/user-data/uploads/escape.skill"},
+		{"target": "inline://x"},
+	} {
+		if r := review(bad); r.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS {
+			t.Errorf("review %v: %v", bad, r)
+		}
+	}
+	g, _ := alice.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th})
+	if len(g.GetThread().GetActiveSkills()) != 0 {
+		t.Errorf("reviewing activated %v", g.GetThread().GetActiveSkills())
+	}
+	ls, err := skillsv1.NewSkillsServiceClient(s.dial(aliceToken)).ListSkills(ctx, &skillsv1.ListSkillsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sk := range ls.GetSkills() {
+		if strings.HasSuffix(sk.GetName(), "-skill") {
+			t.Errorf("reviewing installed %s", sk.GetName())
+		}
 	}
 }

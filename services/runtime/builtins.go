@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -155,33 +157,179 @@ func (s *Server) describeSkill(ctx context.Context, ec *execCtx) (*outcome, erro
 	return &outcome{text: strings.Join(blocks, "\n\n")}, nil
 }
 
-// reviewSkill implements review_skill_package for installed skills: the
-// bounded model-visible text is the result, the full report becomes an
-// artifact. Reviewing never activates the skill.
+// reviewSkill implements review_skill_package (deerflow-reference §4.11)
+// through the skills service's ReviewSkillPackage: target is an installed
+// skill (a name or skill://<category>/<name>), a path under /mnt/user-data
+// to a zip or tar.gz archive (e.g. an uploaded .skill file) or to a folder
+// holding SKILL.md (sent as inline files), or inline://<name> with the
+// SKILL.md text in inline_content. The bounded model-visible text is the
+// result, the full report becomes an artifact. Reviewing never activates the
+// skill, and a refused archive is reviewed too (one blocker naming the
+// refusal).
 func (s *Server) reviewSkill(ctx context.Context, ec *execCtx) (*outcome, error) {
 	target := strings.TrimSpace(strArg(ec.args, "target"))
-	name := target
-	if strings.HasPrefix(target, "skill://") {
-		name = path.Base(strings.TrimSuffix(strings.TrimPrefix(target, "skill://"), "/"))
-	}
-	if name == "" || strings.ContainsAny(name, "/\\") {
-		return nil, business("target must be a skill name or skill://<category>/<name>")
-	}
 	include, _ := ec.args["include_content"].(bool)
-	resp, err := s.skills.ReviewSkillPackage(actingFor(ctx), &skillsv1.ReviewSkillPackageRequest{Source: &skillsv1.ReviewSkillPackageRequest_Name{Name: name}, IncludeContent: include})
+	req := &skillsv1.ReviewSkillPackageRequest{IncludeContent: include}
+	var label string
+	switch {
+	case strings.HasPrefix(target, "inline://"):
+		name := strings.Trim(strings.TrimPrefix(target, "inline://"), "/")
+		content := strArg(ec.args, "inline_content")
+		if name == "" || strings.ContainsAny(name, "/\\") {
+			return nil, business("target inline://<name> needs a skill name without '/'")
+		}
+		if strings.TrimSpace(content) == "" {
+			return nil, business("inline_content is required with an inline:// target (the SKILL.md text)")
+		}
+		req.Source = &skillsv1.ReviewSkillPackageRequest_Files{Files: &skillsv1.InlineFiles{Name: name, Files: []*skillsv1.SkillFile{{Path: "SKILL.md", Content: []byte(content)}}}}
+		label = name
+	case strings.HasPrefix(target, "/"):
+		name, err := s.reviewSource(ec, target, req)
+		if err != nil {
+			return nil, err
+		}
+		label = name
+	default:
+		name := target
+		if strings.HasPrefix(target, "skill://") {
+			name = path.Base(strings.TrimSuffix(strings.TrimPrefix(target, "skill://"), "/"))
+		}
+		if name == "" || strings.ContainsAny(name, "/\\") {
+			return nil, business("target must be a skill name, skill://<category>/<name>, a path under /mnt/user-data, or inline://<name>")
+		}
+		req.Source = &skillsv1.ReviewSkillPackageRequest_Name{Name: name}
+		label = name
+	}
+	resp, err := s.skills.ReviewSkillPackage(actingFor(ctx), req)
 	if status.Code(err) == codes.NotFound {
-		return nil, business("skill %s is not installed", name)
+		return nil, business("skill %s is not installed", label)
+	}
+	if status.Code(err) == codes.InvalidArgument {
+		return nil, business("the skills service refused the package: %s", status.Convert(err).Message())
 	}
 	if err != nil {
 		return nil, upstreamFailure("skills", err)
 	}
 	o := &outcome{text: resp.GetText()}
 	if rep := resp.GetFullReport(); rep != "" {
-		if a, err := s.saveResult(ec, "review-"+name, ".json", rep); err == nil {
+		if a, err := s.saveResult(ec, "review-"+safeLabel(label), ".json", rep); err == nil {
 			o.artifacts = append(o.artifacts, a)
 		}
 	}
 	return o, nil
+}
+
+// Review input bounds (deerflow-reference §4.11 snapshot limits, capped
+// by what one gRPC message can carry).
+const (
+	reviewMaxFiles = 4096
+	reviewMaxBytes = 32 << 20
+)
+
+// reviewLimit is the byte bound of a package sent for review: 32 MiB, or
+// less when server.max_message_bytes is smaller (64 KiB left for the rest
+// of the request).
+func (s *Server) reviewLimit() int64 {
+	limit := int64(reviewMaxBytes)
+	if m := int64(s.env.MaxMessageBytes); m > 0 && m-64<<10 < limit {
+		limit = m - 64<<10
+	}
+	return limit
+}
+
+// reviewSource reads a package from the thread's workspace: a regular file
+// is sent as an archive (the skills service detects zip or tar.gz and
+// refuses anything else in the review), a folder as inline files (regular
+// files only; symlinks are skipped and named in an error when nothing else
+// is there). Reads go through os.Root, so nothing outside the thread's
+// user-data folder is reachable.
+func (s *Server) reviewSource(ec *execCtx, target string, req *skillsv1.ReviewSkillPackageRequest) (string, error) {
+	clean, rel, err := cleanVirtual(target, false)
+	if err != nil {
+		return "", err
+	}
+	r, err := s.root(ec.thread.Proto.GetThreadId())
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	fi, err := r.Lstat(rel)
+	if err != nil {
+		return "", fsErr(clean, err)
+	}
+	limit := s.reviewLimit()
+	name := path.Base(clean)
+	switch {
+	case fi.Mode().IsRegular():
+		if fi.Size() > limit {
+			return "", business("%s is %d bytes; at most %d bytes can be reviewed", clean, fi.Size(), limit)
+		}
+		b, err := r.ReadFile(rel)
+		if err != nil {
+			return "", fsErr(clean, err)
+		}
+		req.Source = &skillsv1.ReviewSkillPackageRequest_Archive{Archive: b}
+		return strings.TrimSuffix(name, path.Ext(name)), nil
+	case fi.IsDir():
+		files := &skillsv1.InlineFiles{Name: name}
+		var total int64
+		var skipped []string
+		err := fs.WalkDir(r.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			relPath := strings.TrimPrefix(strings.TrimPrefix(p, rel), "/")
+			if !d.Type().IsRegular() {
+				skipped = append(skipped, relPath)
+				return nil
+			}
+			if len(files.Files) == reviewMaxFiles {
+				return business("%s holds more than %d files", clean, reviewMaxFiles)
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if total += info.Size(); total > limit {
+				return business("%s holds more than %d bytes", clean, limit)
+			}
+			b, err := r.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files.Files = append(files.Files, &skillsv1.SkillFile{Path: relPath, Content: b})
+			return nil
+		})
+		if err != nil {
+			var be *errBusiness
+			if errors.As(err, &be) {
+				return "", err
+			}
+			return "", fsErr(clean, err)
+		}
+		if len(files.Files) == 0 {
+			return "", business("%s holds no regular files to review (skipped: %s)", clean, strings.Join(skipped, ", "))
+		}
+		req.Source = &skillsv1.ReviewSkillPackageRequest_Files{Files: files}
+		return name, nil
+	}
+	return "", business("%s is not a regular file or folder (symbolic links are not followed)", clean)
+}
+
+func safeLabel(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '_'
+	}, s)
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	return s
 }
 
 // saveResult writes text to /mnt/user-data/outputs/.tool-results/<prefix>-<12 hex><ext>.
