@@ -146,18 +146,40 @@ func (s *Server) GetThread(ctx context.Context, req *runtimev1.GetThreadRequest)
 }
 
 // DeleteThread deletes one of the caller's threads with its messages, runs,
-// events and workspace (artifacts included).
+// events and workspace (artifacts included), and with it the subagent
+// threads it delegated to (hidden from ListThreads, so they would
+// otherwise be left behind), children first.
 func (s *Server) DeleteThread(ctx context.Context, req *runtimev1.DeleteThreadRequest) (*runtimev1.DeleteThreadResponse, error) {
 	if _, _, err := s.ownThread(ctx, req.GetThreadId()); err != nil {
 		return nil, err
 	}
-	if err := s.store.DeleteThread(ctx, req.GetThreadId()); err != nil && !errors.Is(err, runtimestore.ErrNotFound) {
-		return nil, storeErr(err)
-	}
-	if err := os.RemoveAll(s.threadDir(req.GetThreadId())); err != nil {
-		return nil, status.Errorf(codes.Internal, "workspace: %v", err)
+	if err := s.deleteTree(ctx, req.GetThreadId(), 0); err != nil {
+		return nil, err
 	}
 	return &runtimev1.DeleteThreadResponse{}, nil
+}
+
+// deleteTree deletes a thread's subagent threads (recursively, at most 8
+// levels) and then the thread itself, each with its workspace.
+func (s *Server) deleteTree(ctx context.Context, id string, depth int) error {
+	if depth < 8 {
+		kids, err := s.store.ChildThreads(ctx, id)
+		if err != nil {
+			return storeErr(err)
+		}
+		for _, k := range kids {
+			if err := s.deleteTree(ctx, k, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.store.DeleteThread(ctx, id); err != nil && !errors.Is(err, runtimestore.ErrNotFound) {
+		return storeErr(err)
+	}
+	if err := os.RemoveAll(s.threadDir(id)); err != nil {
+		return status.Errorf(codes.Internal, "workspace: %v", err)
+	}
+	return nil
 }
 
 // ListMessages pages a thread's conversation, oldest first.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -383,5 +384,18 @@ func TestChildThreadOverride(t *testing.T) {
 	}
 	if _, err := s.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: childID}); err != nil {
 		t.Fatalf("child by id: %v", err)
+	}
+	// Deleting the parent deletes the hidden child with its workspace.
+	if _, err := os.Stat(s.threadDir(childID)); err != nil {
+		t.Fatalf("child workspace: %v", err)
+	}
+	if _, err := s.DeleteThread(ctx, &runtimev1.DeleteThreadRequest{ThreadId: parent}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetThread(ctx, childID); !errors.Is(err, runtimestore.ErrNotFound) {
+		t.Fatalf("child after the parent's deletion: %v", err)
+	}
+	if _, err := os.Stat(s.threadDir(childID)); !os.IsNotExist(err) {
+		t.Fatalf("child workspace after the parent's deletion: %v", err)
 	}
 }

@@ -313,6 +313,27 @@ func appendMessages(ctx context.Context, tx *sql.Tx, threadID string, msgs []*ru
 	return nil
 }
 
+// ChildThreads implements runtimestore.Store.
+func (s *Store) ChildThreads(ctx context.Context, parentID string) ([]string, error) {
+	if parentID == "" {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM threads WHERE parent_id = ? ORDER BY id`, parentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
 // DeleteThread implements runtimestore.Store (messages, events and runs
 // cascade).
 func (s *Store) DeleteThread(ctx context.Context, id string) error {

@@ -121,6 +121,20 @@ func (m *Memory) UpdateThread(ctx context.Context, id string, fn Update) (*Threa
 	return work.Clone(), nil
 }
 
+// ChildThreads implements Store.
+func (m *Memory) ChildThreads(_ context.Context, parentID string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for id, t := range m.threads {
+		if t.Child != nil && t.Child.ParentThreadID == parentID {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // DeleteThread implements Store.
 func (m *Memory) DeleteThread(_ context.Context, id string) error {
 	m.mu.Lock()

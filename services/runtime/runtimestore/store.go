@@ -113,6 +113,9 @@ type Store interface {
 	// UpdateThread applies fn atomically and bumps update_time; it returns
 	// the thread after the change, or ErrNotFound.
 	UpdateThread(ctx context.Context, id string, fn Update) (*Thread, error)
+	// ChildThreads returns the ids of the subagent threads whose
+	// Child.ParentThreadID is parentID (any order; none = empty).
+	ChildThreads(ctx context.Context, parentID string) ([]string, error)
 	// DeleteThread deletes a thread with its messages, events and runs;
 	// ErrNotFound when absent.
 	DeleteThread(ctx context.Context, id string) error

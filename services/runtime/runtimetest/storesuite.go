@@ -121,6 +121,12 @@ func RunStoreSuite(t *testing.T, f Factory) {
 			s = f.Reopen(t, s)
 			check(s)
 		}
+		if kids, err := s.ChildThreads(ctx, "p"); err != nil || fmt.Sprint(kids) != "[c]" {
+			t.Fatalf("ChildThreads(p) = %v, %v", kids, err)
+		}
+		if kids, err := s.ChildThreads(ctx, "c"); err != nil || len(kids) != 0 {
+			t.Fatalf("ChildThreads(c) = %v, %v", kids, err)
+		}
 	})
 	t.Run("RetentionOfRunsAndMessages", func(t *testing.T) {
 		s := f.Open(t)
