@@ -331,6 +331,46 @@ func TestParallelResultsInCallOrder(t *testing.T) {
 	}
 }
 
+// TestParallelToolCallsBound: at most Config.ParallelToolCalls calls of a
+// step run at once, the assistant step is stored before its results, and
+// the results follow in call order (loop-stores mode, as the runtime uses).
+func TestParallelToolCallsBound(t *testing.T) {
+	w := newWorld()
+	var inflight, peak atomic.Int32
+	w.tools["work"] = &fakeTool{run: func(_ context.Context, a map[string]any) (string, error) {
+		n := inflight.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		inflight.Add(-1)
+		return fmt.Sprint("r", a["i"]), nil
+	}}
+	var cs []*runtimev1.ToolCall
+	for i := 0; i < 6; i++ {
+		cs = append(cs, call("work", fmt.Sprintf(`{"i":%d}`, i)))
+	}
+	e := newTestEngine(t, w, single(script(calls(cs...), answer("done"))), Config{ParallelToolCalls: 2})
+	if r, _ := e.RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "x"}, nil); r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("run %v", r)
+	}
+	if p := peak.Load(); p > 2 {
+		t.Fatalf("%d calls ran at once; the bound is 2", p)
+	}
+	ms := w.msgs("t1")
+	if len(ms) != 9 || len(ms[1].GetToolCalls()) != 6 {
+		t.Fatalf("messages %v", ms)
+	}
+	for i := 0; i < 6; i++ {
+		if m := ms[2+i]; m.GetContent() != fmt.Sprint("r", i) || m.GetToolCallId() != ms[1].GetToolCalls()[i].GetId() {
+			t.Fatalf("result %d: %v", i, m)
+		}
+	}
+}
+
 func TestOneActiveRunPerThread(t *testing.T) {
 	w := newWorld()
 	hold := make(chan struct{})
