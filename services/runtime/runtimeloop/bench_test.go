@@ -77,7 +77,10 @@ func BenchmarkParallelToolCalls(b *testing.B) {
 	for _, par := range []int{1, 3} {
 		b.Run(fmt.Sprintf("parallel=%d", par), func(b *testing.B) {
 			w := newWorld()
-			w.tools["slow50"] = &fakeTool{run: func(context.Context, map[string]any) (string, error) { time.Sleep(50 * time.Millisecond); return "ok", nil }}
+			w.tools["slow50"] = &fakeTool{run: func(context.Context, map[string]any) (string, error) {
+				time.Sleep(50 * time.Millisecond)
+				return "ok", nil
+			}}
 			m := &funcModel{f: func(_ context.Context, n int, _ *ModelRequest) (*ModelResponse, error) {
 				if n%2 == 0 {
 					return calls(call("slow50", `{"i":1}`), call("slow50", `{"i":2}`), call("slow50", `{"i":3}`)), nil
