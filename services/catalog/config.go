@@ -2,7 +2,10 @@ package catalog
 
 import (
 	"fmt"
+	"net/url"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
@@ -48,6 +51,33 @@ type SearchConfig struct {
 	DefaultLimit int `yaml:"default_limit"`
 	// MaxLimitNonService caps `limit` for callers that are not services. Default 5.
 	MaxLimitNonService int `yaml:"max_limit_non_service"`
+	// Embedder plugs an OpenAI-compatible embeddings endpoint into SEMANTIC
+	// and AUTO ranking (issue 4, "Ranking that wins"). An empty URL keeps the
+	// built-in static word vectors (no network).
+	Embedder EmbedderConfig `yaml:"embedder"`
+}
+
+// EmbedderConfig configures the remote embedder of SearchTools
+// (search.HTTPEmbedderConfig). Tool vectors are cached by content hash in
+// DataDir/catalog.db, so a restart re-requests only changed tools.
+type EmbedderConfig struct {
+	// URL is the full endpoint, e.g. "https://host/v1/embeddings" (POST,
+	// OpenAI request/response shape). "" = built-in static vectors. Default "".
+	URL string `yaml:"url"`
+	// Model is sent as "model" and is part of every cache key, so changing it
+	// re-embeds everything. Required when URL is set. Default "".
+	Model string `yaml:"model"`
+	// APIKeyEnv names the environment variable holding the bearer token sent
+	// as "Authorization: Bearer <key>"; "" sends none. When set, the variable
+	// must be non-empty at start. Default "".
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Dimensions, when > 0, is sent as "dimensions" and every returned vector
+	// must have exactly this length; 0 accepts the model's own length. Default 0.
+	Dimensions int `yaml:"dimensions"`
+	// BatchSize caps texts per request. Default 64.
+	BatchSize int `yaml:"batch_size"`
+	// Timeout bounds one HTTP request. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // SetDefaults fills unset fields with their defaults.
@@ -79,6 +109,12 @@ func (c *Config) SetDefaults() {
 	if c.Search.MaxLimitNonService == 0 {
 		c.Search.MaxLimitNonService = 5
 	}
+	if c.Search.Embedder.BatchSize == 0 {
+		c.Search.Embedder.BatchSize = 64
+	}
+	if c.Search.Embedder.Timeout == 0 {
+		c.Search.Embedder.Timeout = 30 * time.Second
+	}
 }
 
 // Validate checks the section; errors name the key path.
@@ -107,5 +143,45 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s: %s", ch.path, ch.msg)
 		}
 	}
+	return c.Search.Embedder.validate("catalog.search.embedder")
+}
+
+// validate checks the embedder section; p is its key path.
+func (e *EmbedderConfig) validate(p string) error {
+	if e.URL == "" {
+		if e.Model != "" || e.APIKeyEnv != "" {
+			return fmt.Errorf("%s.url: required when model or api_key_env is set", p)
+		}
+	} else {
+		u, err := url.Parse(e.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s.url: must be an absolute http(s) URL, got %q", p, e.URL)
+		}
+		if u.User != nil {
+			return fmt.Errorf("%s.url: must not carry credentials (use api_key_env)", p)
+		}
+		if strings.TrimSpace(e.Model) == "" {
+			return fmt.Errorf("%s.model: required when url is set", p)
+		}
+	}
+	if e.APIKeyEnv != "" && !envName.MatchString(e.APIKeyEnv) {
+		return fmt.Errorf("%s.api_key_env: %q is not an environment variable name", p, e.APIKeyEnv)
+	}
+	checks := []struct {
+		ok       bool
+		key, msg string
+	}{
+		{e.Dimensions >= 0, "dimensions", "must be >= 0"},
+		{e.BatchSize >= 1 && e.BatchSize <= 2048, "batch_size", "must be between 1 and 2048"},
+		{e.Timeout > 0, "timeout", "must be > 0"},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			return fmt.Errorf("%s.%s: %s", p, ch.key, ch.msg)
+		}
+	}
 	return nil
 }
+
+// envName is a POSIX environment variable name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

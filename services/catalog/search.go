@@ -3,8 +3,10 @@ package catalog
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 
@@ -19,11 +21,20 @@ import (
 // tools rebuilds the order (Replace, which still reuses unchanged vectors).
 // Searches never wait for an update and never see a half-built index (the
 // library swaps immutable snapshots).
+//
+// With a remote embedder (catalog.search.embedder) an update whose tool
+// vectors cannot be fetched still applies lexically; those tools are left
+// unrecorded in keys, so the next update (any catalog change) asks for their
+// vectors again, and SEMANTIC/AUTO meanwhile rank the tools that have one.
 type searchIndex struct {
-	mu    sync.Mutex
-	ix    *search.Index
-	order []string
-	keys  map[string]docKey
+	mu  sync.Mutex
+	ix  *search.Index
+	log *slog.Logger
+	// docErr is the embedder error of the last update that could not embed
+	// every changed tool; nil once an update embeds them all.
+	docErr atomic.Pointer[error]
+	order  []string
+	keys   map[string]docKey
 }
 
 // docKey identifies the indexed content of one document: the cached base
@@ -34,9 +45,11 @@ type docKey struct {
 	name, desc string
 }
 
-func (si *searchIndex) init() {
-	si.ix = search.NewIndex(search.Options{})
+// init creates the index; a nil embedder selects the built-in static vectors.
+func (si *searchIndex) init(emb search.Embedder, log *slog.Logger) {
+	si.ix = search.NewIndex(search.Options{Embedder: emb})
 	si.keys = map[string]docKey{}
+	si.log = log
 }
 
 func docOf(e *entry, serverDesc map[string]string) search.Document {
@@ -74,16 +87,30 @@ func (si *searchIndex) update(snap *snapshot) {
 	// must come after them, for the incremental path to keep catalog order.
 	kept := slices.DeleteFunc(slices.Clone(si.order), func(n string) bool { _, ok := keys[n]; return !ok })
 	incremental := len(kept) <= len(order) && slices.Equal(kept, order[:len(kept)])
-	ctx := context.Background()
+	ctx := withDocs(context.Background())
+	var err error
 	if incremental {
 		si.ix.Remove(removed...)
-		_ = si.ix.Upsert(ctx, changed...)
+		err = si.ix.Upsert(ctx, changed...)
 	} else {
-		docs := make([]search.Document, len(snap.tools))
+		changed = make([]search.Document, len(snap.tools))
 		for i, e := range snap.tools {
-			docs[i] = docOf(e, serverDesc)
+			changed[i] = docOf(e, serverDesc)
 		}
-		_ = si.ix.Replace(ctx, docs)
+		err = si.ix.Replace(ctx, changed)
+	}
+	if err != nil {
+		// Applied lexically (search.Index.Upsert); forget these documents so
+		// the next update retries their vectors (unchanged ones that already
+		// have a vector are reused, not re-embedded).
+		si.log.Warn("catalog: tool vectors unavailable; semantic ranking of these tools waits for the next catalog change",
+			"tools", len(changed), "err", err)
+		for _, d := range changed {
+			delete(keys, d.Name)
+		}
+		si.docErr.Store(&err)
+	} else {
+		si.docErr.Store(nil)
 	}
 	si.order, si.keys = order, keys
 }
@@ -103,6 +130,15 @@ func searchMode(m catalogv1.SearchMode) search.Mode {
 // SearchTools ranks tools for a query (issue 4). limit <= 0 is the default
 // (5); callers that are not services are capped at 5. The hash is over the
 // candidate set (or every tool). No match is an empty result.
+//
+// Errors: an invalid query is INVALID_ARGUMENT (INVALID_QUERY, metadata
+// "field"). When a remote embedder (catalog.search.embedder) cannot embed the
+// query, SEMANTIC fails with UNAVAILABLE (UPSTREAM_ERROR, the embedder's
+// error in the message) — retryable, the request was valid —, and so does a
+// SEMANTIC search without hits while tool vectors could not be fetched
+// ("tool vectors unavailable"); AUTO never
+// fails for it: it answers from BM25F alone (search.Response.Degraded,
+// logged at debug level).
 func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequest) (*catalogv1.SearchToolsResponse, error) {
 	snap := s.snap.Load()
 	limit := int(req.GetLimit())
@@ -134,6 +170,15 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 			return nil, statusErr(codes.Unavailable, catalogv1.ErrorReason_ERROR_REASON_UPSTREAM_ERROR, nil, "semantic search: %v", err)
 		}
 		return nil, err
+	}
+	if len(res.Results) == 0 && sreq.Mode == search.ModeSemantic {
+		if e := s.index.docErr.Load(); e != nil {
+			return nil, statusErr(codes.Unavailable, catalogv1.ErrorReason_ERROR_REASON_UPSTREAM_ERROR, nil,
+				"semantic search: tool vectors unavailable: %v", *e)
+		}
+	}
+	if res.Degraded != "" {
+		s.log.Debug("catalog: search ran lexical-only", "mode", mode.String(), "reason", res.Degraded)
 	}
 	out := &catalogv1.SearchToolsResponse{Truncated: res.Truncated, Mode: mode}
 	for _, r := range res.Results {

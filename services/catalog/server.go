@@ -29,6 +29,7 @@ import (
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
+	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 )
 
 // Version is announced to MCP servers as clientInfo.version.
@@ -58,6 +59,7 @@ type Server struct {
 	watchers map[chan *catalogv1.CatalogEvent]struct{}
 
 	index searchIndex
+	store *catalogstore.Store // DataDir/catalog.db; nil without a remote embedder
 	met   *metrics
 
 	stop     chan struct{}
@@ -92,8 +94,13 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if s.maxMsg <= 0 {
 		s.maxMsg = DefaultMaxMessageBytes
 	}
+	emb, store, err := newEmbedder(cfg.Search.Embedder, env.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	s.store = store
 	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
-	s.index.init()
+	s.index.init(emb, log)
 	s.met = newMetrics(s, env.Metrics)
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
 		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log},
@@ -104,6 +111,7 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	f, raw, err := catalogconfig.Load(path)
 	if err != nil {
 		s.mgr.Close()
+		s.closeStore()
 		return nil, fmt.Errorf("catalog.extensions_config: %s: %w", path, err)
 	}
 	s.fileHash.Store(sha256.Sum256(raw))
@@ -153,8 +161,9 @@ func (s *Server) Ready(context.Context) error {
 }
 
 // Close stops the reload loop, every MCP server and session (no child
-// process survives it) and ends watch streams.
+// process survives it), ends watch streams and closes DataDir/catalog.db.
 func (s *Server) Close() error {
+	var err error
 	s.closeOne.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
@@ -165,8 +174,19 @@ func (s *Server) Close() error {
 		}
 		s.watchers = map[chan *catalogv1.CatalogEvent]struct{}{}
 		s.watchMu.Unlock()
+		s.buildMu.Lock() // no rebuild is writing vectors any more
+		err = s.closeStore()
+		s.buildMu.Unlock()
 	})
-	return nil
+	return err
+}
+
+// closeStore closes DataDir/catalog.db when it was opened.
+func (s *Server) closeStore() error {
+	if s.store == nil {
+		return nil
+	}
+	return s.store.Close()
 }
 
 // reloadLoop applies a content change of extensions_config.json within

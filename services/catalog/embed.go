@@ -1,0 +1,117 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/toolplane/toolplane/internal/search"
+	"github.com/toolplane/toolplane/services/catalog/catalogstore"
+)
+
+// queryVectorCacheSize bounds the in-memory cache of query vectors.
+const queryVectorCacheSize = 4096
+
+// newEmbedder builds the search embedder configured in cfg
+// (catalog.search.embedder): nil, nil when no URL is set (the Index then uses
+// the built-in static vectors); otherwise an HTTP embedder behind a
+// CachedEmbedder whose cache is DataDir/catalog.db for tool vectors (see
+// tieredCache). The returned store must be closed with the service.
+func newEmbedder(cfg EmbedderConfig, dataDir string, log *slog.Logger) (search.Embedder, *catalogstore.Store, error) {
+	if cfg.URL == "" {
+		return nil, nil, nil
+	}
+	const p = "catalog.search.embedder"
+	inner, err := search.NewHTTPEmbedder(search.HTTPEmbedderConfig{URL: cfg.URL, Model: cfg.Model,
+		APIKeyEnv: cfg.APIKeyEnv, Dimensions: cfg.Dimensions, BatchSize: cfg.BatchSize, Timeout: cfg.Timeout})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s.%w", p, err)
+	}
+	if dataDir == "" {
+		return nil, nil, fmt.Errorf("%s: a data directory is required (vectors are cached in DataDir/catalog.db)", p)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("%s: data directory: %w", p, err)
+	}
+	store, err := catalogstore.Open(filepath.Join(dataDir, "catalog.db"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", p, err)
+	}
+	// The cache model id includes the requested dimensions: the same model
+	// asked for another length gives other vectors.
+	model := cfg.Model
+	if cfg.Dimensions > 0 {
+		model = fmt.Sprintf("%s@%d", cfg.Model, cfg.Dimensions)
+	}
+	queries, err := lru.New[string, []float32](queryVectorCacheSize)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	cache := &tieredCache{docs: store.Vectors(model), queries: queries, log: log}
+	return search.NewCachedEmbedder(inner, model, cache), store, nil
+}
+
+// docsCtxKey marks a context as embedding catalog documents (tools).
+type docsCtxKey struct{}
+
+// withDocs returns ctx marked as embedding catalog documents.
+func withDocs(ctx context.Context) context.Context { return context.WithValue(ctx, docsCtxKey{}, true) }
+
+func isDocs(ctx context.Context) bool { v, _ := ctx.Value(docsCtxKey{}).(bool); return v }
+
+// tieredCache is the catalog's search.VectorCache. Tool vectors (writes
+// under a withDocs context, i.e. index updates) go to the sqlite store and
+// survive restarts; query vectors go to a bounded in-memory LRU only, so
+// callers' query texts are never persisted and cannot grow the store. Reads
+// consult the LRU, then the store.
+// Store failures are logged and treated as misses (the embedder is the
+// source of truth).
+type tieredCache struct {
+	docs    search.VectorCache
+	queries *lru.Cache[string, []float32]
+	log     *slog.Logger
+}
+
+// GetVectors implements search.VectorCache.
+func (c *tieredCache) GetVectors(ctx context.Context, keys []string) (map[string][]float32, error) {
+	out := make(map[string][]float32, len(keys))
+	var rest []string
+	for _, k := range keys {
+		if v, ok := c.queries.Get(k); ok {
+			out[k] = v
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	got, err := c.docs.GetVectors(ctx, rest)
+	if err != nil {
+		c.log.Warn("catalog: reading cached tool vectors failed; re-embedding them", "err", err)
+	}
+	for k, v := range got {
+		out[k] = v
+	}
+	return out, nil
+}
+
+// PutVectors implements search.VectorCache.
+func (c *tieredCache) PutVectors(ctx context.Context, vecs map[string][]float32) error {
+	if isDocs(ctx) {
+		err := c.docs.PutVectors(ctx, vecs)
+		if err != nil {
+			c.log.Warn("catalog: caching tool vectors failed", "vectors", len(vecs), "err", err)
+		}
+		return err
+	}
+	for k, v := range vecs {
+		c.queries.Add(k, v)
+	}
+	return nil
+}
