@@ -78,13 +78,26 @@ var workspaceDirs = []string{"workspace", "outputs", "uploads"}
 // with its workspace <data dir>/runtime/threads/<id>/user-data/{workspace,outputs,uploads}.
 // The agent must exist (empty = the default agent). Metadata is free text
 // and never read as state: it cannot activate skills or promote tools.
+//
+// A request that names no agent gets the caller's per-credential default:
+// the principal attribute DefaultAgentAttribute (`auth.tokens[].attributes.agent`,
+// or the JWT attributes claim), else the default agent. This is how an MCP
+// client without --agent gets its tool profile (issue 9).
 func (s *Server) CreateThread(ctx context.Context, req *runtimev1.CreateThreadRequest) (*runtimev1.CreateThreadResponse, error) {
-	th, err := s.createThread(ctx, req.GetAgent(), req.GetMetadata(), nil)
+	agent := req.GetAgent()
+	if agent == "" {
+		agent = principalOf(ctx).GetAttributes()[DefaultAgentAttribute]
+	}
+	th, err := s.createThread(ctx, agent, req.GetMetadata(), nil)
 	if err != nil {
 		return nil, err
 	}
 	return &runtimev1.CreateThreadResponse{Thread: th.Proto}, nil
 }
+
+// DefaultAgentAttribute is the principal attribute naming the agent of a
+// thread created without one (a per-token default agent).
+const DefaultAgentAttribute = "agent"
 
 // createThread creates a thread of the caller; child is nil except for the
 // agent loop's subagent threads (never taken from a request).
