@@ -22,14 +22,14 @@ import (
 )
 
 const (
-	fakeModel  = "fake-embed-64"
+	fakeModel  = "fake-bow-512"
 	fakeKeyEnv = "TP_TEST_EMBEDDINGS_KEY"
 	fakeKey    = "sk-test-0123456789"
-	fakeDim    = 64
+	fakeDim    = 512 // no FNV-1a collision among the test vocabulary (64 had seven)
 )
 
 // fakeEmbeddings is a local OpenAI-compatible POST /v1/embeddings: each text
-// is a bag of lower-cased words hashed (FNV-1a) into 64 dimensions. Its
+// is a bag of lower-cased words hashed (FNV-1a) into fakeDim dimensions. Its
 // synonyms table maps invented words onto real ones, so only this embedder
 // (not BM25F, not the static vectors) can relate such a query to a tool.
 // It rejects a wrong bearer token or model with 401/400, and answers 503
@@ -165,7 +165,7 @@ func TestRemoteEmbedderSemanticRanking(t *testing.T) {
 		t.Fatalf("indexing sent %d requests with %d inputs; want 3 and 5", r, n)
 	}
 	ctx := ctxT(t)
-	for query, want := range map[string]string{"zorblax in paris": "get_weather", "quibbit order": "create_invoice"} {
+	for query, want := range map[string]string{"zorblax in paris": "get_weather", "quibbit for my order": "create_invoice"} {
 		res, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: query, Mode: catalogv1.SearchMode_SEARCH_MODE_SEMANTIC})
 		if err != nil {
 			t.Fatalf("SEMANTIC %q: %v", query, err)
@@ -309,6 +309,32 @@ func TestRemoteEmbedderStartsWhileDown(t *testing.T) {
 	})
 	if n, err := h.srv.store.Vectors("").Count(ctx); err != nil || n != len(embedTools)+1 {
 		t.Fatalf("catalog.db holds %d vectors (%v); want %d", n, err, len(embedTools)+1)
+	}
+}
+
+// TestRemoteEmbedderRetriesWithoutChange: missing tool vectors are fetched
+// again by the periodic retry, with no catalog change, and only those.
+func TestRemoteEmbedderRetriesWithoutChange(t *testing.T) {
+	t.Setenv(fakeKeyEnv, fakeKey)
+	old := embedRetryInterval
+	embedRetryInterval = 200 * time.Millisecond
+	t.Cleanup(func() { embedRetryInterval = old })
+	f := newFakeEmbeddings(t)
+	f.down.Store(true)
+	h := startEmbedded(t, f, t.TempDir(), embedTools)
+	ctx := ctxT(t)
+	f.down.Store(false)
+	eventually(t, 10*time.Second, "zorblax ranks get_weather semantically", func() bool {
+		res, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: "zorblax", Mode: catalogv1.SearchMode_SEARCH_MODE_SEMANTIC})
+		return err == nil && len(res.Hits) > 0 && hitNames(res)[0] == "get_weather"
+	})
+	if h.srv.index.docErr.Load() != nil {
+		t.Fatal("docErr still set after a successful retry")
+	}
+	// Retries stop once every tool has a vector: 5 tool texts + 1 query.
+	time.Sleep(3 * embedRetryInterval)
+	if n := f.inputs.Load(); n != int64(len(embedTools))+1 {
+		t.Fatalf("fake embedded %d texts; want %d tools + 1 query", n, len(embedTools))
 	}
 }
 

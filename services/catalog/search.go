@@ -24,8 +24,9 @@ import (
 //
 // With a remote embedder (catalog.search.embedder) an update whose tool
 // vectors cannot be fetched still applies lexically; those tools are left
-// unrecorded in keys, so the next update (any catalog change) asks for their
-// vectors again, and SEMANTIC/AUTO meanwhile rank the tools that have one.
+// unrecorded in keys, so the next update (any catalog change, or the retry
+// every embedRetryInterval) asks for their vectors again, and SEMANTIC/AUTO
+// meanwhile rank the tools that have one.
 type searchIndex struct {
 	mu  sync.Mutex
 	ix  *search.Index
@@ -103,7 +104,7 @@ func (si *searchIndex) update(snap *snapshot) {
 		// Applied lexically (search.Index.Upsert); forget these documents so
 		// the next update retries their vectors (unchanged ones that already
 		// have a vector are reused, not re-embedded).
-		si.log.Warn("catalog: tool vectors unavailable; semantic ranking of these tools waits for the next catalog change",
+		si.log.Warn("catalog: tool vectors unavailable; retrying on the next catalog change or within "+embedRetryInterval.String(),
 			"tools", len(changed), "err", err)
 		for _, d := range changed {
 			delete(keys, d.Name)

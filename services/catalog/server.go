@@ -195,6 +195,7 @@ func (s *Server) reloadLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ReloadInterval)
 	defer t.Stop()
+	var lastRetry time.Time
 	for {
 		select {
 		case <-s.stop:
@@ -203,8 +204,24 @@ func (s *Server) reloadLoop() {
 			if _, _, err := s.reload(false); err != nil {
 				s.log.Warn("catalog: extensions_config reload failed; keeping the last good configuration", "path", s.path, "err", err)
 			}
+			if s.index.docErr.Load() != nil && time.Since(lastRetry) >= embedRetryInterval {
+				lastRetry = time.Now()
+				s.retryVectors()
+			}
 		}
 	}
+}
+
+// embedRetryInterval is how often tool vectors that a remote embedder failed
+// to return are asked for again (besides every catalog change).
+var embedRetryInterval = 30 * time.Second
+
+// retryVectors re-runs the search index update on the current snapshot: only
+// the tools still without vectors are sent to the embedder.
+func (s *Server) retryVectors() {
+	s.buildMu.Lock()
+	defer s.buildMu.Unlock()
+	s.index.update(s.snap.Load())
 }
 
 // reload re-reads the file and applies it when its content changed (or
