@@ -291,6 +291,13 @@ func TestRemoteEmbedderStartsWhileDown(t *testing.T) {
 	if codeOf(err) != codes.Unavailable || !strings.Contains(err.Error(), "tool vectors unavailable") || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("SEMANTIC while down: %v; want UNAVAILABLE naming the missing tool vectors and HTTP 503", err)
 	}
+	// Queries that do not rank keep their meaning: blank → empty, select: → names.
+	for q, want := range map[string]int{"   ": 0, "select:get_weather,nope": 1} {
+		res, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: q, Mode: catalogv1.SearchMode_SEARCH_MODE_SEMANTIC})
+		if err != nil || len(res.Hits) != want {
+			t.Fatalf("SEMANTIC %q while down = %v, %v; want %d hits", q, hitNames(res), err, want)
+		}
+	}
 
 	// Back up; a catalog change (one more server) retries the missing vectors.
 	f.down.Store(false)

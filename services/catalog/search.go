@@ -100,7 +100,8 @@ func (si *searchIndex) update(snap *snapshot) {
 		}
 		err = si.ix.Replace(ctx, changed)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, search.ErrEmbedding):
 		// Applied lexically (search.Index.Upsert); forget these documents so
 		// the next update retries their vectors (unchanged ones that already
 		// have a vector are reused, not re-embedded).
@@ -110,7 +111,9 @@ func (si *searchIndex) update(snap *snapshot) {
 			delete(keys, d.Name)
 		}
 		si.docErr.Store(&err)
-	} else {
+	case err != nil:
+		si.log.Warn("catalog: search index update rejected", "err", err)
+	default:
 		si.docErr.Store(nil)
 	}
 	si.order, si.keys = order, keys
@@ -135,11 +138,11 @@ func searchMode(m catalogv1.SearchMode) search.Mode {
 // Errors: an invalid query is INVALID_ARGUMENT (INVALID_QUERY, metadata
 // "field"). When a remote embedder (catalog.search.embedder) cannot embed the
 // query, SEMANTIC fails with UNAVAILABLE (UPSTREAM_ERROR, the embedder's
-// error in the message) — retryable, the request was valid —, and so does a
-// SEMANTIC search without hits while tool vectors could not be fetched
-// ("tool vectors unavailable"); AUTO never
-// fails for it: it answers from BM25F alone (search.Response.Degraded,
-// logged at debug level).
+// error in the message): retryable, since the request was valid. So does a
+// ranked SEMANTIC query without hits while some tool vectors could not be
+// fetched ("tool vectors unavailable"). AUTO never fails for the embedder:
+// it answers from BM25F alone (search.Response.Degraded, logged at debug
+// level).
 func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequest) (*catalogv1.SearchToolsResponse, error) {
 	snap := s.snap.Load()
 	limit := int(req.GetLimit())
@@ -172,7 +175,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		}
 		return nil, err
 	}
-	if len(res.Results) == 0 && sreq.Mode == search.ModeSemantic {
+	if len(res.Results) == 0 && sreq.Mode == search.ModeSemantic && res.Query.Kind == search.KindRanked {
 		if e := s.index.docErr.Load(); e != nil {
 			return nil, statusErr(codes.Unavailable, catalogv1.ErrorReason_ERROR_REASON_UPSTREAM_ERROR, nil,
 				"semantic search: tool vectors unavailable: %v", *e)
