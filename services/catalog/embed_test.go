@@ -40,6 +40,7 @@ type fakeEmbeddings struct {
 	down     atomic.Bool
 	requests atomic.Int64
 	inputs   atomic.Int64
+	dims     atomic.Bool // the last request carried "dimensions"
 	mu       sync.Mutex
 	texts    []string
 }
@@ -70,14 +71,21 @@ func (f *fakeEmbeddings) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Model string   `json:"model"`
-		Input []string `json:"input"`
+		Model      string   `json:"model"`
+		Input      []string `json:"input"`
+		Dimensions *int     `json:"dimensions"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != fakeModel {
 		f.t.Errorf("fake embeddings: model %q, decode error %v", req.Model, err)
 		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
 		return
 	}
+	if req.Dimensions != nil && *req.Dimensions != fakeDim {
+		f.t.Errorf("fake embeddings: dimensions %d", *req.Dimensions)
+		http.Error(w, `{"error":{"message":"unsupported dimensions"}}`, http.StatusBadRequest)
+		return
+	}
+	f.dims.Store(req.Dimensions != nil)
 	f.requests.Add(1)
 	f.inputs.Add(int64(len(req.Input)))
 	f.mu.Lock()
@@ -138,12 +146,18 @@ var embedTools = []string{
 // tools and the fake as its embedder.
 func startEmbedded(t *testing.T, f *fakeEmbeddings, dataDir string, tools []string) *harness {
 	t.Helper()
+	return startEmbeddedDims(t, f, dataDir, tools, 0)
+}
+
+// startEmbeddedDims is startEmbedded with catalog.search.embedder.dimensions.
+func startEmbeddedDims(t *testing.T, f *fakeEmbeddings, dataDir string, tools []string, dims int) *harness {
+	t.Helper()
 	static := filepath.Join(dataDir, "tools.jsonl")
 	if err := os.WriteFile(static, []byte(strings.Join(tools, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return start(t, fmt.Sprintf(`{"mcpServers": {"demo": {"type": "static", "path": %q}}}`, static), func(c *Config, e *svckit.Env) {
-		c.Search.Embedder = EmbedderConfig{URL: f.url(), Model: fakeModel, APIKeyEnv: fakeKeyEnv, BatchSize: 2}
+		c.Search.Embedder = EmbedderConfig{URL: f.url(), Model: fakeModel, APIKeyEnv: fakeKeyEnv, BatchSize: 2, Dimensions: dims}
 		e.DataDir = dataDir
 	})
 }
@@ -240,6 +254,21 @@ func TestRemoteEmbedderVectorsSurviveRestart(t *testing.T) {
 	f.mu.Unlock()
 	if len(texts) != 1 || !strings.Contains(texts[0], "attachments") {
 		t.Fatalf("restart with one changed tool embedded %q; want only send_email", texts)
+	}
+	h.close()
+
+	// Asking for another vector length is another cache key space: every
+	// tool is embedded again, with "dimensions" sent, then cached.
+	f.inputs.Store(0)
+	h = startEmbeddedDims(t, f, dir, changed, fakeDim)
+	if n := f.inputs.Load(); n != int64(len(changed)) || !f.dims.Load() {
+		t.Fatalf("restart with dimensions %d embedded %d texts (dimensions sent: %v); want %d with dimensions", fakeDim, n, f.dims.Load(), len(changed))
+	}
+	h.close()
+	f.requests.Store(0)
+	h = startEmbeddedDims(t, f, dir, changed, fakeDim)
+	if r := f.requests.Load(); r != 0 {
+		t.Fatalf("second restart with dimensions sent %d requests; want 0", r)
 	}
 	h.close()
 }
