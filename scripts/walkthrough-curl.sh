@@ -14,6 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 EDITOR_TOKEN=${EDITOR_TOKEN:-tp-demo-editor}
 VIEWER_TOKEN=${VIEWER_TOKEN:-tp-demo-viewer}
+ADMIN_TOKEN=${ADMIN_TOKEN:-tp-demo-admin}
 command -v jq >/dev/null || { echo "walkthrough-curl: jq is required" >&2; exit 2; }
 
 pid=""
@@ -55,10 +56,12 @@ passed=0
 check() { if eval "$2"; then echo "  ok: $1"; passed=$((passed + 1)); else echo "  FAILED: $1" >&2; echo "walkthrough-curl: $passed passed, 1 failed"; exit 1; fi; }
 step() { echo; echo "== $*"; }
 
-# The MCP servers connect in the background: wait until tool_search can see them.
+# The MCP servers connect in the background: wait until the two the
+# walk-through uses are READY (listing servers needs an admin credential).
 for _ in $(seq 1 150); do
-  n=$(curl -s -H "Authorization: Bearer $EDITOR_TOKEN" -X POST "$H/v1/tools:search" -d '{"query":"memory entities sum"}' 2>/dev/null | jq '[.. | .name? // empty | select(startswith("everything_") or startswith("memory_"))] | length' 2>/dev/null || echo 0)
-  [ "${n:-0}" -gt 0 ] 2>/dev/null && break
+  n=$(curl -s -H "Authorization: Bearer $ADMIN_TOKEN" "$H/v1/servers" 2>/dev/null |
+    jq '[.servers[]? | select((.config.name == "everything" or .config.name == "memory") and .state == "SERVER_STATE_READY")] | length' 2>/dev/null || echo 0)
+  [ "${n:-0}" -ge 2 ] 2>/dev/null && break
   sleep 0.2
 done
 

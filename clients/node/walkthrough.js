@@ -11,6 +11,7 @@ const tp = require('./toolplane');
 const addr = process.env.TOOLPLANE_GRPC || '127.0.0.1:7420';
 const editor = tp.connect(addr, process.env.EDITOR_TOKEN || 'tp-demo-editor');
 const viewer = tp.connect(addr, process.env.VIEWER_TOKEN || 'tp-demo-viewer');
+const admin = tp.connect(addr, process.env.ADMIN_TOKEN || 'tp-demo-admin');
 
 let passed = 0;
 function check(what, ok, detail) {
@@ -37,8 +38,11 @@ async function call(client, thread, name, args) {
 async function waitForServers() {
   for (let i = 0; i < 150; i += 1) {
     try {
-      const r = await editor.catalog.SearchTools({ query: 'select:everything_get-sum,memory_create_entities' });
-      if ((r.results || []).length === 2) return;
+      // Listing servers needs an admin credential; wait until the two MCP
+      // servers the walk-through uses are READY.
+      const r = await admin.catalog.ListServers({});
+      const ready = (r.servers || []).filter((s) => ['everything', 'memory'].includes(s.config.name) && s.state === 'SERVER_STATE_READY');
+      if (ready.length === 2) return;
     } catch (e) { /* not up yet */ }
     await new Promise((ok) => setTimeout(ok, 200));
   }
