@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -16,30 +17,52 @@ import (
 // queryVectorCacheSize bounds the in-memory cache of query vectors.
 const queryVectorCacheSize = 4096
 
+// remoteEmbedder is the remote embedder of catalog.search.embedder with the
+// resources it holds.
+type remoteEmbedder struct {
+	// embedder is the HTTP embedder behind a CachedEmbedder (tieredCache).
+	embedder search.Embedder
+	// store is DataDir/catalog.db.
+	store *catalogstore.Store
+	// transport is the embedder's own HTTP transport (its idle connections
+	// are closed with the service).
+	transport *http.Transport
+}
+
+// close releases the store and idle connections.
+func (r *remoteEmbedder) close() error {
+	r.transport.CloseIdleConnections()
+	return r.store.Close()
+}
+
 // newEmbedder builds the search embedder configured in cfg
 // (catalog.search.embedder): nil, nil when no URL is set (the Index then uses
 // the built-in static vectors); otherwise an HTTP embedder behind a
 // CachedEmbedder whose cache is DataDir/catalog.db for tool vectors (see
-// tieredCache). The returned store must be closed with the service.
-func newEmbedder(cfg EmbedderConfig, dataDir string, log *slog.Logger) (search.Embedder, *catalogstore.Store, error) {
+// tieredCache). Configuration errors (bad key, unset key variable, no data
+// directory, unusable store) name the key; an unreachable endpoint is not an
+// error here.
+func newEmbedder(cfg EmbedderConfig, dataDir string, log *slog.Logger) (*remoteEmbedder, error) {
 	if cfg.URL == "" {
-		return nil, nil, nil
+		return nil, nil
 	}
 	const p = "catalog.search.embedder"
+	transport := http.DefaultTransport.(*http.Transport).Clone()
 	inner, err := search.NewHTTPEmbedder(search.HTTPEmbedderConfig{URL: cfg.URL, Model: cfg.Model,
-		APIKeyEnv: cfg.APIKeyEnv, Dimensions: cfg.Dimensions, BatchSize: cfg.BatchSize, Timeout: cfg.Timeout})
+		APIKeyEnv: cfg.APIKeyEnv, Dimensions: cfg.Dimensions, BatchSize: cfg.BatchSize, Timeout: cfg.Timeout,
+		Client: &http.Client{Timeout: cfg.Timeout, Transport: transport}})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s.%w", p, err)
+		return nil, fmt.Errorf("%s.%w", p, err)
 	}
 	if dataDir == "" {
-		return nil, nil, fmt.Errorf("%s: a data directory is required (vectors are cached in DataDir/catalog.db)", p)
+		return nil, fmt.Errorf("%s: a data directory is required (vectors are cached in DataDir/catalog.db)", p)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("%s: data directory: %w", p, err)
+		return nil, fmt.Errorf("%s: data directory: %w", p, err)
 	}
 	store, err := catalogstore.Open(filepath.Join(dataDir, "catalog.db"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", p, err)
+		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	// The cache model id includes the requested dimensions: the same model
 	// asked for another length gives other vectors.
@@ -50,10 +73,10 @@ func newEmbedder(cfg EmbedderConfig, dataDir string, log *slog.Logger) (search.E
 	queries, err := lru.New[string, []float32](queryVectorCacheSize)
 	if err != nil {
 		store.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	cache := &tieredCache{docs: store.Vectors(model), queries: queries, log: log}
-	return search.NewCachedEmbedder(inner, model, cache), store, nil
+	return &remoteEmbedder{embedder: search.NewCachedEmbedder(inner, model, cache), store: store, transport: transport}, nil
 }
 
 // docsCtxKey marks a context as embedding catalog documents (tools).

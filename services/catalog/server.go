@@ -26,10 +26,10 @@ import (
 	"google.golang.org/grpc"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/internal/search"
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
-	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 )
 
 // Version is announced to MCP servers as clientInfo.version.
@@ -58,9 +58,9 @@ type Server struct {
 	watchMu  sync.Mutex
 	watchers map[chan *catalogv1.CatalogEvent]struct{}
 
-	index searchIndex
-	store *catalogstore.Store // DataDir/catalog.db; nil without a remote embedder
-	met   *metrics
+	index  searchIndex
+	remote *remoteEmbedder // catalog.search.embedder; nil without one
+	met    *metrics
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -94,11 +94,14 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if s.maxMsg <= 0 {
 		s.maxMsg = DefaultMaxMessageBytes
 	}
-	emb, store, err := newEmbedder(cfg.Search.Embedder, env.DataDir, log)
+	remote, err := newEmbedder(cfg.Search.Embedder, env.DataDir, log)
 	if err != nil {
 		return nil, err
 	}
-	s.store = store
+	var emb search.Embedder // nil: the built-in static vectors
+	if remote != nil {
+		s.remote, emb = remote, remote.embedder
+	}
 	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
 	s.index.init(emb, log)
 	s.met = newMetrics(s, env.Metrics)
@@ -181,12 +184,13 @@ func (s *Server) Close() error {
 	return err
 }
 
-// closeStore closes DataDir/catalog.db when it was opened.
+// closeStore closes DataDir/catalog.db and the embedder's idle connections
+// when a remote embedder is configured.
 func (s *Server) closeStore() error {
-	if s.store == nil {
+	if s.remote == nil {
 		return nil
 	}
-	return s.store.Close()
+	return s.remote.close()
 }
 
 // reloadLoop applies a content change of extensions_config.json within
