@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/status"
@@ -80,6 +81,8 @@ func main() {
 		err = ee.err
 	case errors.As(err, &ce):
 		code = 2
+	case strings.HasPrefix(err.Error(), "unknown command"):
+		code = 2 // a usage error, like an unknown flag
 	}
 	if st, ok := status.FromError(err); ok && st.Code() != 0 {
 		fmt.Fprintf(os.Stderr, "toolplane: %s: %s\n", st.Code(), st.Message())

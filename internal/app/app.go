@@ -73,12 +73,12 @@ type Listeners struct {
 func Listen(cfg *config.Config) (*Listeners, error) {
 	g, err := net.Listen("tcp", cfg.Server.GRPCAddr)
 	if err != nil {
-		return nil, &config.Error{Key: "--grpc-addr", Reason: listenReason(cfg.Server.GRPCAddr, err)}
+		return nil, &config.Error{Key: "server.grpc_addr (--grpc-addr)", Reason: listenReason(cfg.Server.GRPCAddr, err)}
 	}
 	h, err := net.Listen("tcp", cfg.Server.HTTPAddr)
 	if err != nil {
 		g.Close()
-		return nil, &config.Error{Key: "--http-addr", Reason: listenReason(cfg.Server.HTTPAddr, err)}
+		return nil, &config.Error{Key: "server.http_addr (--http-addr)", Reason: listenReason(cfg.Server.HTTPAddr, err)}
 	}
 	return &Listeners{GRPC: g, HTTP: h}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -127,7 +128,31 @@ func HashToken(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func unauthenticated(msg string) error { return status.Error(codes.Unauthenticated, msg) }
+// ErrorDomain is the google.rpc.ErrorInfo domain of the errors the shared
+// interceptors return (authentication, acting-for, RPC classes).
+const ErrorDomain = "toolplane.dev"
+
+// Reasons of those errors (ErrorInfo.reason).
+const (
+	ReasonCredentialMissing  = "CREDENTIAL_MISSING"   // UNAUTHENTICATED: no or malformed authorization metadata
+	ReasonCredentialInvalid  = "CREDENTIAL_INVALID"   // UNAUTHENTICATED: unknown token, bad or expired JWT
+	ReasonActingForForbidden = "ACTING_FOR_FORBIDDEN" // PERMISSION_DENIED: acting-for from a non-service credential
+	ReasonActingForMalformed = "ACTING_FOR_MALFORMED" // PERMISSION_DENIED: unparsable acting-for metadata
+	ReasonServiceRequired    = "SERVICE_REQUIRED"     // PERMISSION_DENIED: RPC of class service
+	ReasonAdminRequired      = "ADMIN_REQUIRED"       // PERMISSION_DENIED: RPC of class admin
+	ReasonNoRPCClass         = "NO_RPC_CLASS"         // PERMISSION_DENIED: RPC missing from its service's class table
+)
+
+// Error returns a status error with a google.rpc.ErrorInfo of ErrorDomain.
+func Error(code codes.Code, reason, msg string) error {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func unauthenticated(reason, msg string) error { return Error(codes.Unauthenticated, reason, msg) }
 
 // Authenticate resolves the caller from incoming metadata. Errors are
 // UNAUTHENTICATED (missing, unknown, malformed, expired or badly signed
@@ -142,11 +167,11 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 	} else {
 		authz := md.Get("authorization")
 		if len(authz) == 0 {
-			return Identity{}, unauthenticated("missing credential: send `authorization: Bearer <token>`")
+			return Identity{}, unauthenticated(ReasonCredentialMissing, "missing credential: send `authorization: Bearer <token>`")
 		}
 		scheme, cred, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
 		if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(cred) == "" {
-			return Identity{}, unauthenticated("malformed authorization metadata: want `Bearer <token>`")
+			return Identity{}, unauthenticated(ReasonCredentialMissing, "malformed authorization metadata: want `Bearer <token>`")
 		}
 		cred = strings.TrimSpace(cred)
 		var err error
@@ -160,11 +185,11 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 		// user credential with the admin role may not (it is not a service).
 		// With authentication off the caller is a service (DefaultPrincipal).
 		if id.Kind != KindService {
-			return Identity{}, status.Errorf(codes.PermissionDenied, "%s metadata is only accepted from service credentials", ActingForHeader)
+			return Identity{}, Error(codes.PermissionDenied, ReasonActingForForbidden, ActingForHeader+" metadata is only accepted from service credentials")
 		}
 		p, err := ParseActingFor(acting[0])
 		if err != nil {
-			return Identity{}, status.Errorf(codes.PermissionDenied, "%s: %v", ActingForHeader, err)
+			return Identity{}, Error(codes.PermissionDenied, ReasonActingForMalformed, fmt.Sprintf("%s: %v", ActingForHeader, err))
 		}
 		id.ActingFor = p
 	}
@@ -188,7 +213,7 @@ func (a *Authenticator) credential(cred string) (Identity, error) {
 	if a.parser != nil && strings.Count(cred, ".") == 2 {
 		return a.verifyJWT(cred)
 	}
-	return Identity{}, unauthenticated("invalid credential")
+	return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid credential")
 }
 
 func (a *Authenticator) verifyJWT(raw string) (Identity, error) {
@@ -202,15 +227,15 @@ func (a *Authenticator) verifyJWT(raw string) (Identity, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, jwt.ErrTokenExpired):
-			return Identity{}, unauthenticated("invalid JWT: token is expired")
+			return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: token is expired")
 		case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-			return Identity{}, unauthenticated("invalid JWT: signature is invalid")
+			return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: signature is invalid")
 		}
-		return Identity{}, unauthenticated("invalid JWT: " + err.Error())
+		return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: "+err.Error())
 	}
 	sub, _ := claims.GetSubject()
 	if sub == "" {
-		return Identity{}, unauthenticated("invalid JWT: missing sub claim")
+		return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: missing sub claim")
 	}
 	p := &typev1.Principal{Subject: sub, Tenant: "default"}
 	if t, ok := claims[a.jwt.TenantClaim].(string); ok && t != "" {
@@ -237,7 +262,7 @@ func (a *Authenticator) verifyJWT(raw string) (Identity, error) {
 		case KindUser, KindService:
 			kind = Kind(k)
 		default:
-			return Identity{}, unauthenticated(fmt.Sprintf("invalid JWT: claim %s must be user or service", a.jwt.KindClaim))
+			return Identity{}, unauthenticated(ReasonCredentialInvalid, fmt.Sprintf("invalid JWT: claim %s must be user or service", a.jwt.KindClaim))
 		}
 	}
 	return Identity{Principal: p, Kind: kind}, nil

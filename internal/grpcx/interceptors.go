@@ -86,14 +86,14 @@ func admit(ctx context.Context, o ChainOptions, fullMethod string) (context.Cont
 	case auth.ClassPublic, auth.ClassNone:
 	case auth.ClassService:
 		if !id.Service() {
-			return ctx, status.Errorf(codes.PermissionDenied, "%s needs a service or admin credential", fullMethod)
+			return ctx, auth.Error(codes.PermissionDenied, auth.ReasonServiceRequired, fullMethod+" needs a service or admin credential")
 		}
 	case auth.ClassAdmin:
 		if !id.Admin() {
-			return ctx, status.Errorf(codes.PermissionDenied, "%s needs the admin role", fullMethod)
+			return ctx, auth.Error(codes.PermissionDenied, auth.ReasonAdminRequired, fullMethod+" needs the admin role")
 		}
 	default:
-		return ctx, status.Errorf(codes.PermissionDenied, "%s has no access class (refused)", fullMethod)
+		return ctx, auth.Error(codes.PermissionDenied, auth.ReasonNoRPCClass, fullMethod+" has no access class (refused)")
 	}
 	return ctx, nil
 }
