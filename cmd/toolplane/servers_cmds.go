@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,14 +15,19 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 )
 
-// printJSON writes m as indented protojson with the proto field names, as
-// the REST mirror does.
+// printJSON writes m as indented JSON with the proto field names, as the
+// REST mirror does. protojson deliberately varies its whitespace, so the
+// output is re-indented with encoding/json for a stable form.
 func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, string(b))
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, out.String())
 	return err
 }
 
