@@ -23,7 +23,9 @@ import (
 )
 
 // mcpmTools is the 2,247-tool mcpm registry snapshot (read-only data).
-const mcpmTools = "/work/shared/data/mcp-catalog/mcpm-registry/tools.jsonl"
+// The shared data folder sits beside the checkout (tests run in the package
+// directory, two levels below the module root).
+var mcpmTools, _ = filepath.Abs("../../../shared/data/mcp-catalog/mcpm-registry/tools.jsonl")
 
 // startStatsSuite runs the four services in process (auth off, loopback)
 // with one static catalog server reading toolsFile, and returns the gRPC

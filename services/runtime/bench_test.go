@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +20,9 @@ import (
 )
 
 // mcpmCatalog is the 2,247-tool mcpm registry snapshot (read-only data).
-const mcpmCatalog = "/work/shared/data/mcp-catalog/mcpm-registry/tools.jsonl"
+// The shared data folder sits beside the checkout (tests run in the package
+// directory, two levels below the module root).
+var mcpmCatalog, _ = filepath.Abs("../../../shared/data/mcp-catalog/mcpm-registry/tools.jsonl")
 
 // bigSuite serves the mcpm registry as one static catalog server, with all
 // four services of one process (real authz and skills).
