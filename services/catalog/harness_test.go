@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/internal/testkit"
 	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
 )
 
@@ -75,18 +76,7 @@ func moduleRoot(t testing.TB) string {
 // under CI=true, skip otherwise.
 func npmJS(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(moduleRoot(t), ".tools", "npm", "node_modules", "@modelcontextprotocol", name, "dist", "index.js")
-	_, err := os.Stat(p)
-	if err == nil {
-		if _, err = exec.LookPath("node"); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not installed (scripts/install-npm.sh): %v", name, err)
-	}
-	t.Skipf("%s not installed (scripts/install-npm.sh): %v", name, err)
-	return ""
+	return testkit.NPMServer(t, name)
 }
 
 const (

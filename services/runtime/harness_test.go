@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/internal/grpcx"
+	"github.com/toolplane/toolplane/internal/testkit"
 	"github.com/toolplane/toolplane/services/runtime/runtimetest"
 )
 
@@ -41,28 +41,7 @@ func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToSt
 // the test when it (or node) is missing outside CI.
 func npmJS(t testing.TB, name string) string {
 	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("module root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, ".tools", "npm", "node_modules", "@modelcontextprotocol", name, "dist", "index.js")
-	if _, err := os.Stat(p); err == nil {
-		if _, err := exec.LookPath("node"); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("npm MCP server %s not installed", name)
-	}
-	t.Skipf("npm MCP server %s not installed", name)
-	return ""
+	return testkit.NPMServer(t, name)
 }
 
 // suite is one toolplane process (catalog + runtime, real MCP servers,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolplane/toolplane/internal/testkit"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
@@ -20,29 +21,7 @@ import (
 // (scripts/install-npm.sh). Missing: fail under CI=true, skip otherwise.
 func npmServer(t testing.TB, name string) string {
 	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("module root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, ".tools", "npm", "node_modules", "@modelcontextprotocol", name, "dist", "index.js")
-	_, err := os.Stat(p)
-	if err == nil {
-		if _, err = exec.LookPath("node"); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not installed (run scripts/install-npm.sh): %v", name, err)
-	}
-	t.Skipf("%s not installed (run scripts/install-npm.sh): %v", name, err)
-	return ""
+	return testkit.NPMServer(t, name)
 }
 
 func freePort(t testing.TB) int {
