@@ -371,9 +371,6 @@ func TestImportDeerFlowCustomProvider(t *testing.T) {
 // and checks that the DeerFlow role policy is what the runtime enforces at
 // assembly: a guest sees only the tools its allow list names.
 func TestImportDeerFlowServes(t *testing.T) {
-	if _, err := os.Stat(mcpmTools); err != nil {
-		t.Skipf("catalog data not available: %v", err)
-	}
 	dir := t.TempDir()
 	tools := filepath.Join(dir, "tools.jsonl")
 	os.WriteFile(tools, []byte(`{"name": "get_forecast", "description": "Weather forecast for a city", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}, "server": "weather"}

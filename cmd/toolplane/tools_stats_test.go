@@ -20,12 +20,11 @@ import (
 	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/internal/grpcx"
+	"github.com/toolplane/toolplane/internal/testkit"
 )
 
-// mcpmTools is the 2,247-tool mcpm registry snapshot (read-only data).
-// The shared data folder sits beside the checkout (tests run in the package
-// directory, two levels below the module root).
-var mcpmTools, _ = filepath.Abs("../../../shared/data/mcp-catalog/mcpm-registry/tools.jsonl")
+// mcpmRel is the 2,247-tool mcpm registry snapshot in the shared data.
+const mcpmRel = "mcp-catalog/mcpm-registry/tools.jsonl"
 
 // startStatsSuite runs the four services in process (auth off, loopback)
 // with one static catalog server reading toolsFile, and returns the gRPC
@@ -153,9 +152,7 @@ func threadCount(t *testing.T, addr string) int {
 // turn is a small fraction of binding them all, and the thread is gone
 // afterwards.
 func TestToolsStatsMCPMRegistry(t *testing.T) {
-	if _, err := os.Stat(mcpmTools); err != nil {
-		t.Skipf("catalog data not available: %v", err)
-	}
+	mcpmTools := testkit.SharedData(t, mcpmRel)
 	addr := startStatsSuite(t, mcpmTools, nil)
 	out, err := runStats(t, addr, "--json")
 	if err != nil {
@@ -218,9 +215,7 @@ func TestToolsStatsMCPMRegistry(t *testing.T) {
 // is bound at the first turn, so the first turn is the every-tool figure
 // (the same schemas) and there is nothing deferred.
 func TestToolsStatsWithoutToolSearch(t *testing.T) {
-	if _, err := os.Stat(mcpmTools); err != nil {
-		t.Skipf("catalog data not available: %v", err)
-	}
+	mcpmTools := testkit.SharedData(t, mcpmRel)
 	small := filepath.Join(t.TempDir(), "tools.jsonl")
 	src, err := os.Open(mcpmTools)
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,20 +15,14 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/internal/testkit"
 )
-
-// mcpmCatalog is the 2,247-tool mcpm registry snapshot (read-only data).
-// The shared data folder sits beside the checkout (tests run in the package
-// directory, two levels below the module root).
-var mcpmCatalog, _ = filepath.Abs("../../../shared/data/mcp-catalog/mcpm-registry/tools.jsonl")
 
 // bigSuite serves the mcpm registry as one static catalog server, with all
 // four services of one process (real authz and skills).
 func bigSuite(tb testing.TB) *suite {
 	tb.Helper()
-	if _, err := os.Stat(mcpmCatalog); err != nil {
-		tb.Skipf("catalog data not available: %v", err)
-	}
+	mcpmCatalog := testkit.SharedData(tb, "mcp-catalog/mcpm-registry/tools.jsonl")
 	dir := tb.TempDir()
 	ext := map[string]any{"mcpServers": map[string]any{"mcpm": map[string]any{"type": "static", "path": mcpmCatalog}}}
 	return newSuiteWith(tb, dir, ext, true, nil)
