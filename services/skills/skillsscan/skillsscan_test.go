@@ -317,12 +317,22 @@ func TestScanTimeoutFailsClosed(t *testing.T) {
 	pkg, _ := skillsarchive.FromFiles(map[string][]byte{
 		"SKILL.md": []byte("---\nname: x\ndescription: d\n---\n"), "data/big.txt": []byte(line + "\n"),
 	}, nil, skillsarchive.Limits{})
+	// The deadline may expire before or while any file is scanned (it is a
+	// race with the clock): the scan must block either way and name the
+	// file it stopped at.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
 	rep := Default().ScanContext(ctx, pkg)
 	last := rep.Findings[len(rep.Findings)-1]
-	if !rep.Blocked || last.RuleID != IncompleteRuleID || last.Severity != Critical || last.File != "data/big.txt" {
+	if !rep.Blocked || last.RuleID != IncompleteRuleID || last.Severity != Critical || (last.File != "data/big.txt" && last.File != "SKILL.md") {
 		t.Fatalf("%+v", rep)
+	}
+	// Deterministically: a context already done stops at the first file.
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	rep = Default().ScanContext(done, pkg)
+	if last := rep.Findings[len(rep.Findings)-1]; !rep.Blocked || last.RuleID != IncompleteRuleID || last.File != "SKILL.md" {
+		t.Fatalf("cancelled scan: %+v", rep)
 	}
 	if _, err := Default().SARIF(rep, ""); err != nil {
 		t.Fatal(err)
