@@ -154,32 +154,52 @@ func Error(code codes.Code, reason, msg string) error {
 
 func unauthenticated(reason, msg string) error { return Error(codes.Unauthenticated, reason, msg) }
 
-// Authenticate resolves the caller from incoming metadata. Errors are
-// UNAUTHENTICATED (missing, unknown, malformed, expired or badly signed
-// credential) or PERMISSION_DENIED (acting-for metadata from a credential
-// that is not a service credential, or malformed acting-for metadata).
-func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	acting := md.Get(ActingForHeader)
-	var id Identity
+// verifiedKey marks a context whose credential a transport-level check
+// already verified (see WithVerifiedCredential).
+type verifiedKey struct{}
+
+// WithVerifiedCredential records the identity that Credential derived from
+// the same RPC's authorization metadata (the gRPC tap does this before the
+// request is decoded), so that Authenticate does not verify the credential
+// — a JWT signature, say — a second time on the hot path.
+func WithVerifiedCredential(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, verifiedKey{}, id)
+}
+
+// Credential verifies the `authorization` metadata of ctx only (no
+// acting-for). Errors are UNAUTHENTICATED: missing, unknown, malformed,
+// expired or badly signed credential.
+func (a *Authenticator) Credential(ctx context.Context) (Identity, error) {
 	if !a.enabled {
-		id = Identity{Principal: DefaultPrincipal(), Kind: KindService}
-	} else {
-		authz := md.Get("authorization")
-		if len(authz) == 0 {
-			return Identity{}, unauthenticated(ReasonCredentialMissing, "missing credential: send `authorization: Bearer <token>`")
-		}
-		scheme, cred, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
-		if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(cred) == "" {
-			return Identity{}, unauthenticated(ReasonCredentialMissing, "malformed authorization metadata: want `Bearer <token>`")
-		}
-		cred = strings.TrimSpace(cred)
+		return Identity{Principal: DefaultPrincipal(), Kind: KindService}, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	authz := md.Get("authorization")
+	if len(authz) == 0 {
+		return Identity{}, unauthenticated(ReasonCredentialMissing, "missing credential: send `authorization: Bearer <token>`")
+	}
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(cred) == "" {
+		return Identity{}, unauthenticated(ReasonCredentialMissing, "malformed authorization metadata: want `Bearer <token>`")
+	}
+	return a.credential(strings.TrimSpace(cred))
+}
+
+// Authenticate resolves the caller from incoming metadata: the credential
+// (Credential, or the identity WithVerifiedCredential recorded) and the
+// acting-for metadata. Errors are UNAUTHENTICATED (see Credential) or
+// PERMISSION_DENIED (acting-for metadata from a credential that is not a
+// service credential, or malformed acting-for metadata).
+func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
+	id, ok := ctx.Value(verifiedKey{}).(Identity)
+	if !ok {
 		var err error
-		id, err = a.credential(cred)
-		if err != nil {
+		if id, err = a.Credential(ctx); err != nil {
 			return Identity{}, err
 		}
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	acting := md.Get(ActingForHeader)
 	if len(acting) > 0 {
 		// Only a service credential may act for a user (ARCHITECTURE §5); a
 		// user credential with the admin role may not (it is not a service).

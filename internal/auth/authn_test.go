@@ -62,3 +62,27 @@ func TestAuthenticateErrorsCarryReasons(t *testing.T) {
 		t.Fatalf("FormatActingFor = %q", got)
 	}
 }
+
+// TestVerifiedCredentialIsReused: an identity recorded by the transport-level
+// check is used as is (the credential is not verified again), and the
+// acting-for rule still applies to it.
+func TestVerifiedCredentialIsReused(t *testing.T) {
+	a, err := NewAuthenticator(Options{Enabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := Identity{Principal: &typev1.Principal{Subject: "u", Tenant: "default"}, Kind: KindUser}
+	// No authorization metadata at all: only the recorded identity can admit it.
+	ctx := WithVerifiedCredential(metadata.NewIncomingContext(context.Background(), metadata.MD{}), user)
+	id, err := a.Authenticate(ctx)
+	if err != nil || id.Principal.GetSubject() != "u" {
+		t.Fatalf("Authenticate with a verified credential = %v, %v", id, err)
+	}
+	ctx = WithVerifiedCredential(metadata.NewIncomingContext(context.Background(), metadata.Pairs(ActingForHeader, "default/bob")), user)
+	if _, err := a.Authenticate(ctx); status.Code(err) != codes.PermissionDenied || reasonOf(err) != ReasonActingForForbidden {
+		t.Fatalf("acting-for from a verified user credential: %v", err)
+	}
+	if _, err := a.Authenticate(metadata.NewIncomingContext(context.Background(), metadata.MD{})); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without the recorded identity: %v", err)
+	}
+}

@@ -66,7 +66,7 @@ func RequireCredential(au *auth.Authenticator) runtime.ServeMuxOption {
 				if v := r.Header.Values("Authorization"); len(v) > 0 {
 					md.Set("authorization", v...)
 				}
-				if _, err := au.Authenticate(metadata.NewIncomingContext(r.Context(), md)); status.Code(err) == codes.Unauthenticated {
+				if _, err := au.Credential(metadata.NewIncomingContext(r.Context(), md)); status.Code(err) == codes.Unauthenticated {
 					body, merr := protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(status.Convert(err).Proto())
 					if merr != nil {
 						body = []byte(`{"code":16,"message":"unauthenticated","details":[]}`)

@@ -226,7 +226,13 @@ func credentialTap(o ChainOptions) tap.ServerInHandle {
 		if v := info.Header.Get("authorization"); len(v) > 0 {
 			md.Set("authorization", v...)
 		}
-		if _, err := o.Authenticator.Authenticate(metadata.NewIncomingContext(ctx, md)); status.Code(err) == codes.Unauthenticated {
+		id, err := o.Authenticator.Credential(metadata.NewIncomingContext(ctx, md))
+		if err == nil {
+			// The interceptor chain reuses this identity instead of
+			// verifying the same credential again.
+			return auth.WithVerifiedCredential(ctx, id), nil
+		}
+		if status.Code(err) == codes.Unauthenticated {
 			if o.Logger != nil {
 				o.Logger.DebugContext(ctx, "rpc", "method", info.FullMethodName, "code", codes.Unauthenticated.String(), "error", status.Convert(err).Message(), "stage", "before decoding")
 			}
