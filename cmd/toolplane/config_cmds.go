@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
@@ -107,7 +108,7 @@ type dropped struct {
 // importResult is a translated DeerFlow deployment.
 type importResult struct {
 	// Config is the complete Toolplane configuration (defaults filled in).
-	Config config.Config
+	Config app.Config
 	// Dropped lists the keys not carried over, in file order.
 	Dropped []dropped
 	// ConfigPath and ExtensionsPath are the absolute source paths
@@ -170,7 +171,7 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &importResult{Config: config.Default(), ConfigPath: abs}
+	r := &importResult{Config: app.DefaultConfig(), ConfigPath: abs}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %v", cfgPath, err)
@@ -234,7 +235,7 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var check config.Config
+	var check app.Config
 	if err := config.Decode(body, &check); err != nil {
 		return nil, fmt.Errorf("generated configuration does not load: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
@@ -37,9 +38,9 @@ func runImport(t *testing.T, args ...string) (string, string, error) {
 
 // loadWritten loads a written toolplane.yaml exactly as `toolplane serve
 // --config` does (no environment).
-func loadWritten(t *testing.T, path string) *config.Config {
+func loadWritten(t *testing.T, path string) *app.Config {
 	t.Helper()
-	cfg, err := config.Load(config.Flags{ConfigFile: path}, nil)
+	cfg, err := app.LoadConfig(config.Flags{ConfigFile: path}, nil)
 	if err != nil {
 		t.Fatalf("the written file does not load: %v", err)
 	}

@@ -35,9 +35,6 @@ A configuration error exits 2 with one line naming the key or flag.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
-			if fl.Changed("extensions-config") {
-				f.ExtensionsConfig = &ext
-			}
 			if fl.Changed("data-dir") {
 				f.DataDir = &dataDir
 			}
@@ -50,7 +47,10 @@ A configuration error exits 2 with one line naming the key or flag.`,
 			if fl.Changed("services") {
 				f.Services = &services
 			}
-			cfg, err := config.Load(f, os.Environ())
+			if fl.Changed("extensions-config") {
+				f.Keys = append(f.Keys, app.ExtensionsConfigFlag(ext))
+			}
+			cfg, err := app.LoadConfig(f, os.Environ())
 			if err != nil {
 				return err
 			}

@@ -18,7 +18,6 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/internal/app"
-	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/internal/testkit"
 )
@@ -29,7 +28,7 @@ const mcpmRel = "mcp-catalog/mcpm-registry/tools.jsonl"
 // startStatsSuite runs the four services in process (auth off, loopback)
 // with one static catalog server reading toolsFile, and returns the gRPC
 // address once every server is READY.
-func startStatsSuite(t *testing.T, toolsFile string, mutate func(*config.Config)) string {
+func startStatsSuite(t *testing.T, toolsFile string, mutate func(*app.Config)) string {
 	t.Helper()
 	dir := t.TempDir()
 	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"mcpm": map[string]any{"type": "static", "path": toolsFile}}})
@@ -37,7 +36,7 @@ func startStatsSuite(t *testing.T, toolsFile string, mutate func(*config.Config)
 	if err := os.WriteFile(extPath, ext, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
+	cfg := app.DefaultConfig()
 	cfg.Server.DataDir = filepath.Join(dir, "data")
 	cfg.Server.GRPCAddr = "127.0.0.1:0"
 	cfg.Server.HTTPAddr = "127.0.0.1:0"
@@ -52,7 +51,7 @@ func startStatsSuite(t *testing.T, toolsFile string, mutate func(*config.Config)
 
 // startSuite runs cfg in process until the test ends and returns the gRPC
 // address once the suite is ready and every catalog server is READY.
-func startSuite(t *testing.T, cfg *config.Config) string {
+func startSuite(t *testing.T, cfg *app.Config) string {
 	t.Helper()
 	if err := os.MkdirAll(cfg.Server.DataDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -112,7 +111,7 @@ func startSuite(t *testing.T, cfg *config.Config) string {
 
 // suiteAdminToken is the token a test registered under the name "admin"
 // (see testTokens), "" when auth is off.
-func suiteAdminToken(cfg *config.Config) string {
+func suiteAdminToken(cfg *app.Config) string {
 	if !cfg.Auth.Enabled {
 		return ""
 	}
@@ -230,7 +229,7 @@ func TestToolsStatsWithoutToolSearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	off := false
-	addr := startStatsSuite(t, small, func(c *config.Config) { c.Runtime.ToolSearch.Enabled = &off })
+	addr := startStatsSuite(t, small, func(c *app.Config) { c.Runtime.ToolSearch.Enabled = &off })
 	out, err := runStats(t, addr, "--json", "--encoding", "cl100k_base")
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ type Listeners struct {
 }
 
 // Listen binds both listeners. A failure is a *config.Error naming the flag.
-func Listen(cfg *config.Config) (*Listeners, error) {
+func Listen(cfg *Config) (*Listeners, error) {
 	g, err := net.Listen("tcp", cfg.Server.GRPCAddr)
 	if err != nil {
 		return nil, &config.Error{Key: "server.grpc_addr (--grpc-addr)", Reason: listenReason(cfg.Server.GRPCAddr, err)}
@@ -96,7 +96,7 @@ func listenReason(addr string, err error) string {
 
 // Prepare performs every check that must pass before anything listens
 // besides the config itself: the data directory and the credential files.
-func Prepare(cfg *config.Config) (*auth.Authenticator, error) {
+func Prepare(cfg *Config) (*auth.Authenticator, error) {
 	if err := config.CheckDataDir(cfg.Server.DataDir); err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (p *policy) Validate(m string, req any) error {
 
 // Run serves until ctx is cancelled, then shuts down gracefully and returns
 // nil. Listeners are closed by Run.
-func Run(ctx context.Context, cfg *config.Config, au *auth.Authenticator, lis *Listeners, opts Options) (err error) {
+func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listeners, opts Options) (err error) {
 	log := opts.Logger
 	if log == nil {
 		log = observability.NewLogger(os.Stderr, cfg.Server.Log.Level, cfg.Server.Log.Format)
@@ -455,7 +455,7 @@ func ignoreClosed(err error) error {
 
 // upstreamConn dials the in-process server for a local upstream, or the
 // configured address (with its token file and TLS) for a remote one.
-func upstreamConn(cfg *config.Config, name string, local bool, selfToken string, dialMem func(string) (*grpc.ClientConn, error)) (*grpc.ClientConn, error) {
+func upstreamConn(cfg *Config, name string, local bool, selfToken string, dialMem func(string) (*grpc.ClientConn, error)) (*grpc.ClientConn, error) {
 	if local {
 		return dialMem(selfToken)
 	}
@@ -549,7 +549,7 @@ func (p *probe) check(ctx context.Context) bool {
 	return all
 }
 
-func (p *probe) watch(ctx context.Context, log *slog.Logger, cfg *config.Config, lis *Listeners, onReady func(string, string)) {
+func (p *probe) watch(ctx context.Context, log *slog.Logger, cfg *Config, lis *Listeners, onReady func(string, string)) {
 	announced := false
 	interval := 100 * time.Millisecond
 	for {

@@ -13,7 +13,6 @@ import (
 )
 
 var (
-	typeOfConfig   = reflect.TypeOf(Config{})
 	typeOfDuration = reflect.TypeOf(time.Duration(0))
 	typeOfUnmarsh  = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 	typeOfTextUn   = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
@@ -132,9 +131,10 @@ type Leaf struct {
 	Value reflect.Value
 }
 
-// Leaves lists every scalar (or string-list) key reachable without crossing
-// a slice of structs or a map, in a stable order.
-func Leaves(c *Config) []Leaf {
+// Leaves lists every scalar (or string-list) key of a document reachable
+// without crossing a slice of structs or a map, in a stable order (by key
+// path). It panics when the document's registration is broken (see Load).
+func Leaves(doc Document) []Leaf {
 	var out []Leaf
 	var walk func(v reflect.Value, path string)
 	walk = func(v reflect.Value, path string) {
@@ -160,15 +160,17 @@ func Leaves(c *Config) []Leaf {
 		}
 		out = append(out, Leaf{Path: path, Env: "TOOLPLANE_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(path)), Value: v})
 	}
-	walk(reflect.ValueOf(c).Elem(), "")
+	for _, e := range sortedByKey(mustEntries(doc)) {
+		walk(reflect.ValueOf(e.ptr).Elem(), e.key)
+	}
 	return out
 }
 
 // applyEnv sets keys from TOOLPLANE_<SECTION>_<KEY> variables. Variables
 // that name no key are ignored (TOOLPLANE_TOKEN is the CLI's, for example).
-func applyEnv(c *Config, environ []string) error {
+func applyEnv(doc Document, environ []string) error {
 	byEnv := map[string]Leaf{}
-	for _, l := range Leaves(c) {
+	for _, l := range Leaves(doc) {
 		byEnv[l.Env] = l
 	}
 	for _, kv := range environ {
@@ -187,9 +189,10 @@ func applyEnv(c *Config, environ []string) error {
 	return nil
 }
 
-// SetPath sets one scalar key by its dotted path.
-func SetPath(c *Config, path, value string) error {
-	for _, l := range Leaves(c) {
+// SetPath sets one scalar key of a document by its dotted path, parsing
+// value as the environment's variables are parsed.
+func SetPath(doc Document, path, value string) error {
+	for _, l := range Leaves(doc) {
 		if l.Path == path {
 			return setValue(l.Value, value)
 		}

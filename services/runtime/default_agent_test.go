@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/services/runtime"
 )
@@ -19,7 +20,7 @@ import (
 func TestPerTokenDefaultAgent(t *testing.T) {
 	const carolToken = "carol-token-0123456789"
 	const daveToken = "dave-token-0123456789"
-	s := newSuite(t, func(c *config.Config) {
+	s := newSuite(t, func(c *app.Config) {
 		c.Auth.Tokens = append(c.Auth.Tokens,
 			config.Token{Name: "carol", SHA256: sha(carolToken), Kind: "user", Subject: "carol", Tenant: "default", Roles: []string{"user"}, Attributes: map[string]string{runtime.DefaultAgentAttribute: "researcher"}},
 			config.Token{Name: "dave", SHA256: sha(daveToken), Kind: "user", Subject: "dave", Tenant: "default", Roles: []string{"user"}, Attributes: map[string]string{"agent": "nope"}})

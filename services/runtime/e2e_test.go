@@ -19,7 +19,7 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
-	"github.com/toolplane/toolplane/internal/config"
+	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/services/runtime/runtimesqlite"
 )
 
@@ -519,7 +519,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 // unreachable authz lets assembly proceed, recorded in the report, the
 // thread's events and the metrics; tool calls still fail closed.
 func TestAuthzFailOpenListing(t *testing.T) {
-	s := newSuite(t, func(c *config.Config) { c.Runtime.Authz.FailOpenListing = true })
+	s := newSuite(t, func(c *app.Config) { c.Runtime.Authz.FailOpenListing = true })
 	alice := s.rt(aliceToken)
 	th := newThread(t, alice, nil)
 	s.az.SetDown(true)

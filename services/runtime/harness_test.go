@@ -53,7 +53,7 @@ type suite struct {
 	az       *runtimetest.FakeAuthz
 	sk       *runtimetest.FakeSkills
 	fakeAddr string
-	mutate   func(*config.Config)
+	mutate   func(*app.Config)
 	real     bool // authz and skills served by this process (no fakes)
 	cancel   context.CancelFunc
 	done     chan error
@@ -62,7 +62,7 @@ type suite struct {
 	conns    []*grpc.ClientConn
 }
 
-func newSuite(t testing.TB, mutate func(*config.Config)) *suite {
+func newSuite(t testing.TB, mutate func(*app.Config)) *suite {
 	return newNpmSuite(t, false, mutate)
 }
 
@@ -70,7 +70,7 @@ func newSuite(t testing.TB, mutate func(*config.Config)) *suite {
 // real authz and skills services instead of the fakes.
 func newRealSuite(t testing.TB) *suite { return newNpmSuite(t, true, nil) }
 
-func newNpmSuite(t testing.TB, real bool, mutate func(*config.Config)) *suite {
+func newNpmSuite(t testing.TB, real bool, mutate func(*app.Config)) *suite {
 	t.Helper()
 	memory := npmJS(t, "server-memory")
 	everything := npmJS(t, "server-everything")
@@ -94,7 +94,7 @@ func newNpmSuite(t testing.TB, real bool, mutate func(*config.Config)) *suite {
 
 // newSuiteWith starts a suite whose catalog serves the given
 // extensions_config.json content.
-func newSuiteWith(t testing.TB, dir string, ext map[string]any, real bool, mutate func(*config.Config)) *suite {
+func newSuiteWith(t testing.TB, dir string, ext map[string]any, real bool, mutate func(*app.Config)) *suite {
 	t.Helper()
 	b, _ := json.Marshal(ext)
 	extPath := filepath.Join(dir, "extensions_config.json")
@@ -114,7 +114,7 @@ func newSuiteWith(t testing.TB, dir string, ext map[string]any, real bool, mutat
 func (s *suite) start() {
 	t := s.t
 	t.Helper()
-	cfg := config.Default()
+	cfg := app.DefaultConfig()
 	cfg.Server.DataDir = s.dataDir
 	cfg.Server.GRPCAddr = "127.0.0.1:0"
 	cfg.Server.HTTPAddr = "127.0.0.1:0"

@@ -47,7 +47,7 @@ type loopSuite struct {
 	cancel             context.CancelFunc
 	done               chan error
 	conns              []*grpc.ClientConn
-	mutate             func(*config.Config) // applied to the config at every start
+	mutate             func(*app.Config) // applied to the config at every start
 }
 
 const (
@@ -83,7 +83,7 @@ func startLoopSuiteWith(t *testing.T, lc runtime.LoopConfig) *loopSuite {
 	return startLoopSuiteMut(t, lc, nil)
 }
 
-func startLoopSuiteMut(t *testing.T, lc runtime.LoopConfig, mutate func(*config.Config)) *loopSuite {
+func startLoopSuiteMut(t *testing.T, lc runtime.LoopConfig, mutate func(*app.Config)) *loopSuite {
 	t.Helper()
 	everything := loopEverything(t)
 	runtime.SetLoopConfigForTest(&lc)
@@ -101,7 +101,7 @@ func startLoopSuiteMut(t *testing.T, lc runtime.LoopConfig, mutate func(*config.
 
 func (s *loopSuite) start() {
 	t := s.t
-	cfg := config.Default()
+	cfg := app.DefaultConfig()
 	cfg.Server.DataDir = s.dataDir
 	cfg.Server.GRPCAddr, cfg.Server.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Server.DrainPeriod, cfg.Server.ShutdownTimeout = time.Millisecond, 5*time.Second
@@ -787,7 +787,7 @@ func TestRunTurnParallelToolCalls(t *testing.T) {
 	)
 	defer fm.Close()
 	s := startLoopSuiteMut(t, runtime.LoopConfig{Models: []runtime.ModelConfig{modelCfg("m1", fm.BaseURL(), true)}},
-		func(c *config.Config) { c.Runtime.AllowBash = true })
+		func(c *app.Config) { c.Runtime.AllowBash = true })
 	c := s.rt()
 	th := s.thread(c)
 	ctx := context.Background()

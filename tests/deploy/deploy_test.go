@@ -21,6 +21,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/internal/config"
 )
 
@@ -144,7 +145,7 @@ func TestDockerfile(t *testing.T) {
 }
 
 // loadConfig decodes, defaults and validates a shipped toolplane.yaml.
-func loadConfig(t *testing.T, rel string) *config.Config {
+func loadConfig(t *testing.T, rel string) *app.Config {
 	t.Helper()
 	// The files mounted beside toolplane.yaml (/etc/toolplane/...) are the
 	// ones in k8s/config: validation opens them there.
@@ -153,7 +154,7 @@ func loadConfig(t *testing.T, rel string) *config.Config {
 		t.Fatal(err)
 	}
 	data := bytes.ReplaceAll(read(t, rel), []byte("/etc/toolplane/"), []byte(abs+"/"))
-	var c config.Config
+	var c app.Config
 	if err := config.Decode(data, &c); err != nil {
 		t.Fatalf("%s: %v", rel, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/internal/testkit"
 )
@@ -131,7 +132,7 @@ func TestExampleSplitConfigs(t *testing.T) {
 	want := hex.EncodeToString(sum[:])
 	addrs := map[string]string{}
 	for _, svc := range services {
-		var c config.Config
+		var c app.Config
 		if err := config.Decode(mustRead(t, "examples/split/"+svc+".yaml"), &c); err != nil {
 			t.Fatalf("%s: %v", svc, err)
 		}
@@ -162,7 +163,7 @@ func TestExampleSplitConfigs(t *testing.T) {
 		}
 	}
 	dec := func(svc string) string {
-		var c config.Config
+		var c app.Config
 		_ = config.Decode(mustRead(t, "examples/split/runtime.yaml"), &c)
 		return c.Runtime.Upstream(svc).Address
 	}

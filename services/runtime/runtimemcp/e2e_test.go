@@ -83,7 +83,7 @@ func startSuite(t *testing.T) string {
 		"p, viewer, *, tool, everything_get-sum, call, deny\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
+	cfg := app.DefaultConfig()
 	cfg.Server.DataDir = filepath.Join(dir, "data")
 	cfg.Server.GRPCAddr, cfg.Server.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Server.DrainPeriod = time.Millisecond

@@ -1,4 +1,4 @@
-package config
+package app_test
 
 import (
 	"errors"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolplane/toolplane/internal/app"
+	"github.com/toolplane/toolplane/internal/config"
 )
 
 func writeYAML(t *testing.T, content string) string {
@@ -48,7 +51,7 @@ runtime:
 		"NOT_TOOLPLANE_SERVER_GRPC_ADDR=127.0.0.1:1",
 	}
 
-	c, err := Load(Flags{ConfigFile: file}, env)
+	c, err := app.LoadConfig(config.Flags{ConfigFile: file}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ runtime:
 		t.Errorf("defaults lost: max %d, format %s", s.MaxMessageBytes, s.Log.Format)
 	}
 
-	c, err = Load(Flags{ConfigFile: file, GRPCAddr: ptr("127.0.0.1:3331"), DataDir: ptr("/flag/data"), Services: ptr("skills")}, env)
+	c, err = app.LoadConfig(config.Flags{ConfigFile: file, GRPCAddr: ptr("127.0.0.1:3331"), DataDir: ptr("/flag/data"), Services: ptr("skills")}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +81,12 @@ runtime:
 	}
 
 	// No file, no env, no flags: the defaults.
-	c, err = Load(Flags{}, nil)
+	c, err = app.LoadConfig(config.Flags{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Server.GRPCAddr != "127.0.0.1:7420" || c.Server.HTTPAddr != "127.0.0.1:7421" || c.Server.DataDir != "./data" ||
-		!slices.Equal(c.Server.Services, AllServices) || c.Auth.Enabled {
+		!slices.Equal(c.Server.Services, app.AllServices) || c.Auth.Enabled {
 		t.Errorf("defaults: %+v", c.Server)
 	}
 }
@@ -91,9 +94,9 @@ runtime:
 // TestEveryLeafSettableFromEnv: each scalar key's variable is
 // TOOLPLANE_<PATH> and is unique (two keys never share a variable).
 func TestEveryLeafSettableFromEnv(t *testing.T) {
-	c := Default()
+	c := app.DefaultConfig()
 	seen := map[string]string{}
-	for _, l := range Leaves(&c) {
+	for _, l := range config.Leaves(&c) {
 		want := "TOOLPLANE_" + strings.ToUpper(strings.ReplaceAll(l.Path, ".", "_"))
 		if l.Env != want {
 			t.Errorf("%s: env %s, want %s", l.Path, l.Env, want)
@@ -108,35 +111,35 @@ func TestEveryLeafSettableFromEnv(t *testing.T) {
 	}
 }
 
-// TestConfigErrorsNameKey: the *Error of each bad input names the key,
+// TestConfigErrorsNameKey: the *config.Error of each bad input names the key,
 // variable or flag.
 func TestConfigErrorsNameKey(t *testing.T) {
 	cases := []struct {
 		name  string
 		yaml  string
 		env   []string
-		flags Flags
+		flags config.Flags
 		key   string
 		in    string // substring of the reason
 	}{
 		{name: "bad env duration", env: []string{"TOOLPLANE_SERVER_SHUTDOWN_TIMEOUT=soon"}, key: "TOOLPLANE_SERVER_SHUTDOWN_TIMEOUT", in: "soon"},
 		{name: "bad env bool", env: []string{"TOOLPLANE_AUTH_ENABLED=perhaps"}, key: "TOOLPLANE_AUTH_ENABLED", in: "perhaps"},
 		{name: "bad env int", env: []string{"TOOLPLANE_SERVER_MAX_MESSAGE_BYTES=big"}, key: "TOOLPLANE_SERVER_MAX_MESSAGE_BYTES", in: "big"},
-		{name: "bad flag address", flags: Flags{GRPCAddr: ptr("nonsense")}, key: "--grpc-addr", in: "malformed"},
-		{name: "bad flag port", flags: Flags{HTTPAddr: ptr("127.0.0.1:70000")}, key: "--http-addr", in: "0..65535"},
-		{name: "same address twice", flags: Flags{GRPCAddr: ptr("127.0.0.1:5000"), HTTPAddr: ptr("127.0.0.1:5000")}, key: "server.http_addr", in: "differ"},
+		{name: "bad flag address", flags: config.Flags{GRPCAddr: ptr("nonsense")}, key: "--grpc-addr", in: "malformed"},
+		{name: "bad flag port", flags: config.Flags{HTTPAddr: ptr("127.0.0.1:70000")}, key: "--http-addr", in: "0..65535"},
+		{name: "same address twice", flags: config.Flags{GRPCAddr: ptr("127.0.0.1:5000"), HTTPAddr: ptr("127.0.0.1:5000")}, key: "server.http_addr", in: "differ"},
 		{name: "non-loopback env address", env: []string{"TOOLPLANE_SERVER_GRPC_ADDR=0.0.0.0:7420"}, key: "server.grpc_addr", in: "non-loopback"},
 		{name: "non-loopback allowed with auth", env: []string{"TOOLPLANE_SERVER_GRPC_ADDR=0.0.0.0:7420", "TOOLPLANE_AUTH_ENABLED=true"}, key: ""},
-		{name: "empty services", flags: Flags{Services: ptr(" , ")}, key: "server.services"},
-		{name: "duplicate service", flags: Flags{Services: ptr("catalog,catalog")}, key: "server.services", in: "twice"},
-		{name: "missing config file", flags: Flags{ConfigFile: "/nonexistent/toolplane.yaml"}, key: "--config"},
+		{name: "empty services", flags: config.Flags{Services: ptr(" , ")}, key: "server.services"},
+		{name: "duplicate service", flags: config.Flags{Services: ptr("catalog,catalog")}, key: "server.services", in: "twice"},
+		{name: "missing config file", flags: config.Flags{ConfigFile: "/nonexistent/toolplane.yaml"}, key: "--config"},
 		{name: "both JWT keys", yaml: "auth:\n  jwt:\n    hmac_secret_file: a\n    public_key_file: b\n", key: "auth.jwt"},
 		{name: "duplicate token name", yaml: "auth:\n  tokens:\n    - {name: a, sha256: " + strings.Repeat("a", 64) + ", kind: user, subject: a}\n    - {name: a, sha256: " + strings.Repeat("b", 64) + ", kind: user, subject: b}\n", key: "auth.tokens[1].name"},
 		{name: "token without subject", yaml: "auth:\n  tokens:\n    - {name: a, sha256: " + strings.Repeat("a", 64) + ", kind: service}\n", key: "auth.tokens[0].subject"},
 		{name: "uppercase hash", yaml: "auth:\n  tokens:\n    - {name: a, sha256: " + strings.Repeat("A", 64) + ", kind: user, subject: a}\n", key: "auth.tokens[0].sha256"},
 		{name: "client CA without cert", yaml: "server:\n  tls:\n    client_ca_file: ca.pem\n", key: "server.tls.client_ca_file"},
 		{name: "upstream TLS half", yaml: "runtime:\n  upstreams:\n    authz:\n      tls: {enabled: true, cert_file: c.pem}\n", key: "runtime.upstreams.authz.tls"},
-		{name: "split auth with nobody", yaml: "auth:\n  enabled: true\n", flags: Flags{Services: ptr("catalog")}, key: "auth", in: "nobody"},
+		{name: "split auth with nobody", yaml: "auth:\n  enabled: true\n", flags: config.Flags{Services: ptr("catalog")}, key: "auth", in: "nobody"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,14 +147,14 @@ func TestConfigErrorsNameKey(t *testing.T) {
 			if tc.yaml != "" {
 				f.ConfigFile = writeYAML(t, tc.yaml)
 			}
-			_, err := Load(f, tc.env)
+			_, err := app.LoadConfig(f, tc.env)
 			if tc.key == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
 				}
 				return
 			}
-			var ce *Error
+			var ce *config.Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("err = %v (%T), want *config.Error naming %s", err, err, tc.key)
 			}
@@ -185,9 +188,9 @@ func TestUnknownKeyPaths(t *testing.T) {
 		{"runtime:\n  bogus: 1\n", "runtime.bogus", "line 2"},
 	}
 	for _, tc := range cases {
-		var c Config
-		err := Decode([]byte(tc.yaml), &c)
-		var ce *Error
+		var c app.Config
+		err := config.Decode([]byte(tc.yaml), &c)
+		var ce *config.Error
 		if !errors.As(err, &ce) {
 			t.Errorf("%q: err = %v, want *config.Error", tc.yaml, err)
 			continue
@@ -197,8 +200,8 @@ func TestUnknownKeyPaths(t *testing.T) {
 		}
 	}
 	// Through Load, the same error reaches the caller unchanged.
-	_, err := Load(Flags{ConfigFile: writeYAML(t, "server:\n  grpc_addr: 127.0.0.1:1\n  bogus: true\n")}, nil)
-	var ce *Error
+	_, err := app.LoadConfig(config.Flags{ConfigFile: writeYAML(t, "server:\n  grpc_addr: 127.0.0.1:1\n  bogus: true\n")}, nil)
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Key != "server.bogus" {
 		t.Errorf("Load: err = %v, want key server.bogus", err)
 	}
@@ -211,9 +214,9 @@ func TestUnknownKeyPaths(t *testing.T) {
 		{"server:\n  services: [catalog, [authz]]\n", "server.services"},
 		{"server:\n  services:\n    - catalog\n    - [authz]\n", "server.services[1]"},
 	} {
-		var c Config
-		err := Decode([]byte(tc.yaml), &c)
-		var ce *Error
+		var c app.Config
+		err := config.Decode([]byte(tc.yaml), &c)
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Key != tc.key || !strings.Contains(ce.Reason, "line") {
 			t.Errorf("%q: err = %v; want key %s and the line", tc.yaml, err, tc.key)
 		}

@@ -1,4 +1,4 @@
-package config
+package app_test
 
 import (
 	"os"
@@ -8,35 +8,44 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolplane/toolplane/internal/app"
+	"github.com/toolplane/toolplane/internal/config"
 )
 
 // TestExampleMatchesDefaults keeps toolplane.example.yaml equal to the code's
-// defaults: decoding it (without defaults applied) must give Default(), and
-// every scalar key must be written out in the file.
+// defaults: decoding it (without defaults applied) must give
+// app.DefaultConfig(), and every scalar key of every registered section must
+// be written out in the file. A failure names the package owning the key.
 func TestExampleMatchesDefaults(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "toolplane.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got Config
-	if err := Decode(data, &got); err != nil {
+	var got app.Config
+	if err := config.Decode(data, &got); err != nil {
 		t.Fatalf("example does not decode: %v", err)
 	}
-	want := Default()
+	want := app.DefaultConfig()
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range Leaves(&want) {
+	owner := map[string]string{"server": "internal/config", "auth": "internal/config"}
+	for _, s := range want.Sections() {
+		owner[s.SectionKey()] = strings.TrimPrefix(reflect.TypeOf(s).Elem().PkgPath(), "github.com/toolplane/toolplane/")
+	}
+	for _, l := range config.Leaves(&want) {
 		if !hasPath(root.Content[0], strings.Split(l.Path, ".")) {
-			t.Errorf("toolplane.example.yaml does not document %s", l.Path)
+			section, _, _ := strings.Cut(l.Path, ".")
+			t.Errorf("toolplane.example.yaml does not document %s (section %s, owned by %s)", l.Path, section, owner[section])
 		}
 	}
 	gl := map[string]any{}
-	for _, l := range Leaves(&got) {
+	for _, l := range config.Leaves(&got) {
 		gl[l.Path] = l.Value.Interface()
 	}
-	for _, l := range Leaves(&want) {
+	for _, l := range config.Leaves(&want) {
 		if g, ok := gl[l.Path]; ok && !reflect.DeepEqual(normal(g), normal(l.Value.Interface())) {
 			t.Errorf("%s: example has %v, code default is %v", l.Path, g, l.Value.Interface())
 		}
@@ -67,12 +76,12 @@ func hasPath(n *yaml.Node, path []string) bool {
 }
 
 func TestUnknownKeyNamesPath(t *testing.T) {
-	var c Config
-	err := Decode([]byte("server:\n  grpc_addr: 127.0.0.1:1\n  bogus: 1\n"), &c)
+	var c app.Config
+	err := config.Decode([]byte("server:\n  grpc_addr: 127.0.0.1:1\n  bogus: 1\n"), &c)
 	if err == nil || !strings.Contains(err.Error(), "server.bogus") || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("err = %v; want it to name server.bogus and line 3", err)
 	}
-	err = Decode([]byte("auth:\n  tokens:\n    - name: a\n      shaa: x\n"), &c)
+	err = config.Decode([]byte("auth:\n  tokens:\n    - name: a\n      shaa: x\n"), &c)
 	if err == nil || !strings.Contains(err.Error(), "auth.tokens[0].shaa") {
 		t.Fatalf("err = %v; want auth.tokens[0].shaa", err)
 	}
@@ -86,7 +95,7 @@ func TestPrecedenceFlagsEnvFile(t *testing.T) {
 	}
 	env := []string{"TOOLPLANE_SERVER_HTTP_ADDR=127.0.0.1:3333", "TOOLPLANE_SERVER_DATA_DIR=/from/env", "TOOLPLANE_TOKEN=ignored"}
 	flag := "/from/flag"
-	c, err := Load(Flags{ConfigFile: file, DataDir: &flag}, env)
+	c, err := app.LoadConfig(config.Flags{ConfigFile: file, DataDir: &flag}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,13 +121,13 @@ func TestValidateErrors(t *testing.T) {
 		{"server:\n  tls:\n    cert_file: x\n", "server.tls"},
 	}
 	for _, tc := range cases {
-		var c Config
-		if err := Decode([]byte(tc.yaml), &c); err != nil {
+		var c app.Config
+		if err := config.Decode([]byte(tc.yaml), &c); err != nil {
 			t.Fatalf("%q: decode: %v", tc.yaml, err)
 		}
 		c.SetDefaults()
 		err := c.Validate()
-		ce, ok := err.(*Error)
+		ce, ok := err.(*config.Error)
 		if !ok || ce.Key != tc.key {
 			t.Errorf("%q: err = %v; want key %s", tc.yaml, err, tc.key)
 		}
