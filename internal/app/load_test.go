@@ -222,3 +222,34 @@ func TestUnknownKeyPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestExtensionsConfigFlag: --extensions-config sets
+// catalog.extensions_config over the file and the environment, and the file
+// it names must exist (the error names the flag).
+func TestExtensionsConfigFlag(t *testing.T) {
+	file := writeYAML(t, "catalog:\n  extensions_config: /from/file.json\n")
+	env := []string{"TOOLPLANE_CATALOG_EXTENSIONS_CONFIG=/from/env.json"}
+	ext := filepath.Join(t.TempDir(), "extensions_config.json")
+	if err := os.WriteFile(ext, []byte(`{"mcpServers": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := app.LoadConfig(config.Flags{ConfigFile: file, Keys: []config.KeyFlag{app.ExtensionsConfigFlag(ext)}}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Catalog.ExtensionsConfig != ext {
+		t.Errorf("catalog.extensions_config = %q, want the flag's %q", c.Catalog.ExtensionsConfig, ext)
+	}
+	c, err = app.LoadConfig(config.Flags{ConfigFile: file}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Catalog.ExtensionsConfig != "/from/env.json" {
+		t.Errorf("without the flag: catalog.extensions_config = %q, want the environment's", c.Catalog.ExtensionsConfig)
+	}
+	_, err = app.LoadConfig(config.Flags{Keys: []config.KeyFlag{app.ExtensionsConfigFlag("/nonexistent/extensions_config.json")}}, nil)
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Key != "--extensions-config" || ce.Reason != "no such file or directory" {
+		t.Errorf("missing file: err = %v, want --extensions-config: no such file or directory", err)
+	}
+}
