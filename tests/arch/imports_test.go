@@ -13,7 +13,8 @@ import (
 )
 
 // TestModuleImportRules applies the import rules to every package of the
-// module: its direct non-test imports as `go list` reports them, with the
+// module: its direct non-test imports as `go list -f '{{.ImportPath}}
+// {{.Dir}} {{join .Imports " "}}' ./...` reports them, with the
 // default build tags and with -tags e2e (the only tag non-test files use).
 // A failure names each offending package and import.
 func TestModuleImportRules(t *testing.T) {
@@ -25,17 +26,18 @@ func TestModuleImportRules(t *testing.T) {
 	table := map[string][]string{}
 	dirs := map[string]bool{}
 	for _, tags := range [][]string{nil, {"-tags", "e2e"}} {
-		args := append(append([]string{}, tags...), "-f", `{{.ImportPath}} {{.Dir}} {{join .Imports " "}}`, "./...")
+		// Tab-separated: a directory may contain spaces.
+		args := append(append([]string{}, tags...), "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .Imports \" \"}}", "./...")
 		for _, line := range strings.Split(goList(t, root, args...), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 2 {
+			f := strings.Split(line, "\t")
+			if len(f) != 3 {
 				continue
 			}
 			pkg, dir := f[0], f[1]
 			if _, ok := table[pkg]; !ok {
 				table[pkg] = nil
 			}
-			for _, imp := range f[2:] {
+			for _, imp := range strings.Fields(f[2]) {
 				if !slices.Contains(table[pkg], imp) {
 					table[pkg] = append(table[pkg], imp)
 				}
