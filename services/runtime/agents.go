@@ -2,8 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"regexp"
 
@@ -47,13 +45,6 @@ func (s *Server) threadAgent(ctx context.Context, th *runtimestore.Thread) (*run
 	}
 	a, _, err := s.resolveAgent(ctx, th.Proto.GetAgent())
 	return a, err
-}
-
-// agentDigest is a short digest of an agent's whole definition.
-func agentDigest(a *runtimev1.Agent) string {
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
 }
 
 // resolveAgent returns the agent of a thread: the stored agent of that name,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 )
 
 // ToolConfig is one `runtime.tools` entry (deerflow-reference §1.1): a
@@ -109,15 +111,6 @@ type DefaultAgentConfig struct {
 	SubagentsEnabled bool `yaml:"subagents_enabled"`
 }
 
-// implNames maps a config tool `use` to the implementation's own name.
-var implNames = map[string]string{
-	"file.read":        "read_file",
-	"file.write":       "write_file",
-	"file.ls":          "ls",
-	"file.str_replace": "str_replace",
-	"bash":             "bash",
-}
-
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // DefaultTools are the config tools when `runtime.tools` is absent
@@ -184,7 +177,7 @@ func (c *Config) validateTools() error {
 		if t.Group == "" {
 			return fmt.Errorf("%s.group: must not be empty", key)
 		}
-		if _, ok := implNames[t.Use]; !ok {
+		if _, ok := runtimeassembly.ImplNames[t.Use]; !ok {
 			return fmt.Errorf("%s.use: unknown implementation %q (one of file.read, file.write, file.ls, file.str_replace, bash)", key, t.Use)
 		}
 	}

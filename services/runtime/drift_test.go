@@ -40,7 +40,7 @@ func TestToolSearchNeverPromotesUnderAStaleHash(t *testing.T) {
 	ctx := auth.WithIdentity(context.Background(), auth.Identity{Principal: &typev1.Principal{Subject: "alice", Tenant: "default", Roles: []string{"user"}}, Kind: auth.KindUser})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, _, ok := s.watch.cacheKey(); ok {
+		if s.assembly.CacheLive() {
 			break
 		}
 		if time.Now().After(deadline) {

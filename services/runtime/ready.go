@@ -13,6 +13,7 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 )
 
 // credentialProbeTTL is how long a successful credential probe of the
@@ -47,7 +48,7 @@ func (s *Server) probeCredentials(ctx context.Context) []string {
 		case codes.Unauthenticated, codes.PermissionDenied:
 			bad = append(bad, fmt.Sprintf("%s refuses the runtime's credential (%s: %s)", name, status.Code(err), status.Convert(err).Message()))
 		default:
-			bad = append(bad, fmt.Sprintf("%s probe failed (%s)", name, shortErr(err)))
+			bad = append(bad, fmt.Sprintf("%s probe failed (%s)", name, runtimeassembly.ShortErr(err)))
 		}
 	}
 	// GetCatalog over an empty candidate set: class service, no side effect.

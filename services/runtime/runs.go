@@ -21,6 +21,7 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeident"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
@@ -318,7 +319,7 @@ func (a loopAdapter) Execute(ctx context.Context, threadID, runID string, c *run
 // AuthorizeModel implements runtimeloop.ModelAuthorizer with authz
 // Authorize(model, use) for the effective principal.
 func (a loopAdapter) AuthorizeModel(ctx context.Context, model string) (bool, string, error) {
-	resp, err := a.s.authz.Authorize(actingFor(ctx), &authzv1.AuthorizeRequest{Principal: principalOf(ctx), ResourceType: authzv1.ResourceType_RESOURCE_TYPE_MODEL,
+	resp, err := a.s.authz.Authorize(runtimeident.ActingFor(ctx), &authzv1.AuthorizeRequest{Principal: runtimeident.Principal(ctx), ResourceType: authzv1.ResourceType_RESOURCE_TYPE_MODEL,
 		Action: authzv1.Action_ACTION_USE, Target: model})
 	if err != nil {
 		return false, "", err
@@ -337,7 +338,7 @@ func (a loopAdapter) FilterModels(ctx context.Context, names []string) ([]string
 	if len(names) == 0 {
 		return nil, nil
 	}
-	resp, err := a.s.authz.FilterResources(actingFor(ctx), &authzv1.FilterResourcesRequest{Principal: principalOf(ctx), ResourceType: authzv1.ResourceType_RESOURCE_TYPE_MODEL,
+	resp, err := a.s.authz.FilterResources(runtimeident.ActingFor(ctx), &authzv1.FilterResourcesRequest{Principal: runtimeident.Principal(ctx), ResourceType: authzv1.ResourceType_RESOURCE_TYPE_MODEL,
 		Candidates: names, Action: authzv1.Action_ACTION_USE})
 	if err != nil {
 		return nil, err

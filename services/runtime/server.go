@@ -1,6 +1,6 @@
 // Package runtime is the runtime service: threads, the tool assembly
 // pipeline, the tool-call chain, the agent loop and the MCP front door
-// (ARCHITECTURE §2.4, §3). It reaches catalog, authz and skills only through
+// (docs/architecture.md §2.4, §3). It reaches catalog, authz and skills only through
 // their generated gRPC clients — also when all four run in one process.
 package runtime
 
@@ -24,8 +24,11 @@ import (
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
+	"github.com/toolplane/toolplane/services/runtime/runtimechain"
 	"github.com/toolplane/toolplane/services/runtime/runtimesqlite"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+	"github.com/toolplane/toolplane/services/runtime/runtimetools"
 )
 
 // Config is the `runtime` section of toolplane.yaml.
@@ -155,15 +158,19 @@ type Server struct {
 	health  map[string]healthpb.HealthClient
 
 	store   runtimestore.Store
-	dataDir string // <data dir>/runtime; thread workspaces under threads/<id>/
 	metrics *metrics
-	watch   *watchState
-	cache   *assemblyCache
-	locks   keyedLocks // per (thread, path) read-before-write serialisation
 	stop    context.CancelFunc
 	bg      sync.WaitGroup
 	now     func() time.Time
 	loops   loopState // the agent loop engine, built on first use (runs.go)
+
+	// ws holds the thread workspaces under <data dir>/runtime/threads/<id>/.
+	ws *runtimetools.Workspace
+	// assembly is the assembly pipeline (AssembleTools and the chain's
+	// assembly step).
+	assembly *runtimeassembly.Builder
+	// chain is the tool-call chain, built once at start (runtimechain.Standard).
+	chain *runtimechain.Chain
 
 	credProbe credentialProbe // last accepted credential probe (ready.go)
 }
@@ -232,8 +239,8 @@ func newServer(cfg Config, env svckit.Env) (*Server, error) {
 	if env.DataDir == "" {
 		return nil, errors.New("runtime: empty data dir")
 	}
-	s.dataDir = filepath.Join(env.DataDir, "runtime")
-	if err := os.MkdirAll(filepath.Join(s.dataDir, "threads"), 0o700); err != nil {
+	s.ws = runtimetools.NewWorkspace(filepath.Join(env.DataDir, "runtime"))
+	if err := os.MkdirAll(s.ws.ThreadsDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("runtime: data dir: %w", err)
 	}
 	return s, nil
@@ -242,8 +249,7 @@ func newServer(cfg Config, env svckit.Env) (*Server, error) {
 func (s *Server) start(st runtimestore.Store) (*Server, error) {
 	s.store = st
 	s.now = time.Now
-	s.watch = &watchState{}
-	s.cache = newAssemblyCache(s.cfg.CacheEntries)
+	s.wire()
 	if n, err := st.InterruptUnfinished(context.Background(), "the runtime stopped during the run", time.Now()); err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("runtime: store: %w", err)
@@ -253,8 +259,8 @@ func (s *Server) start(st runtimestore.Store) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	s.bg.Add(3)
-	go func() { defer s.bg.Done(); s.watchCatalog(ctx) }()
-	go func() { defer s.bg.Done(); s.watchPolicy(ctx) }()
+	go func() { defer s.bg.Done(); s.assembly.WatchCatalog(ctx) }()
+	go func() { defer s.bg.Done(); s.assembly.WatchPolicy(ctx) }()
 	go func() { defer s.bg.Done(); s.retentionLoop(ctx) }()
 	return s, nil
 }
@@ -283,7 +289,7 @@ func (s *Server) Ready(ctx context.Context) error {
 		cancel()
 		switch {
 		case err != nil:
-			bad = append(bad, fmt.Sprintf("%s unreachable (%s)", u.short, shortErr(err)))
+			bad = append(bad, fmt.Sprintf("%s unreachable (%s)", u.short, runtimeassembly.ShortErr(err)))
 		case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
 			bad = append(bad, fmt.Sprintf("%s %s", u.short, resp.GetStatus()))
 		}
@@ -300,14 +306,6 @@ func (s *Server) Ready(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func shortErr(err error) string {
-	msg := err.Error()
-	if len(msg) > 160 {
-		msg = msg[:160] + "..."
-	}
-	return msg
 }
 
 // Close stops the watchers and closes the store.

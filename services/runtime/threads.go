@@ -15,8 +15,9 @@ import (
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
-	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/services/runtime/runtimeident"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+	"github.com/toolplane/toolplane/services/runtime/runtimetools"
 )
 
 const errorDomain = "runtime.toolplane.dev"
@@ -43,14 +44,7 @@ func storeErr(err error) error {
 }
 
 func principalOf(ctx context.Context) *typev1.Principal {
-	p := auth.EffectivePrincipal(ctx)
-	if p == nil {
-		p = auth.DefaultPrincipal()
-	}
-	if p.Tenant == "" {
-		p.Tenant = "default"
-	}
-	return p
+	return runtimeident.Principal(ctx)
 }
 
 // ownThread loads a thread owned by the request's effective principal; a
@@ -72,7 +66,7 @@ func (s *Server) ownThread(ctx context.Context, id string) (*runtimestore.Thread
 }
 
 // Workspace virtual roots (deerflow-reference §6.2 ThreadData).
-var workspaceDirs = []string{"workspace", "outputs", "uploads"}
+var workspaceDirs = runtimetools.WorkspaceDirs
 
 // CreateThread creates a thread owned by the caller's effective principal,
 // with its workspace <data dir>/runtime/threads/<id>/user-data/{workspace,outputs,uploads}.
@@ -116,12 +110,12 @@ func (s *Server) createThread(ctx context.Context, agent string, md map[string]s
 		CreateTime: now, UpdateTime: now, Metadata: md, TokenUsage: &runtimev1.TokenUsage{},
 	}, ReadMarks: map[string]string{}, Child: child}
 	for _, d := range workspaceDirs {
-		if err := os.MkdirAll(filepath.Join(s.threadDir(th.Proto.ThreadId), "user-data", d), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(s.ws.ThreadDir(th.Proto.ThreadId), "user-data", d), 0o700); err != nil {
 			return nil, status.Errorf(codes.Internal, "workspace: %v", err)
 		}
 	}
 	if err := s.store.CreateThread(ctx, th); err != nil {
-		_ = os.RemoveAll(s.threadDir(th.Proto.ThreadId))
+		_ = os.RemoveAll(s.ws.ThreadDir(th.Proto.ThreadId))
 		return nil, storeErr(err)
 	}
 	return th, nil
@@ -189,7 +183,7 @@ func (s *Server) deleteTree(ctx context.Context, id string, depth int) error {
 	if err := s.store.DeleteThread(ctx, id); err != nil && !errors.Is(err, runtimestore.ErrNotFound) {
 		return storeErr(err)
 	}
-	if err := os.RemoveAll(s.threadDir(id)); err != nil {
+	if err := os.RemoveAll(s.ws.ThreadDir(id)); err != nil {
 		return status.Errorf(codes.Internal, "workspace: %v", err)
 	}
 	return nil

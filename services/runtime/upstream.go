@@ -13,8 +13,6 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
-	"github.com/toolplane/toolplane/internal/auth"
-	"github.com/toolplane/toolplane/internal/grpcx"
 )
 
 // upstream applies the runtime's policy to every call of a generated
@@ -63,16 +61,6 @@ func invoke[Req, Resp any](ctx context.Context, u *upstream, svc, method string,
 	}
 	u.observe(svc, method, start, err)
 	return resp, err
-}
-
-// actingFor returns ctx with outgoing acting-for metadata naming the end
-// user of the request (ARCHITECTURE §5).
-func actingFor(ctx context.Context) context.Context {
-	p := auth.EffectivePrincipal(ctx)
-	if p == nil {
-		return ctx
-	}
-	return grpcx.WithActingFor(ctx, auth.FormatActingFor(p))
 }
 
 // catalogClient decorates the generated catalog client.

@@ -1,45 +1,49 @@
-package runtime
+package runtimeassembly
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 )
 
-// Tool sources as reported in ToolSchema.source.
+// Tool sources as reported in ToolSchema.Source.
 const (
-	sourceConfig  = "config"
-	sourceBuiltin = "builtin"
-	sourceMCP     = "mcp"
+	SourceConfig  = "config"
+	SourceBuiltin = "builtin"
+	SourceMCP     = "mcp"
 )
 
 // Names of built-in tools.
 const (
-	toolSearchName     = "tool_search"
-	askClarification   = "ask_clarification"
-	presentFiles       = "present_files"
-	describeSkill      = "describe_skill"
-	reviewSkillPackage = "review_skill_package"
-	taskTool           = "task"
+	ToolSearchName     = "tool_search"
+	AskClarification   = "ask_clarification"
+	PresentFiles       = "present_files"
+	DescribeSkill      = "describe_skill"
+	ReviewSkillPackage = "review_skill_package"
+	TaskTool           = "task"
 )
 
-// alwaysAvailable are the names an active skill policy never removes
-// (deerflow-reference §4.9 ALWAYS_AVAILABLE).
-var alwaysAvailable = []string{describeSkill, "read_file", reviewSkillPackage, toolSearchName}
+// AlwaysAvailable are the names an active skill policy never removes
+// (docs/deerflow.md §4.9 ALWAYS_AVAILABLE).
+var AlwaysAvailable = []string{DescribeSkill, "read_file", ReviewSkillPackage, ToolSearchName}
 
-// toolDef is one tool known to an assembly.
-type toolDef struct {
-	name        string
-	description string
-	params      *structpb.Struct // input schema exactly as received; nil = none
-	source      string
-	use         string // config: file.read, ...; builtin: its name
-	group       string // config tools
-	server      string // MCP tools
-	routing     *catalogv1.Routing
+// Tool is one tool known to an assembly.
+type Tool struct {
+	Name        string
+	Description string
+	Params      *structpb.Struct // input schema exactly as received; nil = none
+	Source      string
+	Use         string // config: file.read, ...; builtin: its name
+	Group       string // config tools
+	Server      string // MCP tools
+	Routing     *catalogv1.Routing
 }
 
 func mustSchema(js string) *structpb.Struct {
@@ -52,12 +56,12 @@ func mustSchema(js string) *structpb.Struct {
 
 // builtinSpec is the model-visible definition of a built-in or config implementation.
 type builtinSpec struct {
-	description string
-	params      *structpb.Struct
+	Description string
+	Params      *structpb.Struct
 }
 
-// implSpecs are the config-tool implementations, keyed by `use`.
-var implSpecs = map[string]builtinSpec{
+// ImplSpecs are the config-tool implementations, keyed by `use`.
+var ImplSpecs = map[string]builtinSpec{
 	"file.read": {"Read a text file. Paths are virtual: /mnt/user-data/workspace, /mnt/user-data/outputs, /mnt/user-data/uploads, and skill files under /mnt/skills/<category>/<name>/. Use start_line/end_line (1-based, inclusive) to page through large files.",
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string","description":"Absolute virtual path of the file."},"start_line":{"type":"integer","minimum":1,"description":"First line to return (1-based)."},"end_line":{"type":"integer","minimum":1,"description":"Last line to return (inclusive)."}},"required":["path"]}`)},
 	"file.write": {"Write a text file under /mnt/user-data/workspace or /mnt/user-data/outputs (parent folders are created). Overwriting or appending to an existing file requires reading its current version with read_file first.",
@@ -70,38 +74,54 @@ var implSpecs = map[string]builtinSpec{
 		mustSchema(`{"type":"object","properties":{"command":{"type":"string","description":"The command line."},"description":{"type":"string","description":"Why you run it (for the audit log)."}},"required":["command"]}`)},
 }
 
-// builtinSpecs are the built-in tools (deerflow-reference §1.6).
+// builtinSpecs are the built-in tools (docs/deerflow.md §1.6).
 var builtinSpecs = map[string]builtinSpec{
-	askClarification: {"Ask the user a question when the request is ambiguous, information is missing, or before a risky step. The turn ends until the user answers.",
+	AskClarification: {"Ask the user a question when the request is ambiguous, information is missing, or before a risky step. The turn ends until the user answers.",
 		mustSchema(`{"type":"object","properties":{"question":{"type":"string","description":"The question."},"clarification_type":{"type":"string","enum":["missing_info","ambiguous_requirement","approach_choice","risk_confirmation","suggestion"]},"context":{"type":"string","description":"Why you ask."},"options":{"type":"array","items":{"type":"string"},"description":"Choices, when the answer is one of a few."}},"required":["question"]}`)},
-	presentFiles: {"Show files you produced to the user. Only files under /mnt/user-data/outputs can be presented.",
+	PresentFiles: {"Show files you produced to the user. Only files under /mnt/user-data/outputs can be presented.",
 		mustSchema(`{"type":"object","properties":{"filepaths":{"type":"array","items":{"type":"string"},"description":"Absolute virtual paths under /mnt/user-data/outputs."}},"required":["filepaths"]}`)},
-	describeSkill: {"Find skills and see what they do. Query forms: \"select:a,b\" (exact names), \"+word rest\" (name must contain word), or keywords/regex. Load a skill afterwards by reading its SKILL.md with read_file.",
+	DescribeSkill: {"Find skills and see what they do. Query forms: \"select:a,b\" (exact names), \"+word rest\" (name must contain word), or keywords/regex. Load a skill afterwards by reading its SKILL.md with read_file.",
 		mustSchema(`{"type":"object","properties":{"name":{"type":"string","description":"Skill name or query."}},"required":["name"]}`)},
-	reviewSkillPackage: {"Review a skill package read-only: facts, findings of the deterministic scanner, and (optionally) its text files. The package is an installed skill, an archive (.skill, .zip, .tar.gz) or a folder with SKILL.md under /mnt/user-data, or inline SKILL.md text. Reviewing never installs or activates the skill.",
+	ReviewSkillPackage: {"Review a skill package read-only: facts, findings of the deterministic scanner, and (optionally) its text files. The package is an installed skill, an archive (.skill, .zip, .tar.gz) or a folder with SKILL.md under /mnt/user-data, or inline SKILL.md text. Reviewing never installs or activates the skill.",
 		mustSchema(`{"type":"object","properties":{"target":{"type":"string","description":"Skill name; skill://<category>/<name>; a path under /mnt/user-data to an archive or a folder holding SKILL.md; or inline://<name> with inline_content."},"inline_content":{"type":"string","description":"The SKILL.md text, with an inline://<name> target."},"include_content":{"type":"boolean","description":"Include the package's text files."}},"required":["target"]}`)},
-	taskTool: {"Delegate a self-contained task to a subagent that works on its own and returns its result.",
+	TaskTool: {"Delegate a self-contained task to a subagent that works on its own and returns its result.",
 		mustSchema(`{"type":"object","properties":{"description":{"type":"string","description":"Short label of the task."},"prompt":{"type":"string","description":"Full instructions for the subagent."},"subagent_type":{"type":"string","description":"general-purpose (default) or a configured subagent."}},"required":["description","prompt"]}`)},
-	toolSearchName: {"Load deferred tools. Tools listed in <available-deferred-tools> cannot be called until you find them here. Query forms: \"select:name_a,name_b\" loads exact names; \"+word rest\" requires word in the tool name and ranks by the rest; anything else is a keyword search. Matching tools become callable on your next step.",
+	ToolSearchName: {"Load deferred tools. Tools listed in <available-deferred-tools> cannot be called until you find them here. Query forms: \"select:name_a,name_b\" loads exact names; \"+word rest\" requires word in the tool name and ranks by the rest; anything else is a keyword search. Matching tools become callable on your next step.",
 		mustSchema(`{"type":"object","properties":{"query":{"type":"string","description":"select:<names>, +<required> <keywords>, or keywords."}},"required":["query"]}`)},
 }
 
-func builtinDef(name string) *toolDef {
+func BuiltinDef(name string) *Tool {
 	sp := builtinSpecs[name]
-	return &toolDef{name: name, description: sp.description, params: sp.params, source: sourceBuiltin, use: name}
+	return &Tool{Name: name, Description: sp.Description, Params: sp.Params, Source: SourceBuiltin, Use: name}
 }
 
-// schemaOf renders a tool in both provider formats, the input schema
+// SchemaOf renders a tool in both provider formats, the input schema
 // untouched (an absent schema becomes an empty object schema).
-func schemaOf(t *toolDef) (openai, anthropic *structpb.Struct) {
-	params := t.params
+func SchemaOf(t *Tool) (openai, anthropic *structpb.Struct) {
+	params := t.Params
 	if params == nil {
 		params = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("object"), "properties": structpb.NewStructValue(&structpb.Struct{})}}
 	}
 	fn := &structpb.Struct{Fields: map[string]*structpb.Value{
-		"name": structpb.NewStringValue(t.name), "description": structpb.NewStringValue(t.description), "parameters": structpb.NewStructValue(params)}}
+		"name": structpb.NewStringValue(t.Name), "description": structpb.NewStringValue(t.Description), "parameters": structpb.NewStructValue(params)}}
 	openai = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("function"), "function": structpb.NewStructValue(fn)}}
 	anthropic = &structpb.Struct{Fields: map[string]*structpb.Value{
-		"name": structpb.NewStringValue(t.name), "description": structpb.NewStringValue(t.description), "input_schema": structpb.NewStructValue(params)}}
+		"name": structpb.NewStringValue(t.Name), "description": structpb.NewStringValue(t.Description), "input_schema": structpb.NewStructValue(params)}}
 	return openai, anthropic
+}
+
+// ImplNames maps a config tool `use` to the implementation's own name.
+var ImplNames = map[string]string{
+	"file.read":        "read_file",
+	"file.write":       "write_file",
+	"file.ls":          "ls",
+	"file.str_replace": "str_replace",
+	"bash":             "bash",
+}
+
+// agentDigest is a short digest of an agent's whole definition.
+func agentDigest(a *runtimev1.Agent) string {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }

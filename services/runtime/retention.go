@@ -1,0 +1,148 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+	"github.com/toolplane/toolplane/services/runtime/runtimetools"
+)
+
+// retentionLoop runs retention (runtime.retention, docs/architecture.md §6) every
+// sweep_interval while any of its periods is set.
+func (s *Server) retentionLoop(ctx context.Context) {
+	r := s.cfg.Retention
+	if r.Threads <= 0 && r.Runs <= 0 && r.Messages <= 0 && r.Artifacts <= 0 {
+		return
+	}
+	for {
+		s.sweepRetention(ctx, r, s.now())
+		if !sleepCtx(ctx, r.SweepInterval) {
+			return
+		}
+	}
+}
+
+// sweepRetention is one retention pass at now: threads idle longer than
+// r.Threads (with their workspaces), finished runs started longer than
+// r.Runs ago, whole turns of messages older than r.Messages
+// (runtimestore.Store.PurgeMessagesBefore), and artifacts whose file was
+// last modified longer than r.Artifacts ago (file and entry). A zero period
+// keeps that kind forever. Failures are logged; the next pass retries.
+func (s *Server) sweepRetention(ctx context.Context, r RetentionConfig, now time.Time) {
+	warn := func(kind string, err error) {
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("retention sweep failed", "kind", kind, "error", err)
+		}
+	}
+	if r.Threads > 0 {
+		ids, err := s.store.PurgeThreadsBefore(ctx, now.Add(-r.Threads))
+		warn("threads", err)
+		for _, id := range ids {
+			_ = os.RemoveAll(s.ws.ThreadDir(id))
+		}
+		if len(ids) > 0 {
+			s.log.Info("retention removed threads", "threads", len(ids))
+		}
+	}
+	if r.Runs > 0 {
+		n, err := s.store.PurgeRunsBefore(ctx, now.Add(-r.Runs))
+		warn("runs", err)
+		if n > 0 {
+			s.log.Info("retention removed runs", "runs", n)
+		}
+	}
+	if r.Messages > 0 {
+		n, err := s.store.PurgeMessagesBefore(ctx, now.Add(-r.Messages))
+		warn("messages", err)
+		if n > 0 {
+			s.log.Info("retention removed messages", "messages", n)
+		}
+	}
+	if r.Artifacts > 0 {
+		n, err := s.purgeArtifacts(ctx, now.Add(-r.Artifacts))
+		warn("artifacts", err)
+		if n > 0 {
+			s.log.Info("retention removed artifacts", "artifacts", n)
+		}
+	}
+}
+
+// purgeArtifacts removes, in every thread with a workspace, the artifacts
+// whose file was last modified before cutoff (or no longer exists): the
+// file (through os.Root, so a symlink cannot reach outside the thread) and
+// the thread's entry. The entry removal does not count as activity
+// (runtimestore.NoTouch), so it never delays thread retention.
+func (s *Server) purgeArtifacts(ctx context.Context, cutoff time.Time) (int, error) {
+	dirs, err := os.ReadDir(s.ws.ThreadsDir())
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	var errs []error
+	for _, d := range dirs {
+		if ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+		id := d.Name()
+		th, err := s.store.GetThread(ctx, id)
+		if err != nil || len(th.Proto.GetArtifacts()) == 0 {
+			continue
+		}
+		root, err := os.OpenRoot(filepath.Join(s.ws.ThreadDir(id), "user-data"))
+		if err != nil {
+			continue
+		}
+		gone := map[string]bool{}
+		for _, a := range th.Proto.GetArtifacts() {
+			_, rel, err := runtimetools.CleanVirtual(a.GetPath(), false)
+			if err != nil {
+				continue
+			}
+			fi, err := root.Lstat(rel)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				gone[a.GetPath()] = true
+			case err == nil && fi.ModTime().Before(cutoff):
+				if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("thread %s: %s: %w", id, a.GetPath(), err))
+					continue
+				}
+				gone[a.GetPath()] = true
+			}
+		}
+		_ = root.Close()
+		if len(gone) == 0 {
+			continue
+		}
+		_, err = s.store.UpdateThread(runtimestore.NoTouch(ctx), id, func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
+			t.Proto.Artifacts = slices.DeleteFunc(t.Proto.Artifacts, func(a *runtimev1.Artifact) bool { return gone[a.GetPath()] })
+			return nil, nil
+		})
+		if err != nil && !errors.Is(err, runtimestore.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		total += len(gone)
+	}
+	return total, errors.Join(errs...)
+}
+
+// sleepCtx waits d, or less when ctx ends; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

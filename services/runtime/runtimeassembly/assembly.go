@@ -1,0 +1,730 @@
+package runtimeassembly
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/prometheus/client_golang/prometheus"
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/services/runtime/runtimeident"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+)
+
+// Base is the result of steps 1–4 of docs/architecture.md §3.1 for one
+// principal and agent: everything that does not depend on the thread's own
+// state. It is immutable once built (shared through the cache).
+type Base struct {
+	Agent *runtimev1.Agent
+	// tools are every tool that survived sources, groups and authz, in
+	// priority order (config → built-ins → MCP), tool_search excluded.
+	Tools  []*Tool
+	ByName map[string]*Tool
+	// bound are the tools bound without promotion (non-deferred).
+	Bound []*Tool
+	// deferred are the deferred MCP tools by name; deferredNames sorted.
+	Deferred      map[string]*Tool
+	DeferredNames []string
+	// hash is the catalog's hash of the deferred set (the thread's hash for
+	// the turn); "" when nothing is deferred.
+	Hash          string
+	PolicyVersion int64
+	Report        *runtimev1.AssemblyReport
+	// routes are the deferred tools with routing mode PREFER and keywords.
+	Routes []*Tool
+	// hints is the <mcp_routing_hints> section over the authorized tools.
+	Hints string
+	// skills are the enabled skills the principal may use within the
+	// agent's allowlist, by name.
+	Skills       []*skillsv1.Skill
+	SkillsByName map[string]*skillsv1.Skill
+	SkillsNote   string
+	// deferredText and skillsText are the rendered prompt sections.
+	DeferredText, SkillsText string
+}
+
+func (b *Base) HasDeferred() bool { return len(b.DeferredNames) > 0 }
+
+// Settings are the parts of the runtime configuration that assembly reads
+// (translated from runtime.tools, runtime.allow_bash, runtime.tool_search
+// and runtime.authz by the runtime's wiring).
+type Settings struct {
+	// Tools are the config tools in configuration order.
+	Tools []ConfigTool
+	// AllowBash binds config tools of group or use `bash`.
+	AllowBash bool
+	// ToolSearch is the global deferral switch (an agent's tool_search
+	// settings override it).
+	ToolSearch bool
+	// ExemptServers are never deferred (for agents without their own
+	// tool_search settings).
+	ExemptServers []string
+	// DeferredListMax is the largest deferred set listed name by name.
+	DeferredListMax int
+	// AutoPromoteTopK bounds routing auto-promotions.
+	AutoPromoteTopK int
+	// FailOpenListing lets listing proceed unfiltered when authz is
+	// unreachable.
+	FailOpenListing bool
+	// CacheEntries bounds the base-assembly cache (0 disables it).
+	CacheEntries int
+}
+
+// ConfigTool is one configured tool (runtime.tools entry).
+type ConfigTool struct{ Name, Group, Use string }
+
+// AgentResolver returns the agent of a thread (a subagent's override, a
+// stored agent, or the default agent); its errors are gRPC status errors.
+type AgentResolver interface {
+	ThreadAgent(ctx context.Context, th *runtimestore.Thread) (*runtimev1.Agent, error)
+}
+
+// Metrics are the assembly's collectors; nil members are not recorded.
+type Metrics struct {
+	// Assemblies counts base assemblies by outcome (ok, cached, failed).
+	Assemblies *prometheus.CounterVec
+	// Promotions counts promoted names by origin.
+	Promotions *prometheus.CounterVec
+	// FailOpen counts listings that proceeded unfiltered.
+	FailOpen prometheus.Counter
+}
+
+// Deps are the narrow dependencies of the Builder.
+type Deps struct {
+	Catalog catalogv1.CatalogServiceClient
+	Authz   authzv1.AuthzServiceClient
+	Skills  skillsv1.SkillsServiceClient
+	// Store holds threads (promotions, slash activation, fail-open events).
+	Store   runtimestore.Store
+	Agents  AgentResolver
+	Log     *slog.Logger
+	Now     func() time.Time
+	Metrics Metrics
+}
+
+// Builder runs the assembly pipeline (docs/architecture.md §3.1): the base
+// assembly per principal and agent (cached while the catalog and policy
+// watch streams are live), the per-thread View on top of it, and the
+// AssembleTools use case.
+type Builder struct {
+	cfg     Settings
+	catalog catalogv1.CatalogServiceClient
+	authz   authzv1.AuthzServiceClient
+	skills  skillsv1.SkillsServiceClient
+	store   runtimestore.Store
+	agents  AgentResolver
+	log     *slog.Logger
+	now     func() time.Time
+	metrics Metrics
+	watch   *watchState
+	cache   *assemblyCache
+}
+
+// NewBuilder returns a Builder; call WatchCatalog and WatchPolicy in the
+// background so that the cache is used.
+func NewBuilder(cfg Settings, d Deps) *Builder {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Builder{cfg: cfg, catalog: d.Catalog, authz: d.Authz, skills: d.Skills, store: d.Store, agents: d.Agents, log: d.Log, now: d.Now,
+		metrics: d.Metrics, watch: &watchState{}, cache: newAssemblyCache(cfg.CacheEntries)}
+}
+
+// FailedError is the fail-closed error of assembly; the runtime maps it
+// to FAILED_PRECONDITION with reason ASSEMBLY_FAILED.
+type FailedError struct{ Msg string }
+
+// Error returns the message.
+func (e *FailedError) Error() string { return e.Msg }
+
+func assemblyFailed(format string, args ...any) error {
+	return &FailedError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// ShortErr bounds an error's text to 160 bytes for reports and messages.
+func ShortErr(err error) string {
+	msg := err.Error()
+	if len(msg) > 160 {
+		msg = msg[:160] + "..."
+	}
+	return msg
+}
+
+func (s *Builder) threadAgent(ctx context.Context, th *runtimestore.Thread) (*runtimev1.Agent, error) {
+	return s.agents.ThreadAgent(ctx, th)
+}
+
+func inc(c *prometheus.CounterVec, label string, n float64) {
+	if c != nil {
+		c.WithLabelValues(label).Add(n)
+	}
+}
+
+// base returns the base assembly for the principal of ctx and the agent,
+// from the cache when both watch streams are live.
+func (s *Builder) base(ctx context.Context, th *runtimestore.Thread) (*Base, error) {
+	agent, err := s.threadAgent(ctx, th)
+	if err != nil {
+		return nil, err
+	}
+	p := runtimeident.Principal(ctx)
+	gen, pv, cacheable := s.watch.cacheKey()
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d", auth.FormatActingFor(p), agent.GetName(), agent.GetUpdateTime().AsTime().UnixNano(), gen, pv)
+	if th.Child != nil {
+		// A subagent's assembly differs (is_subagent, narrowed agent).
+		key += "\x00subagent\x00" + agentDigest(agent)
+	}
+	if cacheable {
+		if b := s.cache.get(key, s.now()); b != nil {
+			inc(s.metrics.Assemblies, "cached", 1)
+			return b, nil
+		}
+	}
+	b, err := s.buildBase(ctx, p, agent, th)
+	if err != nil {
+		inc(s.metrics.Assemblies, "failed", 1)
+		return nil, err
+	}
+	inc(s.metrics.Assemblies, "ok", 1)
+	// Cache only what was decided with live streams, and never a fail-open
+	// listing (it must be re-decided as soon as authz answers).
+	if g2, pv2, ok := s.watch.cacheKey(); cacheable && ok && g2 == gen && pv2 == pv && !b.Report.GetAuthzFailOpen() {
+		s.cache.put(key, b, s.now())
+	}
+	return b, nil
+}
+
+// catalogTools returns every catalog tool (cached per catalog generation).
+func (s *Builder) catalogTools(ctx context.Context) ([]*catalogv1.Tool, error) {
+	s.watch.mu.Lock()
+	tools, gen, live := s.watch.tools, s.watch.catalogGen, s.watch.catalogLive
+	s.watch.mu.Unlock()
+	if tools != nil && live {
+		return tools, nil
+	}
+	var all []*catalogv1.Tool
+	token := ""
+	for {
+		resp, err := s.catalog.ListTools(ctx, &catalogv1.ListToolsRequest{PageSize: 1000, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, resp.GetTools()...)
+		token = resp.GetNextPageToken()
+		if token == "" {
+			break
+		}
+	}
+	if all == nil {
+		all = []*catalogv1.Tool{}
+	}
+	s.watch.mu.Lock()
+	if s.watch.catalogGen == gen && s.watch.catalogLive {
+		s.watch.tools = all
+	}
+	s.watch.mu.Unlock()
+	return all, nil
+}
+
+func inList(l *typev1.StringList, v string) bool {
+	return l == nil || slices.Contains(l.GetValues(), v)
+}
+
+// deferralSettings returns whether deferral is on for the agent and its
+// exempt servers (agent settings override runtime.tool_search).
+func (s *Builder) deferralSettings(a *runtimev1.Agent) (bool, []string) {
+	if ts := a.GetToolSearch(); ts != nil {
+		return ts.GetEnabled(), ts.GetExemptServers()
+	}
+	return s.cfg.ToolSearch, s.cfg.ExemptServers
+}
+
+// filter asks authz which candidates the principal may list. A failure is
+// fail closed unless runtime.authz.fail_open_listing is on; then every
+// candidate is kept and failOpen is true.
+func (s *Builder) filter(ctx context.Context, p *typev1.Principal, cc *typev1.CallContext, rt authzv1.ResourceType, names []string) (allowed map[string]bool, denied []*authzv1.DeniedResource, version int64, failOpen bool, err error) {
+	allowed = make(map[string]bool, len(names))
+	if len(names) == 0 {
+		return allowed, nil, 0, false, nil
+	}
+	resp, err := s.authz.FilterResources(runtimeident.ActingFor(ctx), &authzv1.FilterResourcesRequest{Principal: p, ResourceType: rt, Candidates: names, Action: authzv1.Action_ACTION_LIST, CallContext: cc})
+	if err != nil {
+		if !s.cfg.FailOpenListing {
+			return nil, nil, 0, false, err
+		}
+		for _, n := range names {
+			allowed[n] = true
+		}
+		return allowed, nil, 0, true, nil
+	}
+	for _, n := range resp.GetAllowed() {
+		allowed[n] = true
+	}
+	return allowed, resp.GetDenied(), resp.GetPolicyVersion(), resp.GetFailOpen(), nil
+}
+
+func reasonText(d *authzv1.DeniedResource) string {
+	if len(d.GetReasons()) == 0 {
+		return d.GetName() + " (authz.denied)"
+	}
+	return d.GetName() + " (" + d.GetReasons()[0].GetCode() + ")"
+}
+
+// buildBase runs steps 1–4 of docs/architecture.md §3.1.
+func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *runtimev1.Agent, th *runtimestore.Thread) (*Base, error) {
+	b := &Base{Agent: agent, ByName: map[string]*Tool{}, Deferred: map[string]*Tool{}, Report: &runtimev1.AssemblyReport{}, SkillsByName: map[string]*skillsv1.Skill{}}
+	cc := runtimeident.CallContext(th, agent, "", "")
+
+	// Skills visible to the principal (for describe_skill, the skills
+	// section and slash activation): enabled, in the agent's allowlist,
+	// allowed by authz. Skills being unreachable only removes skills.
+	if resp, err := s.skills.ListSkills(runtimeident.ActingFor(ctx), &skillsv1.ListSkillsRequest{EnabledOnly: true}); err != nil {
+		b.SkillsNote = "skills unavailable: " + ShortErr(err)
+		b.Report.Notes = append(b.Report.Notes, b.SkillsNote)
+	} else {
+		var names []string
+		for _, sk := range resp.GetSkills() {
+			if sk.GetEnabled() && inList(agent.GetSkills(), sk.GetName()) {
+				names = append(names, sk.GetName())
+			}
+		}
+		allowed, _, _, failOpen, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_SKILL, names)
+		if err != nil {
+			return nil, assemblyFailed("authz unreachable while filtering skills (fail closed): %s", ShortErr(err))
+		}
+		if failOpen {
+			b.Report.AuthzFailOpen = true
+		}
+		for _, sk := range resp.GetSkills() {
+			if allowed[sk.GetName()] {
+				b.Skills = append(b.Skills, sk)
+				b.SkillsByName[sk.GetName()] = sk
+			}
+		}
+	}
+
+	// 1. Sources by priority, first wins: config tools (2. filtered by the
+	// agent's groups; bash only when allowed) → built-ins → catalog MCP tools.
+	var cands []*Tool
+	for _, tc := range s.cfg.Tools {
+		if !inList(agent.GetToolGroups(), tc.Group) {
+			continue
+		}
+		if (tc.Group == "bash" || tc.Use == "bash") && !s.cfg.AllowBash {
+			continue
+		}
+		impl := ImplNames[tc.Use]
+		if impl != tc.Name {
+			b.Report.NameMismatches = append(b.Report.NameMismatches, fmt.Sprintf("%s (use %s binds as %s)", tc.Name, tc.Use, impl))
+			s.log.Warn("config tool name differs from its implementation; the implementation's name is bound", "name", tc.Name, "use", tc.Use, "bound", impl)
+		}
+		sp := ImplSpecs[tc.Use]
+		cands = append(cands, &Tool{Name: impl, Description: sp.Description, Params: sp.Params, Source: SourceConfig, Use: tc.Use, Group: tc.Group})
+	}
+	builtins := []string{AskClarification, PresentFiles}
+	if len(b.Skills) > 0 {
+		builtins = append(builtins, DescribeSkill)
+	}
+	builtins = append(builtins, ReviewSkillPackage)
+	if agent.GetSubagentsEnabled() {
+		builtins = append(builtins, TaskTool)
+	}
+	for _, n := range builtins {
+		cands = append(cands, BuiltinDef(n))
+	}
+	mcpTools, err := s.catalogTools(ctx)
+	if err != nil {
+		return nil, assemblyFailed("catalog unreachable: %s", ShortErr(err))
+	}
+	for _, t := range mcpTools {
+		cands = append(cands, &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(), Routing: t.GetRouting()})
+	}
+	seen := make(map[string]bool, len(cands))
+	unique := make([]*Tool, 0, len(cands))
+	for _, c := range cands {
+		if c.Name == ToolSearchName || seen[c.Name] {
+			b.Report.DroppedDuplicates = append(b.Report.DroppedDuplicates, c.Name+" ("+c.Source+")")
+			s.log.Warn("duplicate tool name dropped (first wins)", "name", c.Name, "source", c.Source)
+			continue
+		}
+		seen[c.Name] = true
+		unique = append(unique, c)
+	}
+
+	// 3. Authorization layer 1: mcp_server, then tool (fail closed).
+	var servers []string
+	serverSeen := map[string]bool{}
+	for _, c := range unique {
+		if c.Source == SourceMCP && !serverSeen[c.Server] {
+			serverSeen[c.Server] = true
+			servers = append(servers, c.Server)
+		}
+	}
+	srvAllowed, srvDenied, v1, fo1, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER, servers)
+	if err != nil {
+		return nil, assemblyFailed("authz unreachable while filtering mcp servers (fail closed): %s", ShortErr(err))
+	}
+	deniedServer := map[string]string{}
+	for _, d := range srvDenied {
+		deniedServer[d.GetName()] = reasonText(d)
+	}
+	names := make([]string, 0, len(unique))
+	afterServers := make([]*Tool, 0, len(unique))
+	for _, c := range unique {
+		if c.Source == SourceMCP && !srvAllowed[c.Server] {
+			b.Report.Denied = append(b.Report.Denied, c.Name+" (mcp_server "+FirstNonEmpty(deniedServer[c.Server], c.Server+" denied")+")")
+			continue
+		}
+		afterServers = append(afterServers, c)
+		names = append(names, c.Name)
+	}
+	b.ByName = make(map[string]*Tool, len(names))
+	b.Deferred = make(map[string]*Tool, len(names))
+	toolAllowed, toolDenied, v2, fo2, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_TOOL, names)
+	if err != nil {
+		return nil, assemblyFailed("authz unreachable while filtering tools (fail closed): %s", ShortErr(err))
+	}
+	for _, d := range toolDenied {
+		b.Report.Denied = append(b.Report.Denied, reasonText(d))
+	}
+	b.PolicyVersion = max(v1, v2)
+	if fo1 || fo2 {
+		b.Report.AuthzFailOpen = true
+	}
+	for _, c := range afterServers {
+		if toolAllowed[c.Name] {
+			b.Tools = append(b.Tools, c)
+			b.ByName[c.Name] = c
+		}
+	}
+
+	// 4. Deferral of the surviving MCP tools minus exempt servers; the
+	// catalog hashes the deferred set.
+	on, exempt := s.deferralSettings(agent)
+	var deferrable int
+	for _, c := range b.Tools {
+		if c.Source == SourceMCP && on && !slices.Contains(exempt, c.Server) {
+			deferrable++
+			b.Deferred[c.Name] = c
+			b.DeferredNames = append(b.DeferredNames, c.Name)
+			if c.Routing.GetMode() == catalogv1.RoutingMode_ROUTING_MODE_PREFER && len(nonBlank(c.Routing.GetKeywords())) > 0 {
+				b.Routes = append(b.Routes, c)
+			}
+			continue
+		}
+		b.Bound = append(b.Bound, c)
+	}
+	sort.Strings(b.DeferredNames)
+	if len(b.DeferredNames) > 0 {
+		h := sha256.New()
+		for _, n := range b.DeferredNames {
+			h.Write([]byte(n))
+			h.Write([]byte{0})
+		}
+		setKey := hex.EncodeToString(h.Sum(nil))
+		if memo, ok := s.watch.memoHash(setKey); ok {
+			b.Hash = memo
+		} else {
+			s.watch.mu.Lock()
+			gen := s.watch.catalogGen
+			s.watch.mu.Unlock()
+			resp, err := s.catalog.GetCatalog(ctx, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: b.DeferredNames}})
+			if err != nil {
+				return nil, assemblyFailed("catalog hash of the deferred set unavailable (fail closed): %s", ShortErr(err))
+			}
+			if len(resp.GetUnknown()) > 0 {
+				// The catalog moved between listing and hashing; the caller retries.
+				return nil, status.Errorf(codes.Aborted, "catalog changed during assembly (%d tools vanished); retry", len(resp.GetUnknown()))
+			}
+			b.Hash = resp.GetCatalogHash()
+			s.watch.putHash(gen, setKey, b.Hash)
+		}
+	}
+	if on && deferrable > 0 && (len(b.DeferredNames) == 0 || b.Hash == "") {
+		return nil, assemblyFailed("deferral is on and %d tools are deferrable, but the deferred set is empty (fail closed)", deferrable)
+	}
+	b.Hints = routingHints(b.Tools, b.Deferred)
+	b.DeferredText = deferredSection(b, s.cfg.DeferredListMax)
+	b.SkillsText = skillsSection(b)
+	return b, nil
+}
+
+func FirstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func nonBlank(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, strings.TrimSpace(s))
+		}
+	}
+	return out
+}
+
+// routeMatches returns the deferred tools whose routing keywords match the
+// user's text (case-insensitive substring), priority desc then name asc,
+// at most k (docs/deerflow.md §2.8).
+func routeMatches(routes []*Tool, text string, k int) []string {
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	low := strings.ToLower(text)
+	var hits []*Tool
+	for _, r := range routes {
+		for _, kw := range nonBlank(r.Routing.GetKeywords()) {
+			if strings.Contains(low, strings.ToLower(kw)) {
+				hits = append(hits, r)
+				break
+			}
+		}
+	}
+	sort.SliceStable(hits, func(i, j int) bool {
+		pi, pj := hits[i].Routing.GetPriority(), hits[j].Routing.GetPriority()
+		if pi != pj {
+			return pi > pj
+		}
+		return hits[i].Name < hits[j].Name
+	})
+	var out []string
+	for _, h := range hits {
+		if len(out) == k {
+			break
+		}
+		out = append(out, h.Name)
+	}
+	return out
+}
+
+// view is the thread's tool state for one turn on top of a base assembly.
+type View struct {
+	Base     *Base
+	Thread   *runtimestore.Thread
+	Promoted map[string]bool // deferred names promoted under base.Hash
+	Order    []string        // promotion order
+	Policy   *SkillPolicy    // nil = unrestricted
+}
+
+// SkillPolicy is the resolved tool policy of the thread's active skills.
+type SkillPolicy struct {
+	Allowed map[string]bool
+	Skills  []string
+	Reason  string
+}
+
+func (v *View) Allows(name string) bool { return v.Policy == nil || v.Policy.Allowed[name] }
+
+func (v *View) Hidden(name string) bool {
+	_, deferred := v.Base.Deferred[name]
+	return deferred && !v.Promoted[name]
+}
+
+func (s *Builder) View(ctx context.Context, th *runtimestore.Thread, b *Base) *View {
+	v := &View{Base: b, Thread: th, Promoted: map[string]bool{}}
+	if pr := th.Proto.GetPromoted(); pr != nil && b.Hash != "" && pr.GetCatalogHash() == b.Hash {
+		for _, n := range pr.GetNames() {
+			if _, ok := b.Deferred[n]; ok && !v.Promoted[n] {
+				v.Promoted[n] = true
+				v.Order = append(v.Order, n)
+			}
+		}
+	}
+	v.Policy = s.resolveSkillPolicy(ctx, th, b)
+	return v
+}
+
+// activeSkills returns the skills whose policy applies: slash-activated
+// skills dominate; otherwise skills activated by reading SKILL.md (the most
+// recent 8) (docs/deerflow.md §4.9).
+func activeSkills(th *runtimestore.Thread) []*runtimev1.ActiveSkill {
+	var slash, read []*runtimev1.ActiveSkill
+	for _, a := range th.Proto.GetActiveSkills() {
+		if a.GetSource() == runtimev1.SkillActivationSource_SKILL_ACTIVATION_SOURCE_SLASH {
+			slash = append(slash, a)
+		} else {
+			read = append(read, a)
+		}
+	}
+	if len(slash) > 0 {
+		return slash
+	}
+	if len(read) > 8 {
+		read = read[len(read)-8:]
+	}
+	return read
+}
+
+// resolveSkillPolicy asks the skills service for the policy of the active
+// skills; an error fails closed to the always-available names.
+func (s *Builder) resolveSkillPolicy(ctx context.Context, th *runtimestore.Thread, b *Base) *SkillPolicy {
+	act := activeSkills(th)
+	if len(act) == 0 {
+		return nil
+	}
+	req := &skillsv1.ResolveSkillPolicyRequest{Allowlist: b.Agent.GetSkills(), AlwaysAvailable: AlwaysAvailable}
+	var names []string
+	for _, a := range act {
+		req.ActiveSkills = append(req.ActiveSkills, &skillsv1.ActiveSkill{Name: a.GetName(), Digest: a.GetDigest()})
+		names = append(names, a.GetName())
+	}
+	pol := &SkillPolicy{Allowed: map[string]bool{}, Skills: names}
+	resp, err := s.skills.ResolveSkillPolicy(runtimeident.ActingFor(ctx), req)
+	if err != nil {
+		for _, n := range AlwaysAvailable {
+			pol.Allowed[n] = true
+		}
+		pol.Reason = "skill policy unavailable (fail closed): " + ShortErr(err)
+		return pol
+	}
+	if resp.GetPolicy().GetUnrestricted() && len(resp.GetPolicy().GetUnresolved()) == 0 {
+		return nil
+	}
+	for _, n := range resp.GetPolicy().GetAllowedTools() {
+		pol.Allowed[n] = true
+	}
+	for _, n := range AlwaysAvailable {
+		pol.Allowed[n] = true
+	}
+	pol.Reason = resp.GetPolicy().GetReason()
+	return pol
+}
+
+// boundTools returns the tools to bind: non-deferred tools, tool_search
+// when the deferred set is non-empty, and promoted tools — then narrowed by
+// the skill policy (docs/architecture.md §3.1 steps 4–6).
+func (v *View) BoundTools() (bound []*Tool, skillFiltered []string) {
+	var all []*Tool
+	all = append(all, v.Base.Bound...)
+	if v.Base.HasDeferred() {
+		all = append(all, BuiltinDef(ToolSearchName))
+	}
+	for _, n := range v.Order {
+		all = append(all, v.Base.Deferred[n])
+	}
+	for _, t := range all {
+		if !v.Allows(t.Name) {
+			skillFiltered = append(skillFiltered, t.Name)
+			continue
+		}
+		bound = append(bound, t)
+	}
+	return bound, skillFiltered
+}
+
+// Assemble runs the assembly pipeline (docs/architecture.md §3.1) for the next
+// model call of a thread: slash activation, the base assembly (sources,
+// groups, authz layer 1, deferral and hash), promotions under the hash plus
+// routing auto-promotions from user_message, and the skill policy last.
+//
+// th is the caller's own thread (loaded by the runtime). Errors are gRPC
+// status errors, a *FailedError, or store errors (the runtime maps them).
+func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMessage string) (*runtimev1.AssembleToolsResponse, error) {
+	b, err := s.Build(ctx, th)
+	if err != nil {
+		return nil, err
+	}
+	resp := &runtimev1.AssembleToolsResponse{CatalogHash: b.Hash, PolicyVersion: b.PolicyVersion, Deferred: b.DeferredNames}
+	report := proto.Clone(b.Report).(*runtimev1.AssemblyReport)
+	if report.AuthzFailOpen {
+		s.recordFailOpen(ctx, th.Proto.GetThreadId(), "assembly proceeded unfiltered: authz unreachable and runtime.authz.fail_open_listing is on")
+	}
+
+	// Slash activation (docs/deerflow.md §4.7).
+	var activation *runtimev1.PromptSection
+	if name, task, ok := ParseSlash(userMessage); ok {
+		th, activation, resp.DirectAnswer, resp.ActivatedSkill, err = s.activateSlash(ctx, th, b, name, task)
+		if err != nil {
+			return nil, err
+		}
+		if resp.DirectAnswer != "" {
+			resp.SkipModel = true
+		}
+	}
+
+	// Routing auto-promotions (docs/deerflow.md §2.8).
+	if b.HasDeferred() && len(b.Routes) > 0 {
+		if names := routeMatches(b.Routes, userMessage, s.cfg.AutoPromoteTopK); len(names) > 0 {
+			report.AutoPromoted = names
+			th, err = s.store.UpdateThread(ctx, th.Proto.GetThreadId(), func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
+				t.Proto.Promoted = runtimestore.MergePromoted(t.Proto.Promoted, &runtimev1.Promoted{CatalogHash: b.Hash, Names: names})
+				return nil, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			inc(s.metrics.Promotions, "routing", float64(len(names)))
+		}
+	}
+
+	v := s.View(ctx, th, b)
+	bound, filtered := v.BoundTools()
+	report.SkillFiltered = filtered
+	if v.Policy != nil && v.Policy.Reason != "" {
+		report.Notes = append(report.Notes, "skill policy: "+v.Policy.Reason)
+	}
+	for _, t := range bound {
+		oa, an := SchemaOf(t)
+		resp.Tools = append(resp.Tools, &runtimev1.ToolSchema{Name: t.Name, Openai: oa, Anthropic: an, Source: t.Source})
+	}
+	resp.PromptSections = s.promptSections(b, activation)
+	resp.Report = report
+	return resp, nil
+}
+
+// Build builds the base assembly of a thread (from the cache when both
+// watch streams are live), retrying once when the catalog moved during
+// assembly.
+func (s *Builder) Build(ctx context.Context, th *runtimestore.Thread) (*Base, error) {
+	b, err := s.base(ctx, th)
+	if status.Code(err) == codes.Aborted {
+		s.watch.invalidate()
+		b, err = s.base(ctx, th)
+	}
+	return b, err
+}
+
+func (s *Builder) recordFailOpen(ctx context.Context, threadID, detail string) {
+	if s.metrics.FailOpen != nil {
+		s.metrics.FailOpen.Inc()
+	}
+	s.log.Warn("authz fail-open listing", "thread", threadID)
+	if err := s.store.AppendEvent(context.WithoutCancel(ctx), runtimestore.Event{ThreadID: threadID, Kind: "authz.fail_open", Detail: detail}); err != nil && !errors.Is(err, runtimestore.ErrNotFound) {
+		s.log.Error("record fail-open event", "error", err)
+	}
+}
+
+// Invalidate drops the cached catalog tool list (the catalog moved without
+// an event reaching the runtime yet).
+func (s *Builder) Invalidate() { s.watch.invalidate() }
+
+// CacheLive reports whether cached assemblies are used (both watch streams
+// live).
+func (s *Builder) CacheLive() bool {
+	_, _, ok := s.watch.cacheKey()
+	return ok
+}

@@ -1,0 +1,187 @@
+// Package runtimetools holds the runtime's own tool implementations — the
+// thread workspace and its file tools (read_file, write_file, ls,
+// str_replace, bash), the built-ins (tool_search, ask_clarification,
+// present_files, describe_skill, review_skill_package) — and the
+// Dispatcher that the tool-call chain's dispatch step calls (built-in,
+// config tool, or catalog CallTool for MCP tools; docs/architecture.md
+// §3.2).
+package runtimetools
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
+	"github.com/toolplane/toolplane/services/runtime/runtimechain"
+	"github.com/toolplane/toolplane/services/runtime/runtimeident"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+)
+
+// Catalog is what the tools need of the catalog service.
+type Catalog interface {
+	CallTool(ctx context.Context, in *catalogv1.CallToolRequest, opts ...grpc.CallOption) (*catalogv1.CallToolResponse, error)
+	CallToolStream(ctx context.Context, in *catalogv1.CallToolStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[catalogv1.CallToolStreamResponse], error)
+	SearchTools(ctx context.Context, in *catalogv1.SearchToolsRequest, opts ...grpc.CallOption) (*catalogv1.SearchToolsResponse, error)
+}
+
+// Skills is what the tools need of the skills service.
+type Skills interface {
+	DescribeSkills(ctx context.Context, in *skillsv1.DescribeSkillsRequest, opts ...grpc.CallOption) (*skillsv1.DescribeSkillsResponse, error)
+	ReadSkillFile(ctx context.Context, in *skillsv1.ReadSkillFileRequest, opts ...grpc.CallOption) (*skillsv1.ReadSkillFileResponse, error)
+	ReviewSkillPackage(ctx context.Context, in *skillsv1.ReviewSkillPackageRequest, opts ...grpc.CallOption) (*skillsv1.ReviewSkillPackageResponse, error)
+}
+
+// Assembly is what tool_search and the skill tools need of the assembly
+// pipeline (implemented by runtimeassembly.Builder).
+type Assembly interface {
+	Build(ctx context.Context, th *runtimestore.Thread) (*runtimeassembly.Base, error)
+	View(ctx context.Context, th *runtimestore.Thread, b *runtimeassembly.Base) *runtimeassembly.View
+	Invalidate()
+	SkillAccess(ctx context.Context, th *runtimestore.Thread, b *runtimeassembly.Base, name string) (*skillsv1.Skill, string)
+}
+
+// Settings are the configuration the tools read.
+type Settings struct {
+	// AllowBash is runtime.allow_bash.
+	AllowBash bool
+	// ToolCallTimeout is runtime.tool_call_timeout (local tools and
+	// streamed MCP calls).
+	ToolCallTimeout time.Duration
+	// SearchLimit is runtime.tool_search.search_limit.
+	SearchLimit int
+	// MaxMessageBytes is server.max_message_bytes (bounds a review upload).
+	MaxMessageBytes int
+}
+
+// Deps are the Dispatcher's narrow dependencies.
+type Deps struct {
+	Workspace *Workspace
+	Catalog   Catalog
+	Skills    Skills
+	Assembly  Assembly
+	Now       func() time.Time
+	Log       *slog.Logger
+	// Promotions counts promoted names by origin (nil: not recorded).
+	Promotions *prometheus.CounterVec
+}
+
+// Dispatcher runs the tool of a call; it implements runtimechain.ToolCaller.
+type Dispatcher struct {
+	cfg        Settings
+	ws         *Workspace
+	catalog    Catalog
+	skills     Skills
+	assembly   Assembly
+	now        func() time.Time
+	promotions *prometheus.CounterVec
+}
+
+var _ runtimechain.ToolCaller = (*Dispatcher)(nil)
+
+// NewDispatcher returns a Dispatcher.
+func NewDispatcher(cfg Settings, d Deps) *Dispatcher {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Dispatcher{cfg: cfg, ws: d.Workspace, catalog: d.Catalog, skills: d.Skills, assembly: d.Assembly, now: d.Now, promotions: d.Promotions}
+}
+
+// CallTool implements runtimechain.ToolCaller: tool_search, a config tool
+// (under runtime.tool_call_timeout), a built-in, or an MCP tool through
+// catalog CallTool (CallToolStream when the call relays notifications).
+func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runtimechain.Outcome, error) {
+	if ec.IsToolSearch() {
+		return s.toolSearch(ctx, ec)
+	}
+	t := ec.Tool()
+	if t == nil {
+		return nil, fmt.Errorf("no implementation for %s", ec.Name)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.ToolCallTimeout)
+	defer cancel()
+	switch t.Source {
+	case runtimeassembly.SourceConfig:
+		switch t.Use {
+		case "file.read":
+			return s.readFile(cctx, ec, ec.Args)
+		case "file.write":
+			return s.writeFile(cctx, ec, ec.Args)
+		case "file.ls":
+			return s.ls(cctx, ec, ec.Args)
+		case "file.str_replace":
+			return s.strReplace(cctx, ec, ec.Args)
+		case "bash":
+			return s.bash(cctx, ec, ec.Args)
+		}
+	case runtimeassembly.SourceBuiltin:
+		switch t.Use {
+		case runtimeassembly.AskClarification:
+			return s.askClarification(ec)
+		case runtimeassembly.PresentFiles:
+			return s.presentFiles(cctx, ec, ec.Args)
+		case runtimeassembly.DescribeSkill:
+			return s.describeSkill(cctx, ec)
+		case runtimeassembly.ReviewSkillPackage:
+			return s.reviewSkill(cctx, ec)
+		case runtimeassembly.TaskTool:
+			return nil, runtimechain.Business("the task tool needs the agent loop (RunTurn); it cannot run through ExecuteToolCall")
+		}
+	case runtimeassembly.SourceMCP:
+		return s.callMCP(ctx, ec)
+	}
+	return nil, fmt.Errorf("no implementation for %s", ec.Name)
+}
+
+// callMCP calls a catalog tool with the thread's CallContext, relaying
+// notifications when streaming.
+func (s *Dispatcher) callMCP(ctx context.Context, ec *runtimechain.Call) (*runtimechain.Outcome, error) {
+	cc := runtimeident.CallContext(ec.Thread, ec.View.Base.Agent, ec.RunID, ec.CallID)
+	var resp *catalogv1.CallToolResponse
+	if ec.Notify == nil {
+		r, err := s.catalog.CallTool(runtimeident.ActingFor(ctx), &catalogv1.CallToolRequest{Name: ec.Name, Arguments: ec.ArgsPB, CallContext: cc})
+		if err != nil {
+			return nil, err
+		}
+		resp = r
+	} else {
+		cctx, cancel := context.WithTimeout(runtimeident.ActingFor(ctx), s.cfg.ToolCallTimeout)
+		defer cancel()
+		stream, err := s.catalog.CallToolStream(cctx, &catalogv1.CallToolStreamRequest{Name: ec.Name, Arguments: ec.ArgsPB, CallContext: cc})
+		if err != nil {
+			return nil, err
+		}
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return nil, err
+			}
+			if n := m.GetNotification(); n != nil {
+				ec.Notify(n)
+				continue
+			}
+			if r := m.GetResult(); r != nil {
+				resp = r
+				break
+			}
+		}
+	}
+	o := &runtimechain.Outcome{Content: resp.GetContent(), Structured: resp.GetStructuredContent()}
+	if resp.GetIsError() {
+		o.Kind = runtimev1.ErrorKind_ERROR_KIND_BUSINESS
+		txt := runtimechain.TextOf(resp.GetContent())
+		if !strings.HasPrefix(txt, "Error:") {
+			o.Content = append([]*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: "Error: the tool reported a failure."}}, o.Content...)
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,476 @@
+package runtimetools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
+	"github.com/toolplane/toolplane/services/runtime/runtimechain"
+	"github.com/toolplane/toolplane/services/runtime/runtimeident"
+)
+
+// Virtual file system of a thread (docs/deerflow.md §6.2 ThreadData):
+// /mnt/user-data/{workspace,outputs,uploads} map to
+// <data dir>/runtime/threads/<id>/user-data/...; /mnt/skills/<category>/<name>/...
+// is read through the skills service. Every access goes through os.Root,
+// so neither `..` nor a symlink can leave the thread's folder.
+const (
+	userDataRoot = "/mnt/user-data/"
+	skillsRoot   = "/mnt/skills/"
+	outputsRoot  = "/mnt/user-data/outputs/"
+)
+
+// WorkspaceDirs are the writable and read-only roots under
+// /mnt/user-data (docs/deerflow.md §6.2 ThreadData).
+var WorkspaceDirs = []string{"workspace", "outputs", "uploads"}
+
+// Workspace is the thread file systems under <data dir>/runtime/threads:
+// one folder per thread, reached only through os.Root, plus the per
+// (thread, path) locks of the read-before-write gate.
+type Workspace struct {
+	dir   string
+	locks keyedLocks
+}
+
+// NewWorkspace returns the workspace rooted at dir (<data dir>/runtime).
+func NewWorkspace(dir string) *Workspace { return &Workspace{dir: dir} }
+
+// ThreadsDir is the folder holding one folder per thread.
+func (w *Workspace) ThreadsDir() string { return filepath.Join(w.dir, "threads") }
+
+// ThreadDir is a thread's folder.
+func (w *Workspace) ThreadDir(id string) string { return filepath.Join(w.dir, "threads", id) }
+
+// WritablePath returns the cleaned virtual path when p is a writable path.
+func (w *Workspace) WritablePath(p string) (string, bool) {
+	clean, _, err := CleanVirtual(p, true)
+	return clean, err == nil
+}
+
+// Lock serialises work on key (read-before-write gate + write per thread
+// and path) until the returned func is called.
+func (w *Workspace) Lock(key string) func() { return w.locks.lock(key) }
+
+// CleanVirtual validates and cleans a virtual path; it returns the path
+// relative to the user-data root ("workspace/a.txt").
+func CleanVirtual(p string, writable bool) (clean, rel string, err error) {
+	if p == "" {
+		return "", "", runtimechain.Business("path is required")
+	}
+	if !strings.HasPrefix(p, "/") {
+		return "", "", runtimechain.Business("path %q must be absolute, e.g. /mnt/user-data/workspace/notes.md", p)
+	}
+	clean = path.Clean(p)
+	if !strings.HasPrefix(clean+"/", userDataRoot) {
+		return "", "", runtimechain.Business("path %q is outside /mnt/user-data", p)
+	}
+	rel = strings.TrimPrefix(clean, userDataRoot)
+	if clean+"/" == userDataRoot {
+		rel = "."
+	}
+	top, _, _ := strings.Cut(rel, "/")
+	switch top {
+	case "workspace", "outputs":
+	case "uploads", ".":
+		if writable {
+			return "", "", runtimechain.Business("path %q is read-only; write under /mnt/user-data/workspace or /mnt/user-data/outputs", p)
+		}
+	default:
+		return "", "", runtimechain.Business("path %q is outside /mnt/user-data/{workspace,outputs,uploads}", p)
+	}
+	return clean, rel, nil
+}
+
+// Root opens the thread's user-data folder as an os.Root.
+func (w *Workspace) Root(threadID string) (*os.Root, error) {
+	dir := filepath.Join(w.ThreadDir(threadID), "user-data")
+	for _, d := range WorkspaceDirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return os.OpenRoot(dir)
+}
+
+func fsErr(vpath string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return runtimechain.Business("%s does not exist", vpath)
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return runtimechain.Business("%s resolves outside the thread's files (symlink refused)", vpath)
+	case errors.Is(err, fs.ErrPermission):
+		return runtimechain.Business("%s: permission denied", vpath)
+	}
+	return runtimechain.Business("%s: %v", vpath, unwrapPathErr(err))
+}
+
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func digest(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// CurrentDigest returns the SHA-256 of a workspace file, "" when it does not
+// exist (read-before-write fails open then, docs/deerflow.md §6.2).
+func (w *Workspace) CurrentDigest(threadID, vpath string) (string, error) {
+	_, rel, err := CleanVirtual(vpath, true)
+	if err != nil {
+		return "", err
+	}
+	r, err := w.Root(threadID)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	b, err := r.ReadFile(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return digest(b), nil
+}
+
+func intArg(args map[string]any, key string) (int, bool) {
+	v, ok := args[key]
+	if !ok || v == nil {
+		return 0, false
+	}
+	f, ok := v.(float64)
+	if !ok {
+		return 0, false
+	}
+	return int(f), true
+}
+
+func strArg(args map[string]any, key string) string {
+	v, _ := args[key].(string)
+	return v
+}
+
+// sliceLines returns lines start..end (1-based, inclusive) of text.
+func sliceLines(text string, start, end int, hasStart, hasEnd bool) (string, error) {
+	if !hasStart && !hasEnd {
+		return text, nil
+	}
+	lines := strings.SplitAfter(text, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if !hasStart {
+		start = 1
+	}
+	if !hasEnd || end > len(lines) {
+		end = len(lines)
+	}
+	if start < 1 || start > max(len(lines), 1) || end < start {
+		return "", runtimechain.Business("line range %d-%d is outside the file (%d lines)", start, end, len(lines))
+	}
+	if len(lines) == 0 {
+		return "", nil
+	}
+	return strings.Join(lines[start-1:end], ""), nil
+}
+
+// readFile implements read_file. For workspace files it records the read
+// mark; for /mnt/skills/... it reads through skills ReadSkillFile, and
+// reading a SKILL.md activates the skill (docs/deerflow.md §4.8).
+func (s *Dispatcher) readFile(ctx context.Context, ec *runtimechain.Call, args map[string]any) (*runtimechain.Outcome, error) {
+	p := strArg(args, "path")
+	start, hasStart := intArg(args, "start_line")
+	end, hasEnd := intArg(args, "end_line")
+	if strings.HasPrefix(path.Clean(p)+"/", skillsRoot) {
+		return s.readSkillFile(ctx, ec, path.Clean(p), start, end, hasStart, hasEnd)
+	}
+	clean, rel, err := CleanVirtual(p, false)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.ws.Root(ec.Thread.Proto.GetThreadId())
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	st, err := r.Stat(rel)
+	if err != nil {
+		return nil, fsErr(clean, err)
+	}
+	if st.IsDir() {
+		return nil, runtimechain.Business("%s is a directory; use ls", clean)
+	}
+	b, err := r.ReadFile(rel)
+	if err != nil {
+		return nil, fsErr(clean, err)
+	}
+	text, err := sliceLines(string(b), start, end, hasStart, hasEnd)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimechain.Outcome{Text: text, ReadMark: &runtimechain.ReadMark{Path: clean, Digest: digest(b)}}, nil
+}
+
+func (s *Dispatcher) readSkillFile(ctx context.Context, ec *runtimechain.Call, clean string, start, end int, hasStart, hasEnd bool) (*runtimechain.Outcome, error) {
+	parts := strings.SplitN(strings.TrimPrefix(clean, skillsRoot), "/", 3)
+	if len(parts) < 3 || parts[2] == "" {
+		return nil, runtimechain.Business("skill paths look like /mnt/skills/<category>/<name>/<file>, got %s", clean)
+	}
+	category, name, rel := parts[0], parts[1], parts[2]
+	sk, answer := s.assembly.SkillAccess(ctx, ec.Thread, ec.View.Base, name)
+	if answer != "" {
+		return nil, runtimechain.Business("%s", answer)
+	}
+	if category != runtimeassembly.CategoryName(sk.GetCategory()) {
+		return nil, runtimechain.Business("%s does not exist (skill %s is in /mnt/skills/%s/)", clean, name, runtimeassembly.CategoryName(sk.GetCategory()))
+	}
+	resp, err := s.skills.ReadSkillFile(runtimeident.ActingFor(ctx), &skillsv1.ReadSkillFileRequest{Name: name, Path: rel})
+	if err != nil {
+		return nil, runtimechain.UpstreamFailure("skills", err)
+	}
+	text, err := sliceLines(string(resp.GetContent()), start, end, hasStart, hasEnd)
+	if err != nil {
+		return nil, err
+	}
+	o := &runtimechain.Outcome{Text: text}
+	if rel == "SKILL.md" && !strings.HasPrefix(text, "Error:") {
+		o.Activate = &runtimev1.ActiveSkill{Source: runtimev1.SkillActivationSource_SKILL_ACTIVATION_SOURCE_READ, Name: name, Path: clean,
+			Digest: runtimeassembly.FirstNonEmpty(resp.GetSkillDigest(), sk.GetDigest()), Time: timestamppb.New(s.now())}
+	}
+	return o, nil
+}
+
+// writeFile implements write_file (the read-before-write gate runs before).
+func (s *Dispatcher) writeFile(_ context.Context, ec *runtimechain.Call, args map[string]any) (*runtimechain.Outcome, error) {
+	clean, rel, err := CleanVirtual(strArg(args, "path"), true)
+	if err != nil {
+		return nil, err
+	}
+	content, ok := args["content"].(string)
+	if !ok {
+		return nil, runtimechain.Business("content must be a string")
+	}
+	r, err := s.ws.Root(ec.Thread.Proto.GetThreadId())
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if dir := path.Dir(rel); dir != "." {
+		if err := r.MkdirAll(dir, 0o700); err != nil {
+			return nil, fsErr(clean, err)
+		}
+	}
+	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if appendMode, _ := args["append"].(bool); appendMode {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	f, err := r.OpenFile(rel, flag, 0o600)
+	if err != nil {
+		return nil, fsErr(clean, err)
+	}
+	_, werr := f.WriteString(content)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, fsErr(clean, werr)
+	}
+	return &runtimechain.Outcome{Text: fmt.Sprintf("OK: wrote %d bytes to %s", len(content), clean)}, nil
+}
+
+// strReplace implements str_replace.
+func (s *Dispatcher) strReplace(_ context.Context, ec *runtimechain.Call, args map[string]any) (*runtimechain.Outcome, error) {
+	clean, rel, err := CleanVirtual(strArg(args, "path"), true)
+	if err != nil {
+		return nil, err
+	}
+	oldStr, newStr := strArg(args, "old_str"), strArg(args, "new_str")
+	if oldStr == "" {
+		return nil, runtimechain.Business("old_str must not be empty")
+	}
+	r, err := s.ws.Root(ec.Thread.Proto.GetThreadId())
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := r.ReadFile(rel)
+	if err != nil {
+		return nil, fsErr(clean, err)
+	}
+	n := strings.Count(string(b), oldStr)
+	all, _ := args["replace_all"].(bool)
+	switch {
+	case n == 0:
+		return nil, runtimechain.Business("old_str was not found in %s", clean)
+	case n > 1 && !all:
+		return nil, runtimechain.Business("old_str occurs %d times in %s; make it unique or set replace_all", n, clean)
+	}
+	out := strings.Replace(string(b), oldStr, newStr, map[bool]int{true: -1, false: 1}[all])
+	if err := r.WriteFile(rel, []byte(out), 0o600); err != nil {
+		return nil, fsErr(clean, err)
+	}
+	return &runtimechain.Outcome{Text: fmt.Sprintf("OK: replaced %d occurrence(s) in %s", map[bool]int{true: n, false: 1}[all], clean)}, nil
+}
+
+// ls implements ls.
+func (s *Dispatcher) ls(_ context.Context, ec *runtimechain.Call, args map[string]any) (*runtimechain.Outcome, error) {
+	p := strArg(args, "path")
+	if p == "" {
+		p = "/mnt/user-data"
+	}
+	clean, rel, err := CleanVirtual(p, false)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.ws.Root(ec.Thread.Proto.GetThreadId())
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, fsErr(clean, err)
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, fsErr(clean, err)
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	var sb strings.Builder
+	for _, e := range ents {
+		sb.WriteString(path.Join(clean, e.Name()))
+		if e.IsDir() {
+			sb.WriteString("/")
+		}
+		sb.WriteByte('\n')
+	}
+	if sb.Len() == 0 {
+		return &runtimechain.Outcome{Text: "(empty directory)"}, nil
+	}
+	return &runtimechain.Outcome{Text: strings.TrimRight(sb.String(), "\n")}, nil
+}
+
+// bash implements the bash config tool (bound only with runtime.allow_bash).
+// The command runs in the thread's workspace with a bounded time and output.
+func (s *Dispatcher) bash(ctx context.Context, ec *runtimechain.Call, args map[string]any) (*runtimechain.Outcome, error) {
+	if !s.cfg.AllowBash {
+		return nil, runtimechain.Business("host bash is disabled (runtime.allow_bash is false)")
+	}
+	cmdline := strArg(args, "command")
+	if strings.TrimSpace(cmdline) == "" || len(cmdline) > 10000 || strings.ContainsRune(cmdline, 0) {
+		return nil, runtimechain.Business("command must be 1..10000 characters without NUL")
+	}
+	dir := filepath.Join(s.ws.ThreadDir(ec.Thread.Proto.GetThreadId()), "user-data", "workspace")
+	cctx, cancel := context.WithTimeout(ctx, min(s.cfg.ToolCallTimeout, 10*time.Minute))
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "/bin/sh", "-c", cmdline)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
+	out, err := cmd.CombinedOutput()
+	text := strings.ReplaceAll(string(out), filepath.Join(s.ws.ThreadDir(ec.Thread.Proto.GetThreadId()), "user-data")+"/", userDataRoot)
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, runtimechain.Business("command exited with status %d:\n%s", ee.ExitCode(), text)
+		}
+		return nil, err
+	}
+	return &runtimechain.Outcome{Text: text}, nil
+}
+
+// runtimeassembly.PresentFiles implements present_files: existing files under outputs
+// become thread artifacts.
+func (s *Dispatcher) presentFiles(_ context.Context, ec *runtimechain.Call, args map[string]any) (*runtimechain.Outcome, error) {
+	raw, _ := args["filepaths"].([]any)
+	if len(raw) == 0 {
+		return nil, runtimechain.Business("filepaths must be a non-empty list of paths under /mnt/user-data/outputs")
+	}
+	r, err := s.ws.Root(ec.Thread.Proto.GetThreadId())
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	o := &runtimechain.Outcome{}
+	var shown []string
+	for _, x := range raw {
+		p, _ := x.(string)
+		clean, rel, err := CleanVirtual(p, true)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(clean, outputsRoot) {
+			return nil, runtimechain.Business("only files under /mnt/user-data/outputs can be presented, got %s", clean)
+		}
+		st, err := r.Stat(rel)
+		if err != nil {
+			return nil, fsErr(clean, err)
+		}
+		if st.IsDir() {
+			return nil, runtimechain.Business("%s is a directory", clean)
+		}
+		o.Artifacts = append(o.Artifacts, &runtimev1.Artifact{Path: clean, Size: st.Size(), MimeType: mimeOf(clean), ToolCallId: ec.CallID})
+		shown = append(shown, clean)
+	}
+	o.Text = "Presented: " + strings.Join(shown, ", ")
+	return o, nil
+}
+
+func mimeOf(p string) string {
+	switch strings.ToLower(path.Ext(p)) {
+	case ".md":
+		return "text/markdown"
+	case ".txt", ".log":
+		return "text/plain"
+	case ".json":
+		return "application/json"
+	case ".html":
+		return "text/html"
+	case ".csv":
+		return "text/csv"
+	case ".png":
+		return "image/png"
+	case ".pdf":
+		return "application/pdf"
+	}
+	return ""
+}
+
+// SaveResult writes text to /mnt/user-data/outputs/.tool-results/<prefix>-<12 hex><ext>.
+func (w *Workspace) SaveResult(threadID, callID, prefix, ext, text string) (*runtimev1.Artifact, error) {
+	sum := sha256.Sum256([]byte(callID + "\x00" + text))
+	rel := "outputs/.tool-results/" + prefix + "-" + hex.EncodeToString(sum[:])[:12] + ext
+	r, err := w.Root(threadID)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if err := r.MkdirAll("outputs/.tool-results", 0o700); err != nil {
+		return nil, err
+	}
+	if err := r.WriteFile(rel, []byte(text), 0o600); err != nil {
+		return nil, err
+	}
+	return &runtimev1.Artifact{Path: userDataRoot + rel, Size: int64(len(text)), MimeType: mimeOf(rel), ToolCallId: callID}, nil
+}
