@@ -11,6 +11,7 @@ import (
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
 
@@ -19,11 +20,27 @@ const defaultAgentName = "default"
 
 var agentNameRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
 
+// agentBook resolves agents: stored agents, the built-in default agent
+// (runtime.default_agent) and a subagent thread's override.
+type agentBook struct {
+	def   DefaultAgentConfig
+	store runtimestore.Store
+}
+
+// loopAgent resolves the agent of a thread for the agent loop.
+func (b *agentBook) loopAgent(ctx context.Context, th *runtimestore.Thread) (runtimeloop.Agent, error) {
+	ag, err := b.ThreadAgent(ctx, th)
+	if err != nil {
+		return runtimeloop.Agent{}, err
+	}
+	return runtimeloop.Agent{Name: ag.GetName(), Model: ag.GetModel(), SystemPrompt: ag.GetSystemPrompt(), SubagentsEnabled: ag.GetSubagentsEnabled(), Skills: ag.GetSkills()}, nil
+}
+
 // defaultAgent returns the built-in default agent from runtime.default_agent
 // (empty tool_groups / skills lists mean "all", i.e. unset StringLists).
 // A stored agent named "default" replaces it.
-func (s *Server) defaultAgent() *runtimev1.Agent {
-	d := s.cfg.DefaultAgent
+func (b *agentBook) defaultAgent() *runtimev1.Agent {
+	d := b.def
 	a := &runtimev1.Agent{Name: defaultAgentName, Description: d.Description, Model: d.Model, SystemPrompt: d.SystemPrompt, SubagentsEnabled: d.SubagentsEnabled}
 	if a.Description == "" {
 		a.Description = "The default agent."
@@ -37,31 +54,32 @@ func (s *Server) defaultAgent() *runtimev1.Agent {
 	return a
 }
 
-// threadAgent returns the agent of a thread: a subagent thread's agent
+// ThreadAgent returns the agent of a thread (implements
+// runtimeassembly.AgentResolver): a subagent thread's agent
 // override (runtimestore.Child.Agent), else the agent it names.
-func (s *Server) threadAgent(ctx context.Context, th *runtimestore.Thread) (*runtimev1.Agent, error) {
+func (b *agentBook) ThreadAgent(ctx context.Context, th *runtimestore.Thread) (*runtimev1.Agent, error) {
 	if th.Child != nil && th.Child.Agent != nil {
 		return proto.Clone(th.Child.Agent).(*runtimev1.Agent), nil
 	}
-	a, _, err := s.resolveAgent(ctx, th.Proto.GetAgent())
+	a, _, err := b.resolveAgent(ctx, th.Proto.GetAgent())
 	return a, err
 }
 
 // resolveAgent returns the agent of a thread: the stored agent of that name,
 // else the default agent for "" / "default". A thread whose agent was
 // deleted falls back to the default agent (reported by the caller).
-func (s *Server) resolveAgent(ctx context.Context, name string) (*runtimev1.Agent, bool, error) {
+func (b *agentBook) resolveAgent(ctx context.Context, name string) (*runtimev1.Agent, bool, error) {
 	if name == "" {
 		name = defaultAgentName
 	}
-	a, err := s.store.GetAgent(ctx, name)
+	a, err := b.store.GetAgent(ctx, name)
 	if err == nil {
 		return a, true, nil
 	}
 	if !errors.Is(err, runtimestore.ErrNotFound) {
 		return nil, false, storeErr(err)
 	}
-	return s.defaultAgent(), name == defaultAgentName, nil
+	return b.defaultAgent(), name == defaultAgentName, nil
 }
 
 // ListAgents lists the stored agents plus the default agent when it is not
@@ -78,7 +96,7 @@ func (s *Server) ListAgents(ctx context.Context, _ *runtimev1.ListAgentsRequest)
 		}
 	}
 	if !hasDefault {
-		agents = append([]*runtimev1.Agent{s.defaultAgent()}, agents...)
+		agents = append([]*runtimev1.Agent{s.agents.defaultAgent()}, agents...)
 	}
 	return &runtimev1.ListAgentsResponse{Agents: agents}, nil
 }
@@ -88,7 +106,7 @@ func (s *Server) GetAgent(ctx context.Context, req *runtimev1.GetAgentRequest) (
 	a, err := s.store.GetAgent(ctx, req.GetName())
 	if errors.Is(err, runtimestore.ErrNotFound) {
 		if req.GetName() == defaultAgentName {
-			return &runtimev1.GetAgentResponse{Agent: s.defaultAgent()}, nil
+			return &runtimev1.GetAgentResponse{Agent: s.agents.defaultAgent()}, nil
 		}
 		return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent %q not found", req.GetName())
 	}

@@ -30,12 +30,12 @@ type credentialProbe struct {
 	ok time.Time
 }
 
-// probeCredentials calls one read-only RPC of each upstream with the
+// probe calls one read-only RPC of each upstream with the
 // runtime's credential and names every upstream that refuses it.
-func (s *Server) probeCredentials(ctx context.Context) []string {
-	s.credProbe.mu.Lock()
-	defer s.credProbe.mu.Unlock()
-	if time.Since(s.credProbe.ok) < credentialProbeTTL {
+func (p *credentialProbe) probe(ctx context.Context, cat catalogv1.CatalogServiceClient, az authzv1.AuthzServiceClient, sk skillsv1.SkillsServiceClient) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.ok) < credentialProbeTTL {
 		return nil
 	}
 	var bad []string
@@ -53,12 +53,12 @@ func (s *Server) probeCredentials(ctx context.Context) []string {
 	}
 	// GetCatalog over an empty candidate set: class service, no side effect.
 	check("catalog", func(ctx context.Context) error {
-		_, err := s.catalog.GetCatalog(ctx, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{}})
+		_, err := cat.GetCatalog(ctx, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{}})
 		return err
 	})
 	// The first message of WatchPolicy: no audit record, no side effect.
 	check("authz", func(ctx context.Context) error {
-		stream, err := s.authz.WatchPolicy(ctx, &authzv1.WatchPolicyRequest{})
+		stream, err := az.WatchPolicy(ctx, &authzv1.WatchPolicyRequest{})
 		if err != nil {
 			return err
 		}
@@ -67,11 +67,11 @@ func (s *Server) probeCredentials(ctx context.Context) []string {
 	})
 	// ResolveSkillPolicy with no active skill: class service, no side effect.
 	check("skills", func(ctx context.Context) error {
-		_, err := s.skills.ResolveSkillPolicy(ctx, &skillsv1.ResolveSkillPolicyRequest{})
+		_, err := sk.ResolveSkillPolicy(ctx, &skillsv1.ResolveSkillPolicyRequest{})
 		return err
 	})
 	if len(bad) == 0 {
-		s.credProbe.ok = time.Now()
+		p.ok = time.Now()
 	}
 	return bad
 }

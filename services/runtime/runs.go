@@ -35,31 +35,30 @@ type loopState struct {
 	mu     sync.Mutex
 	engine *runtimeloop.Engine
 	err    error
+	s      *Server
 }
-
-func (s *Server) loopState() *loopState { return &s.loops }
 
 // loopConfigOverride, when set, replaces runtime.loop for every Server
 // (tests that start the suite through internal/app; see export_test.go).
 var loopConfigOverride atomic.Pointer[LoopConfig]
 
-// configuredLoop returns runtime.loop from the service config.
-func (s *Server) configuredLoop() LoopConfig {
+// configured returns runtime.loop from the service config.
+func (ls *loopState) configured() LoopConfig {
 	if p := loopConfigOverride.Load(); p != nil {
 		return *p
 	}
-	return s.cfg.Loop
+	return ls.s.cfg.Loop
 }
 
-// loop returns the engine, building it on first use.
-func (s *Server) loop() (*runtimeloop.Engine, error) {
-	ls := s.loopState()
+// get returns the engine, building it on first use.
+func (ls *loopState) get() (*runtimeloop.Engine, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.engine != nil || ls.err != nil {
 		return ls.engine, ls.err
 	}
-	c := s.configuredLoop()
+	s := ls.s
+	c := ls.configured()
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		ls.err = err
@@ -88,17 +87,28 @@ func (s *Server) loop() (*runtimeloop.Engine, error) {
 	return ls.engine, ls.err
 }
 
-// closeLoop stops the agent loop: active runs end as interrupted (their
+// close stops the agent loop: active runs end as interrupted (their
 // in-flight tool calls get a result, so nothing dangles) within 2 s. To be
 // called by Server.Close before the store closes.
-func (s *Server) closeLoop() {
-	ls := s.loopState()
+func (ls *loopState) close() {
 	ls.mu.Lock()
 	e := ls.engine
 	ls.mu.Unlock()
 	if e != nil {
 		e.Shutdown(cancelWait)
 	}
+}
+
+// ready returns the engine when RunTurn can call a model.
+func (ls *loopState) ready() (*runtimeloop.Engine, error) {
+	e, err := ls.get()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "agent loop unavailable: %v", err)
+	}
+	if len(e.ModelNames()) == 0 {
+		return nil, status.Error(codes.FailedPrecondition, "runtime.loop.models: no model is configured, so RunTurn cannot call a model")
+	}
+	return e, nil
 }
 
 // runErr maps loop errors to status errors.
@@ -114,26 +124,6 @@ func runErr(err error, runID string) error {
 		return statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_RUN_NOT_FOUND, "run_id: run %q not found", runID)
 	}
 	return storeErr(err)
-}
-
-func (s *Server) loopOrErr() (*runtimeloop.Engine, error) {
-	e, err := s.loop()
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "agent loop unavailable: %v", err)
-	}
-	if len(e.ModelNames()) == 0 {
-		return nil, status.Error(codes.FailedPrecondition, "runtime.loop.models: no model is configured, so RunTurn cannot call a model")
-	}
-	return e, nil
-}
-
-// loopAgent resolves the agent of a thread for the loop.
-func (s *Server) loopAgent(ctx context.Context, th *runtimestore.Thread) (runtimeloop.Agent, error) {
-	a, err := s.threadAgent(ctx, th)
-	if err != nil {
-		return runtimeloop.Agent{}, err
-	}
-	return runtimeloop.Agent{Name: a.GetName(), Model: a.GetModel(), SystemPrompt: a.GetSystemPrompt(), SubagentsEnabled: a.GetSubagentsEnabled(), Skills: a.GetSkills()}, nil
 }
 
 // validText checks user text given to the loop: non-blank, UTF-8, at most
@@ -203,7 +193,7 @@ func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStream
 	if err != nil {
 		return err
 	}
-	e, err := s.loopOrErr()
+	e, err := s.loops.ready()
 	if err != nil {
 		return err
 	}
@@ -211,7 +201,7 @@ func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStream
 	if err != nil {
 		return err
 	}
-	agent, err := s.loopAgent(ctx, th)
+	agent, err := s.agents.loopAgent(ctx, th)
 	if err != nil {
 		return err
 	}
@@ -238,11 +228,11 @@ func (s *Server) ResumeRun(req *runtimev1.ResumeRunRequest, stream grpc.ServerSt
 	if err != nil {
 		return err
 	}
-	e, err := s.loopOrErr()
+	e, err := s.loops.ready()
 	if err != nil {
 		return err
 	}
-	agent, err := s.loopAgent(ctx, th)
+	agent, err := s.agents.loopAgent(ctx, th)
 	if err != nil {
 		return err
 	}
@@ -276,7 +266,7 @@ func (s *Server) CancelRun(ctx context.Context, req *runtimev1.CancelRunRequest)
 	if _, _, err := s.ownThread(ctx, req.GetThreadId()); err != nil {
 		return nil, err
 	}
-	e, err := s.loop()
+	e, err := s.loops.get()
 	if err != nil {
 		// Without an engine no run can be active: answer from the store.
 		r, gerr := s.store.GetRun(ctx, req.GetThreadId(), req.GetRunId())
@@ -417,7 +407,7 @@ func (a loopAdapter) CreateChildThread(ctx context.Context, spec runtimeloop.Chi
 	if err != nil {
 		return "", err
 	}
-	agent, err := a.s.threadAgent(ctx, parent)
+	agent, err := a.s.agents.ThreadAgent(ctx, parent)
 	if err != nil {
 		return "", err
 	}

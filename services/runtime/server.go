@@ -26,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
+	"github.com/toolplane/toolplane/services/runtime/runtimeretention"
 	"github.com/toolplane/toolplane/services/runtime/runtimesqlite"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 	"github.com/toolplane/toolplane/services/runtime/runtimetools"
@@ -171,6 +172,8 @@ type Server struct {
 	assembly *runtimeassembly.Builder
 	// chain is the tool-call chain, built once at start (runtimechain.Standard).
 	chain *runtimechain.Chain
+	// agents resolves agents (agents.go).
+	agents *agentBook
 
 	credProbe credentialProbe // last accepted credential probe (ready.go)
 }
@@ -261,7 +264,12 @@ func (s *Server) start(st runtimestore.Store) (*Server, error) {
 	s.bg.Add(3)
 	go func() { defer s.bg.Done(); s.assembly.WatchCatalog(ctx) }()
 	go func() { defer s.bg.Done(); s.assembly.WatchPolicy(ctx) }()
-	go func() { defer s.bg.Done(); s.retentionLoop(ctx) }()
+	go func() {
+		defer s.bg.Done()
+		r := s.cfg.Retention
+		sw := &runtimeretention.Sweeper{Store: s.store, Workspace: s.ws, Log: s.log, Now: s.now}
+		sw.Loop(ctx, runtimeretention.Periods{Threads: r.Threads, Runs: r.Runs, Messages: r.Messages, Artifacts: r.Artifacts, SweepInterval: r.SweepInterval})
+	}()
 	return s, nil
 }
 
@@ -295,7 +303,7 @@ func (s *Server) Ready(ctx context.Context) error {
 		}
 	}
 	if len(bad) == 0 {
-		bad = s.probeCredentials(ctx)
+		bad = s.credProbe.probe(ctx, s.catalog, s.authz, s.skills)
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("upstream not ready: %s", strings.Join(bad, "; "))
@@ -310,7 +318,7 @@ func (s *Server) Ready(ctx context.Context) error {
 
 // Close stops the watchers and closes the store.
 func (s *Server) Close() error {
-	s.closeLoop() // active runs end as interrupted before the store closes
+	s.loops.close() // active runs end as interrupted before the store closes
 	if s.stop != nil {
 		s.stop()
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
+	"github.com/toolplane/toolplane/services/runtime/runtimeretention"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 	"github.com/toolplane/toolplane/services/runtime/runtimetest"
 )
@@ -187,11 +188,12 @@ func TestRetentionSweep(t *testing.T) {
 		return strings.Join(parts, " ")
 	}
 	before := state()
-	s.sweepRetention(ctx, RetentionConfig{}, now)
+	sw := &runtimeretention.Sweeper{Store: st, Workspace: s.ws, Log: s.log, Now: s.now}
+	sw.Sweep(ctx, runtimeretention.Periods{}, now)
 	if got := state(); got != before {
 		t.Fatalf("zero periods removed something:\n%s\n%s", before, got)
 	}
-	s.sweepRetention(ctx, RetentionConfig{Threads: 7 * day, Runs: 2 * day, Messages: 2 * day, Artifacts: 2 * day}, now)
+	sw.Sweep(ctx, runtimeretention.Periods{Threads: 7 * day, Runs: 2 * day, Messages: 2 * day, Artifacts: 2 * day}, now)
 	want := "artifact:new.txt file:live/new.txt msg:a2 msg:u2 run:r-new thread:live"
 	if got := state(); got != want {
 		t.Fatalf("after the sweep:\n got %s\nwant %s", got, want)
@@ -244,12 +246,12 @@ func TestChildThreadOverride(t *testing.T) {
 		c.Agent.GetName() != defaultAgentName || fmt.Sprint(c.Agent.GetSkills().GetValues()) != "[x]" || c.Agent.GetSubagentsEnabled() {
 		t.Fatalf("child marker %+v", child.Child)
 	}
-	la, err := s.loopAgent(ctx, child)
+	la, err := s.agents.loopAgent(ctx, child)
 	if err != nil || fmt.Sprint(la.Skills.GetValues()) != "[x]" || la.SubagentsEnabled {
 		t.Fatalf("child loop agent %+v %v", la, err)
 	}
 	pth, _ := st.GetThread(ctx, parent)
-	if pa, _ := s.loopAgent(ctx, pth); pa.Skills != nil {
+	if pa, _ := s.agents.loopAgent(ctx, pth); pa.Skills != nil {
 		t.Fatalf("parent agent narrowed: %+v", pa)
 	}
 	// A request's metadata never marks a thread as a subagent's.

@@ -1,12 +1,8 @@
 package runtime
 
 import (
-	"context"
-
-	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
-	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 	"github.com/toolplane/toolplane/services/runtime/runtimetools"
 )
 
@@ -15,6 +11,8 @@ import (
 // (runtimechain.Standard, the one chain every tool call runs through).
 func (s *Server) wire() {
 	c := &s.cfg
+	s.loops.s = s
+	s.agents = &agentBook{def: c.DefaultAgent, store: s.store}
 	tools := make([]runtimeassembly.ConfigTool, 0, len(c.Tools))
 	for _, t := range c.Tools {
 		tools = append(tools, runtimeassembly.ConfigTool{Name: t.Name, Group: t.Group, Use: t.Use})
@@ -24,7 +22,7 @@ func (s *Server) wire() {
 		DeferredListMax: c.ToolSearch.DeferredListMax, AutoPromoteTopK: c.ToolSearch.AutoPromoteTopK,
 		FailOpenListing: c.Authz.FailOpenListing, CacheEntries: c.CacheEntries,
 	}, runtimeassembly.Deps{
-		Catalog: s.catalog, Authz: s.authz, Skills: s.skills, Store: s.store, Agents: agentResolver{s}, Log: s.log, Now: s.now,
+		Catalog: s.catalog, Authz: s.authz, Skills: s.skills, Store: s.store, Agents: s.agents, Log: s.log, Now: s.now,
 		Metrics: runtimeassembly.Metrics{Assemblies: s.metrics.assemblies, Promotions: s.metrics.promotions, FailOpen: s.metrics.failOpen},
 	})
 	dispatcher := runtimetools.NewDispatcher(runtimetools.Settings{
@@ -35,13 +33,4 @@ func (s *Server) wire() {
 		Budget: runtimechain.BudgetSettings{ExternalizeMinChars: c.ToolOutput.ExternalizeMinChars, PreviewHeadChars: c.ToolOutput.PreviewHeadChars,
 			PreviewTailChars: c.ToolOutput.PreviewTailChars, ExemptTools: c.ToolOutput.ExemptTools},
 	})
-}
-
-// agentResolver gives the assembly the runtime's agent resolution
-// (agents.go), whose errors are already status errors.
-type agentResolver struct{ s *Server }
-
-// ThreadAgent implements runtimeassembly.AgentResolver.
-func (a agentResolver) ThreadAgent(ctx context.Context, th *runtimestore.Thread) (*runtimev1.Agent, error) {
-	return a.s.threadAgent(ctx, th)
 }

@@ -1,10 +1,15 @@
-package runtime
+// Package runtimeretention removes old runtime state on a schedule
+// (runtime.retention, docs/architecture.md §6): idle threads with their
+// workspaces, finished runs, whole old turns of messages, and old
+// artifacts.
+package runtimeretention
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,62 +20,76 @@ import (
 	"github.com/toolplane/toolplane/services/runtime/runtimetools"
 )
 
-// retentionLoop runs retention (runtime.retention, docs/architecture.md §6) every
-// sweep_interval while any of its periods is set.
-func (s *Server) retentionLoop(ctx context.Context) {
-	r := s.cfg.Retention
+// Periods are runtime.retention: one period per kind of state, 0 = keep
+// forever.
+type Periods struct {
+	Threads, Runs, Messages, Artifacts time.Duration
+	// SweepInterval is how often Loop sweeps.
+	SweepInterval time.Duration
+}
+
+// Sweeper runs retention passes over a store and the thread workspaces.
+type Sweeper struct {
+	Store     runtimestore.Store
+	Workspace *runtimetools.Workspace
+	Log       *slog.Logger
+	Now       func() time.Time
+}
+
+// Loop sweeps every r.SweepInterval until ctx ends, while any period is set.
+func (s *Sweeper) Loop(ctx context.Context, r Periods) {
 	if r.Threads <= 0 && r.Runs <= 0 && r.Messages <= 0 && r.Artifacts <= 0 {
 		return
 	}
 	for {
-		s.sweepRetention(ctx, r, s.now())
+		s.Sweep(ctx, r, s.Now())
 		if !sleepCtx(ctx, r.SweepInterval) {
 			return
 		}
 	}
 }
 
-// sweepRetention is one retention pass at now: threads idle longer than
+// Sweep is one retention pass at now: threads idle longer than
 // r.Threads (with their workspaces), finished runs started longer than
 // r.Runs ago, whole turns of messages older than r.Messages
 // (runtimestore.Store.PurgeMessagesBefore), and artifacts whose file was
 // last modified longer than r.Artifacts ago (file and entry). A zero period
 // keeps that kind forever. Failures are logged; the next pass retries.
-func (s *Server) sweepRetention(ctx context.Context, r RetentionConfig, now time.Time) {
+func (s *Sweeper) Sweep(ctx context.Context, r Periods, now time.Time) {
 	warn := func(kind string, err error) {
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("retention sweep failed", "kind", kind, "error", err)
+			s.Log.Warn("retention sweep failed", "kind", kind, "error", err)
 		}
 	}
 	if r.Threads > 0 {
-		ids, err := s.store.PurgeThreadsBefore(ctx, now.Add(-r.Threads))
+		ids, err := s.Store.PurgeThreadsBefore(ctx, now.Add(-r.Threads))
 		warn("threads", err)
 		for _, id := range ids {
-			_ = os.RemoveAll(s.ws.ThreadDir(id))
+			_ = os.RemoveAll(s.Workspace.ThreadDir(id))
 		}
 		if len(ids) > 0 {
-			s.log.Info("retention removed threads", "threads", len(ids))
+			s.Log.Info("retention removed threads", "threads", len(ids))
 		}
 	}
 	if r.Runs > 0 {
-		n, err := s.store.PurgeRunsBefore(ctx, now.Add(-r.Runs))
+		n, err := s.Store.PurgeRunsBefore(ctx, now.Add(-r.Runs))
 		warn("runs", err)
 		if n > 0 {
-			s.log.Info("retention removed runs", "runs", n)
+			s.Log.Info("retention removed runs", "runs", n)
 		}
 	}
 	if r.Messages > 0 {
-		n, err := s.store.PurgeMessagesBefore(ctx, now.Add(-r.Messages))
+		n, err := s.Store.PurgeMessagesBefore(ctx, now.Add(-r.Messages))
 		warn("messages", err)
 		if n > 0 {
-			s.log.Info("retention removed messages", "messages", n)
+			s.Log.Info("retention removed messages", "messages", n)
 		}
 	}
 	if r.Artifacts > 0 {
 		n, err := s.purgeArtifacts(ctx, now.Add(-r.Artifacts))
 		warn("artifacts", err)
 		if n > 0 {
-			s.log.Info("retention removed artifacts", "artifacts", n)
+			s.Log.Info("retention removed artifacts", "artifacts", n)
 		}
 	}
 }
@@ -80,8 +99,8 @@ func (s *Server) sweepRetention(ctx context.Context, r RetentionConfig, now time
 // file (through os.Root, so a symlink cannot reach outside the thread) and
 // the thread's entry. The entry removal does not count as activity
 // (runtimestore.NoTouch), so it never delays thread retention.
-func (s *Server) purgeArtifacts(ctx context.Context, cutoff time.Time) (int, error) {
-	dirs, err := os.ReadDir(s.ws.ThreadsDir())
+func (s *Sweeper) purgeArtifacts(ctx context.Context, cutoff time.Time) (int, error) {
+	dirs, err := os.ReadDir(s.Workspace.ThreadsDir())
 	if err != nil {
 		return 0, err
 	}
@@ -92,11 +111,11 @@ func (s *Server) purgeArtifacts(ctx context.Context, cutoff time.Time) (int, err
 			return total, ctx.Err()
 		}
 		id := d.Name()
-		th, err := s.store.GetThread(ctx, id)
+		th, err := s.Store.GetThread(ctx, id)
 		if err != nil || len(th.Proto.GetArtifacts()) == 0 {
 			continue
 		}
-		root, err := os.OpenRoot(filepath.Join(s.ws.ThreadDir(id), "user-data"))
+		root, err := os.OpenRoot(filepath.Join(s.Workspace.ThreadDir(id), "user-data"))
 		if err != nil {
 			continue
 		}
@@ -122,7 +141,7 @@ func (s *Server) purgeArtifacts(ctx context.Context, cutoff time.Time) (int, err
 		if len(gone) == 0 {
 			continue
 		}
-		_, err = s.store.UpdateThread(runtimestore.NoTouch(ctx), id, func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
+		_, err = s.Store.UpdateThread(runtimestore.NoTouch(ctx), id, func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
 			t.Proto.Artifacts = slices.DeleteFunc(t.Proto.Artifacts, func(a *runtimev1.Artifact) bool { return gone[a.GetPath()] })
 			return nil, nil
 		})
