@@ -59,6 +59,8 @@ type Base struct {
 	DeferredText, SkillsText string
 }
 
+// HasDeferred reports whether the assembly defers any tool (then
+// tool_search exists).
 func (b *Base) HasDeferred() bool { return len(b.DeferredNames) > 0 }
 
 // Settings are the parts of the runtime configuration that assembly reads
@@ -468,6 +470,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	return b, nil
 }
 
+// FirstNonEmpty returns the first non-empty string of v, or "".
 func FirstNonEmpty(v ...string) string {
 	for _, s := range v {
 		if s != "" {
@@ -521,7 +524,7 @@ func routeMatches(routes []*Tool, text string, k int) []string {
 	return out
 }
 
-// view is the thread's tool state for one turn on top of a base assembly.
+// View is the thread's tool state for one turn on top of a base assembly.
 type View struct {
 	Base     *Base
 	Thread   *runtimestore.Thread
@@ -537,13 +540,18 @@ type SkillPolicy struct {
 	Reason  string
 }
 
+// Allows reports whether the active skill policy allows a tool name.
 func (v *View) Allows(name string) bool { return v.Policy == nil || v.Policy.Allowed[name] }
 
+// Hidden reports whether a tool is deferred and not promoted under the
+// assembly's hash.
 func (v *View) Hidden(name string) bool {
 	_, deferred := v.Base.Deferred[name]
 	return deferred && !v.Promoted[name]
 }
 
+// View is the thread's tool state for one turn on top of a base assembly:
+// promotions stored under its hash and the active skills' policy.
 func (s *Builder) View(ctx context.Context, th *runtimestore.Thread, b *Base) *View {
 	v := &View{Base: b, Thread: th, Promoted: map[string]bool{}}
 	if pr := th.Proto.GetPromoted(); pr != nil && b.Hash != "" && pr.GetCatalogHash() == b.Hash {

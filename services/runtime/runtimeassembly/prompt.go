@@ -115,6 +115,7 @@ func routingHints(tools []*Tool, deferred map[string]*Tool) string {
 	return sb.String()
 }
 
+// CategoryName is a skill category's folder name under /mnt/skills.
 func CategoryName(c skillsv1.SkillCategory) string {
 	switch c {
 	case skillsv1.SkillCategory_SKILL_CATEGORY_PUBLIC:
@@ -127,6 +128,7 @@ func CategoryName(c skillsv1.SkillCategory) string {
 	return "public"
 }
 
+// SkillMDPath is the virtual path of a skill's SKILL.md.
 func SkillMDPath(sk *skillsv1.Skill) string {
 	if p := sk.GetPath(); p != "" {
 		return strings.TrimSuffix(p, "/") + "/SKILL.md"

@@ -90,6 +90,7 @@ var builtinSpecs = map[string]builtinSpec{
 		mustSchema(`{"type":"object","properties":{"query":{"type":"string","description":"select:<names>, +<required> <keywords>, or keywords."}},"required":["query"]}`)},
 }
 
+// BuiltinDef is the definition of a built-in tool.
 func BuiltinDef(name string) *Tool {
 	sp := builtinSpecs[name]
 	return &Tool{Name: name, Description: sp.Description, Params: sp.Params, Source: SourceBuiltin, Use: name}

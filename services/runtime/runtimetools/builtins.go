@@ -98,7 +98,7 @@ func (s *Dispatcher) toolSearch(ctx context.Context, ec *runtimechain.Call) (*ru
 	}
 }
 
-// runtimeassembly.AskClarification renders the question. The agent loop (issue 8) ends the
+// askClarification renders the question. The agent loop (RunTurn) ends the
 // turn on it; through ExecuteToolCall it is a plain result.
 func (s *Dispatcher) askClarification(ec *runtimechain.Call) (*runtimechain.Outcome, error) {
 	q := strings.TrimSpace(strArg(ec.Args, "question"))
@@ -118,7 +118,7 @@ func (s *Dispatcher) askClarification(ec *runtimechain.Call) (*runtimechain.Outc
 	return &runtimechain.Outcome{Text: sb.String()}, nil
 }
 
-// runtimeassembly.DescribeSkill implements describe_skill (docs/deerflow.md §4.5) over
+// describeSkill implements describe_skill (docs/deerflow.md §4.5) over
 // the skills the principal may use within the agent's allowlist.
 func (s *Dispatcher) describeSkill(ctx context.Context, ec *runtimechain.Call) (*runtimechain.Outcome, error) {
 	q := strings.TrimSpace(strArg(ec.Args, "name"))
@@ -160,7 +160,7 @@ func (s *Dispatcher) describeSkill(ctx context.Context, ec *runtimechain.Call) (
 }
 
 // reviewSkill implements review_skill_package (docs/deerflow.md §4.11)
-// through the skills service's runtimeassembly.ReviewSkillPackage: target is an installed
+// through the skills service's ReviewSkillPackage: target is an installed
 // skill (a name or skill://<category>/<name>), a path under /mnt/user-data
 // to a zip or tar.gz archive (e.g. an uploaded .skill file) or to a folder
 // holding SKILL.md (sent as inline files), or inline://<name> with the

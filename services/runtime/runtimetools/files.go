@@ -400,7 +400,7 @@ func (s *Dispatcher) bash(ctx context.Context, ec *runtimechain.Call, args map[s
 	return &runtimechain.Outcome{Text: text}, nil
 }
 
-// runtimeassembly.PresentFiles implements present_files: existing files under outputs
+// presentFiles implements present_files: existing files under outputs
 // become thread artifacts.
 func (s *Dispatcher) presentFiles(_ context.Context, ec *runtimechain.Call, args map[string]any) (*runtimechain.Outcome, error) {
 	raw, _ := args["filepaths"].([]any)

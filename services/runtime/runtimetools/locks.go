@@ -3,7 +3,7 @@ package runtimetools
 import "sync"
 
 // keyedLocks serialises work per key (read-before-write gate + write per
-// thread and path, deerflow-reference §6.2).
+// thread and path, docs/deerflow.md §6.2).
 type keyedLocks struct {
 	mu sync.Mutex
 	m  map[string]*keyedLock
