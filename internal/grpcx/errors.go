@@ -72,6 +72,12 @@ func Invalid(domain, reason string, vs ...Violation) error {
 // InvalidMeta is Invalid with extra ErrorInfo metadata (the "field" key is
 // always the first violation's field).
 func InvalidMeta(domain, reason string, meta map[string]string, vs ...Violation) error {
+	return InvalidMessage(domain, reason, "", meta, vs...)
+}
+
+// InvalidMessage is InvalidMeta with the status message msg (the joined
+// violations when msg is "").
+func InvalidMessage(domain, reason, msg string, meta map[string]string, vs ...Violation) error {
 	if len(vs) == 0 {
 		vs = []Violation{{Field: "", Reason: ViolationInvalid, Description: "invalid request"}}
 	}
@@ -94,7 +100,10 @@ func InvalidMeta(domain, reason string, meta map[string]string, vs ...Violation)
 			md[k] = v
 		}
 	}
-	st := status.New(codes.InvalidArgument, strings.Join(msgs, "; "))
+	if msg == "" {
+		msg = strings.Join(msgs, "; ")
+	}
+	st := status.New(codes.InvalidArgument, msg)
 	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: domain, Metadata: md}, br); err == nil {
 		st = d
 	}
@@ -150,6 +159,22 @@ func ErrorDomain(fullMethod string) string {
 		}
 	}
 	return "toolplane.dev"
+}
+
+// ErrorDetails returns the google.rpc.ErrorInfo and google.rpc.BadRequest
+// of a status error (nil when absent).
+func ErrorDetails(err error) (*errdetails.ErrorInfo, *errdetails.BadRequest) {
+	var ei *errdetails.ErrorInfo
+	var br *errdetails.BadRequest
+	for _, d := range status.Convert(err).Details() {
+		switch v := d.(type) {
+		case *errdetails.ErrorInfo:
+			ei = v
+		case *errdetails.BadRequest:
+			br = v
+		}
+	}
+	return ei, br
 }
 
 // HasErrorInfo reports whether st carries a google.rpc.ErrorInfo.

@@ -30,7 +30,7 @@ import (
 // openPolicy admits every method and validates nothing.
 type openPolicy struct{}
 
-func (openPolicy) Class(string) auth.Class     { return auth.ClassPublic }
+func (openPolicy) Class(string) auth.Class    { return auth.ClassPublic }
 func (openPolicy) Validate(string, any) error { return nil }
 
 // syncBuffer is a goroutine-safe log sink.

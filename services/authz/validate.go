@@ -30,6 +30,17 @@ func bad(field, why, format string, args ...any) error {
 	return violation(authzv1.ErrorReason_ERROR_REASON_INVALID_REQUEST, field, why, format, args...)
 }
 
+// invalidPolicy is ERROR_REASON_INVALID_POLICY for the line or link at
+// item; the violation names the precise field when err's text starts with
+// one ("policies[1].conditions[0]: ...").
+func invalidPolicy(item string, err error) error {
+	field, desc := grpcx.SplitField(err.Error())
+	if field == "" {
+		field = item
+	}
+	return violation(authzv1.ErrorReason_ERROR_REASON_INVALID_POLICY, field, grpcx.ViolationInvalid, "%s", desc)
+}
+
 func validatePrincipal(p *typev1.Principal) error {
 	if p == nil {
 		return nil // the caller's own principal
@@ -104,12 +115,12 @@ func validateRequest(fullMethod string, req any) error {
 		}
 		for i, p := range r.GetPolicies() {
 			if _, err := ruleFromProto(p, fmt.Sprintf("policies[%d]", i)); err != nil {
-				return invalidField(authzv1.ErrorReason_ERROR_REASON_INVALID_POLICY, fmt.Sprintf("policies[%d]", i), "%v", err)
+				return invalidPolicy(fmt.Sprintf("policies[%d]", i), err)
 			}
 		}
 		for i, l := range r.GetRoleLinks() {
 			if _, err := linkFromProto(l, fmt.Sprintf("role_links[%d]", i)); err != nil {
-				return invalidField(authzv1.ErrorReason_ERROR_REASON_INVALID_POLICY, fmt.Sprintf("role_links[%d]", i), "%v", err)
+				return invalidPolicy(fmt.Sprintf("role_links[%d]", i), err)
 			}
 		}
 	case *authzv1.RemovePoliciesRequest:

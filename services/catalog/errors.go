@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -41,8 +42,23 @@ func serverNotFound(name string) error {
 // through the API: the validation text names the field ("servers[2].name:
 // ..."), which also becomes the BadRequest field violation.
 func invalidConfig(err error) error {
-	field, desc := grpcx.SplitField(err.Error())
-	return grpcx.Invalid(errorDomain, catalogv1.ErrorReason_ERROR_REASON_INVALID_SERVER_CONFIG.String(),
+	return invalidServerConfig(-1, err)
+}
+
+// invalidServerConfig is invalidConfig for servers[i] of ReplaceServers: the
+// validation text names the file key ("mcpServers.fx.env.NODE_OPTIONS:
+// ..."), the field violation the request field ("servers[3].env.NODE_OPTIONS").
+func invalidServerConfig(i int, err error) error {
+	msg := err.Error()
+	field, desc := grpcx.SplitField(msg)
+	if key, rest, ok := strings.Cut(msg, ": "); ok && i >= 0 && strings.HasPrefix(key, "mcpServers.") {
+		field = fmt.Sprintf("servers[%d]", i)
+		if parts := strings.SplitN(key, ".", 3); len(parts) == 3 {
+			field += "." + parts[2]
+		}
+		desc = rest
+	}
+	return grpcx.InvalidMessage(errorDomain, catalogv1.ErrorReason_ERROR_REASON_INVALID_SERVER_CONFIG.String(), msg, nil,
 		grpcx.Violation{Field: field, Reason: grpcx.ViolationInvalid, Description: desc})
 }
 

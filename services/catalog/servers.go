@@ -125,16 +125,16 @@ func (s *Server) buildServers(in []*catalogv1.ServerConfig, cur *catalogconfig.F
 		prev := stored[c.GetName()]
 		srv, err := configFromProto(c, prev)
 		if err != nil {
-			return nil, invalidConfig(err)
+			return nil, invalidServerConfig(i, err)
 		}
 		if srv, err = catalogconfig.MergeMasked(srv, prev); err != nil {
-			return nil, invalidConfig(err)
+			return nil, invalidServerConfig(i, err)
 		}
 		if err := srv.Validate(); err != nil {
-			return nil, invalidConfig(err)
+			return nil, invalidServerConfig(i, err)
 		}
 		if err := catalogconfig.ValidateCommand(&srv, s.cfg.StdioAllowlist); err != nil {
-			return nil, invalidConfig(err)
+			return nil, invalidServerConfig(i, err)
 		}
 		out = append(out, srv)
 	}
