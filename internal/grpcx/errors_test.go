@@ -333,8 +333,8 @@ func TestUpstreamCarriesRequestIDAndTrace(t *testing.T) {
 	for _, l := range upLogs.lines(t) {
 		if l["msg"] == "rpc" {
 			n++
-			if l["request_id"] != "req-upstream-1" {
-				t.Errorf("upstream log line %v lacks the request id", l)
+			if l["request_id"] != "req-upstream-1" || l["trace_id"] != traceID {
+				t.Errorf("upstream log line %v lacks the request id or the trace id", l)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -113,6 +114,9 @@ func logDone(log *slog.Logger, ctx context.Context, method string, start time.Ti
 		lvl = slog.LevelError
 	}
 	attrs := []any{"method", method, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", RequestID(ctx)}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		attrs = append(attrs, "trace_id", sc.TraceID().String())
+	}
 	if err != nil {
 		attrs = append(attrs, "error", status.Convert(err).Message())
 	}
