@@ -107,6 +107,8 @@ func headerMatcher(key string) (string, bool) {
 		return "x-request-id", true
 	case auth.ActingForHeader:
 		return auth.ActingForHeader, true
+	case "traceparent", "tracestate", "baggage": // W3C trace context, carried on by grpcx.Dial
+		return strings.ToLower(key), true
 	}
 	return runtime.DefaultHeaderMatcher(textproto.CanonicalMIMEHeaderKey(key))
 }

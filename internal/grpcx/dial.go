@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -17,6 +18,34 @@ import (
 
 	"github.com/toolplane/toolplane/internal/auth"
 )
+
+// tracePropagator is the propagation of every upstream connection: W3C trace
+// context and baggage, set here rather than taken from the global so that a
+// process that never installed one still propagates.
+var tracePropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// WithOutgoingRequestID returns ctx whose outgoing metadata carries the
+// request id of ctx (the one the server chain took from x-request-id or made
+// up), unless the caller already set one: an upstream call of a handler logs
+// under the id of the request that caused it.
+func WithOutgoingRequestID(ctx context.Context) context.Context {
+	id := RequestID(ctx)
+	if id == "" {
+		return ctx
+	}
+	if md, ok := metadata.FromOutgoingContext(ctx); ok && len(md.Get(RequestIDHeader)) > 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, RequestIDHeader, id)
+}
+
+func unaryRequestID(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(WithOutgoingRequestID(ctx), method, req, reply, cc, opts...)
+}
+
+func streamRequestID(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return streamer(WithOutgoingRequestID(ctx), desc, cc, method, opts...)
+}
 
 // ServerTLS loads the TLS config of a listener: certificate and key, and when
 // clientCA is set, required and verified client certificates (mTLS).
@@ -94,10 +123,16 @@ type DialOptions struct {
 }
 
 // Dial creates a lazy client connection (it does not block; the first RPC
-// or a health check connects). Tracing context propagates through OTel.
+// or a health check connects). Every call carries the request id of its
+// context (RequestIDHeader, see WithOutgoingRequestID) and the W3C trace
+// context (traceparent, tracestate, baggage) through OpenTelemetry, so that
+// one request keeps one id and one trace across services, in one process
+// and split.
 func Dial(target string, o DialOptions) (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithPropagators(tracePropagator))),
+		grpc.WithChainUnaryInterceptor(unaryRequestID),
+		grpc.WithChainStreamInterceptor(streamRequestID),
 		// Reconnect within seconds once a restarted upstream is back (the
 		// default backoff grows to 120 s, so readiness would lag minutes).
 		grpc.WithConnectParams(grpc.ConnectParams{

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -53,6 +54,9 @@ func RequestID(ctx context.Context) string {
 }
 
 func withRequestID(ctx context.Context) (context.Context, string) {
+	if id := RequestID(ctx); id != "" {
+		return ctx, id // set by the recovery interceptor
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	id := ""
 	if v := md.Get(RequestIDHeader); len(v) > 0 && len(v[0]) <= 128 {
@@ -100,7 +104,7 @@ func admit(ctx context.Context, o ChainOptions, fullMethod string) (context.Cont
 
 func recovered(log *slog.Logger, ctx context.Context, method string, p any) error {
 	log.ErrorContext(ctx, "panic in handler", "method", method, "panic", fmt.Sprint(p), "request_id", RequestID(ctx), "stack", string(debug.Stack()))
-	return status.Errorf(codes.Internal, "internal error (request id %s)", RequestID(ctx))
+	return Status(codes.Internal, ErrorDomain(method), ReasonInternal, nil, internalMessage(RequestID(ctx))).Err()
 }
 
 func logDone(log *slog.Logger, ctx context.Context, method string, start time.Time, err error) {
@@ -110,6 +114,9 @@ func logDone(log *slog.Logger, ctx context.Context, method string, start time.Ti
 		lvl = slog.LevelError
 	}
 	attrs := []any{"method", method, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", RequestID(ctx)}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		attrs = append(attrs, "trace_id", sc.TraceID().String())
+	}
 	if err != nil {
 		attrs = append(attrs, "error", status.Convert(err).Message())
 	}
@@ -122,6 +129,7 @@ func ServerOptions(o ChainOptions) []grpc.ServerOption {
 	unary := []grpc.UnaryServerInterceptor{
 		// recovery
 		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+			ctx, _ = withRequestID(ctx) // so that a panic's answer names the id
 			defer func() {
 				if p := recover(); p != nil {
 					err = recovered(log, ctx, info.FullMethod, p)
@@ -135,6 +143,9 @@ func ServerOptions(o ChainOptions) []grpc.ServerOption {
 			_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, id))
 			start := time.Now()
 			resp, err := h(ctx, req)
+			if !exempt(info.FullMethod) {
+				err = guard(log, ctx, info.FullMethod, err)
+			}
 			logDone(log, ctx, info.FullMethod, start, err)
 			return resp, err
 		},
@@ -159,18 +170,22 @@ func ServerOptions(o ChainOptions) []grpc.ServerOption {
 	}
 	stream := []grpc.StreamServerInterceptor{
 		func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+			ctx, _ := withRequestID(ss.Context())
 			defer func() {
 				if p := recover(); p != nil {
-					err = recovered(log, ss.Context(), info.FullMethod, p)
+					err = recovered(log, ctx, info.FullMethod, p)
 				}
 			}()
-			return h(srv, ss)
+			return h(srv, &ctxStream{ServerStream: ss, ctx: ctx})
 		},
 		func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			ctx, id := withRequestID(ss.Context())
 			_ = ss.SetHeader(metadata.Pairs(RequestIDHeader, id))
 			start := time.Now()
 			err := h(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+			if !exempt(info.FullMethod) {
+				err = guard(log, ctx, info.FullMethod, err)
+			}
 			logDone(log, ctx, info.FullMethod, start, err)
 			return err
 		},

@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
 	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
@@ -26,9 +28,15 @@ func statusErr(code codes.Code, reason authzv1.ErrorReason, meta map[string]stri
 	return st.Err()
 }
 
-// invalidField is INVALID_ARGUMENT naming the field (validate.go).
+// invalidField is INVALID_ARGUMENT naming the field in the ErrorInfo
+// metadata "field" and a google.rpc.BadRequest (validate.go, policy.go).
 func invalidField(reason authzv1.ErrorReason, field, format string, args ...any) error {
-	return statusErr(codes.InvalidArgument, reason, map[string]string{"field": field}, "%s: %s", field, fmt.Sprintf(format, args...))
+	return violation(reason, field, grpcx.ViolationInvalid, format, args...)
+}
+
+// violation is invalidField with a specific field-violation reason.
+func violation(reason authzv1.ErrorReason, field, why, format string, args ...any) error {
+	return grpcx.Invalid(errorDomain, reason.String(), grpcx.Violation{Field: field, Reason: why, Description: fmt.Sprintf(format, args...)})
 }
 
 func forgedPrincipal(format string, args ...any) error {
@@ -36,8 +44,9 @@ func forgedPrincipal(format string, args ...any) error {
 }
 
 // toStatus is the single mapping of domain errors of the policy and log paths
-// to gRPC status. Store failures are UNAVAILABLE (the cause is in the message:
-// it is our own store, not user data).
+// to gRPC status. Store failures are UNAVAILABLE with a message of our own;
+// the driver's text is the hidden cause, logged with the request id by the
+// interceptor chain (docs/decisions/0030-error-model.md).
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -53,5 +62,9 @@ func toStatus(err error) error {
 	case errors.Is(err, authzstore.ErrNotFound):
 		return statusErr(codes.NotFound, authzv1.ErrorReason_ERROR_REASON_POLICY_NOT_FOUND, nil, "%v", err)
 	}
-	return statusErr(codes.Unavailable, authzv1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE, nil, "authz store: %v", err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return grpcx.WithCause(grpcx.Status(codes.Unavailable, errorDomain, authzv1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE.String(), nil,
+		"the policy store is unavailable; retry later"), err)
 }

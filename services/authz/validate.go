@@ -6,6 +6,7 @@ import (
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 )
 
 // Request limits checked before the handlers run.
@@ -23,8 +24,21 @@ func (s *Server) Validate(fullMethod string, req any) error {
 	return validateRequest(fullMethod, req)
 }
 
-func bad(field, format string, args ...any) error {
-	return invalidField(authzv1.ErrorReason_ERROR_REASON_INVALID_REQUEST, field, format, args...)
+// bad is INVALID_ARGUMENT (ERROR_REASON_INVALID_REQUEST) with a
+// google.rpc.BadRequest naming field and why (a grpcx.Violation* reason).
+func bad(field, why, format string, args ...any) error {
+	return violation(authzv1.ErrorReason_ERROR_REASON_INVALID_REQUEST, field, why, format, args...)
+}
+
+// invalidPolicy is ERROR_REASON_INVALID_POLICY for the line or link at
+// item; the violation names the precise field when err's text starts with
+// one ("policies[1].conditions[0]: ...").
+func invalidPolicy(item string, err error) error {
+	field, desc := grpcx.SplitField(err.Error())
+	if field == "" {
+		field = item
+	}
+	return violation(authzv1.ErrorReason_ERROR_REASON_INVALID_POLICY, field, grpcx.ViolationInvalid, "%s", desc)
 }
 
 func validatePrincipal(p *typev1.Principal) error {
@@ -32,20 +46,20 @@ func validatePrincipal(p *typev1.Principal) error {
 		return nil // the caller's own principal
 	}
 	if n := len(p.GetSubject()); n > 256 || !utf8.ValidString(p.GetSubject()) {
-		return bad("principal.subject", "want at most 256 bytes of UTF-8")
+		return bad("principal.subject", grpcx.ViolationTooLong, "want at most 256 bytes of UTF-8")
 	}
 	if p.GetSubject() == "" && len(p.GetRoles()) == 0 {
-		return bad("principal", "needs a subject or at least one role")
+		return bad("principal", grpcx.ViolationRequired, "needs a subject or at least one role")
 	}
 	if len(p.GetTenant()) > 128 {
-		return bad("principal.tenant", "want at most 128 bytes")
+		return bad("principal.tenant", grpcx.ViolationTooLong, "want at most 128 bytes")
 	}
 	if len(p.GetRoles()) > 256 {
-		return bad("principal.roles", "at most 256 roles")
+		return bad("principal.roles", grpcx.ViolationTooMany, "at most 256 roles")
 	}
 	for i, r := range p.GetRoles() {
 		if r == "" || len(r) > 128 {
-			return bad(fmt.Sprintf("principal.roles[%d]", i), "want 1..128 bytes")
+			return bad(fmt.Sprintf("principal.roles[%d]", i), grpcx.ViolationInvalid, "want 1..128 bytes")
 		}
 	}
 	return nil
@@ -53,7 +67,7 @@ func validatePrincipal(p *typev1.Principal) error {
 
 func validateResource(rt authzv1.ResourceType) error {
 	if _, ok := resourceNames[rt]; !ok {
-		return bad("resource_type", "required: tool, skill, model or mcp_server")
+		return bad("resource_type", grpcx.ViolationRequired, "required: tool, skill, model or mcp_server")
 	}
 	return nil
 }
@@ -68,10 +82,10 @@ func validateRequest(fullMethod string, req any) error {
 			return err
 		}
 		if _, ok := actionNames[r.GetAction()]; !ok {
-			return bad("action", "required: list, call or use")
+			return bad("action", grpcx.ViolationRequired, "required: list, call or use")
 		}
 		if n := len(r.GetTarget()); n == 0 || n > maxNameBytes {
-			return bad("target", "want 1..%d bytes", maxNameBytes)
+			return bad("target", grpcx.ViolationInvalid, "want 1..%d bytes", maxNameBytes)
 		}
 	case *authzv1.FilterResourcesRequest:
 		if err := validatePrincipal(r.GetPrincipal()); err != nil {
@@ -81,53 +95,53 @@ func validateRequest(fullMethod string, req any) error {
 			return err
 		}
 		if _, ok := actionNames[r.GetAction()]; !ok && r.GetAction() != authzv1.Action_ACTION_UNSPECIFIED {
-			return bad("action", "unknown action %d", r.GetAction())
+			return bad("action", grpcx.ViolationUnknownValue, "unknown action %d", r.GetAction())
 		}
 		if len(r.GetCandidates()) > maxCandidates {
-			return bad("candidates", "at most %d candidates, got %d", maxCandidates, len(r.GetCandidates()))
+			return bad("candidates", grpcx.ViolationTooMany, "at most %d candidates, got %d", maxCandidates, len(r.GetCandidates()))
 		}
 		for i, c := range r.GetCandidates() {
 			if n := len(c); n == 0 || n > maxNameBytes {
-				return bad(fmt.Sprintf("candidates[%d]", i), "want 1..%d bytes", maxNameBytes)
+				return bad(fmt.Sprintf("candidates[%d]", i), grpcx.ViolationInvalid, "want 1..%d bytes", maxNameBytes)
 			}
 		}
 	case *authzv1.AddPoliciesRequest:
 		n := len(r.GetPolicies()) + len(r.GetRoleLinks())
 		if n == 0 {
-			return bad("policies", "nothing to add: give policies or role_links")
+			return bad("policies", grpcx.ViolationRequired, "nothing to add: give policies or role_links")
 		}
 		if n > maxPolicyItems {
-			return bad("policies", "at most %d lines and links per request", maxPolicyItems)
+			return bad("policies", grpcx.ViolationTooMany, "at most %d lines and links per request", maxPolicyItems)
 		}
 		for i, p := range r.GetPolicies() {
 			if _, err := ruleFromProto(p, fmt.Sprintf("policies[%d]", i)); err != nil {
-				return invalidField(authzv1.ErrorReason_ERROR_REASON_INVALID_POLICY, fmt.Sprintf("policies[%d]", i), "%v", err)
+				return invalidPolicy(fmt.Sprintf("policies[%d]", i), err)
 			}
 		}
 		for i, l := range r.GetRoleLinks() {
 			if _, err := linkFromProto(l, fmt.Sprintf("role_links[%d]", i)); err != nil {
-				return invalidField(authzv1.ErrorReason_ERROR_REASON_INVALID_POLICY, fmt.Sprintf("role_links[%d]", i), "%v", err)
+				return invalidPolicy(fmt.Sprintf("role_links[%d]", i), err)
 			}
 		}
 	case *authzv1.RemovePoliciesRequest:
 		n := len(r.GetPolicyIds()) + len(r.GetPolicies()) + len(r.GetRoleLinks())
 		if n == 0 {
-			return bad("policy_ids", "nothing to remove: give policy_ids, policies or role_links")
+			return bad("policy_ids", grpcx.ViolationRequired, "nothing to remove: give policy_ids, policies or role_links")
 		}
 		if n > maxPolicyItems {
-			return bad("policy_ids", "at most %d items per request", maxPolicyItems)
+			return bad("policy_ids", grpcx.ViolationTooMany, "at most %d items per request", maxPolicyItems)
 		}
 		for i, id := range r.GetPolicyIds() {
 			if len(id) != 14 || id[:2] != "p:" {
-				return bad(fmt.Sprintf("policy_ids[%d]", i), "%q is not a policy id (p:<12 hex>)", id)
+				return bad(fmt.Sprintf("policy_ids[%d]", i), grpcx.ViolationInvalid, "%q is not a policy id (p:<12 hex>)", id)
 			}
 		}
 	case *authzv1.ListDecisionsRequest:
 		if r.GetPageSize() < 0 || r.GetPageSize() > maxPageSize {
-			return bad("page_size", "want 0..%d", maxPageSize)
+			return bad("page_size", grpcx.ViolationOutOfRange, "want 0..%d", maxPageSize)
 		}
 		if _, ok := decodePageToken(r.GetPageToken()); !ok {
-			return bad("page_token", "not a token from a previous response")
+			return bad("page_token", grpcx.ViolationInvalid, "not a token from a previous response")
 		}
 		if r.GetResourceType() != authzv1.ResourceType_RESOURCE_TYPE_UNSPECIFIED {
 			if err := validateResource(r.GetResourceType()); err != nil {

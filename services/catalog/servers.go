@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
@@ -56,7 +55,7 @@ func (s *Server) UpdateServer(_ context.Context, req *catalogv1.UpdateServerRequ
 	f, err := s.loadLocked()
 	if err != nil {
 		s.writeMu.Unlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "extensions_config: %v", err)
+		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}
 	i := slices.IndexFunc(f.Servers, func(x catalogconfig.Server) bool { return x.Name == req.GetName() })
 	if i < 0 {
@@ -70,7 +69,7 @@ func (s *Server) UpdateServer(_ context.Context, req *catalogv1.UpdateServerRequ
 	err = s.writeFileLocked(f)
 	s.writeMu.Unlock()
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "%v", err)
+		return nil, configUnavailable(codes.Internal, err)
 	}
 	sv, err := s.serverByName(req.GetName())
 	if err != nil {
@@ -92,7 +91,7 @@ func (s *Server) ReplaceServers(_ context.Context, req *catalogv1.ReplaceServers
 	f, err := s.loadLocked()
 	if err != nil {
 		s.writeMu.Unlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "extensions_config: %v", err)
+		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}
 	next, err := s.buildServers(req.GetServers(), f)
 	if err != nil {
@@ -103,7 +102,7 @@ func (s *Server) ReplaceServers(_ context.Context, req *catalogv1.ReplaceServers
 	err = s.writeFileLocked(f)
 	s.writeMu.Unlock()
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "%v", err)
+		return nil, configUnavailable(codes.Internal, err)
 	}
 	return &catalogv1.ReplaceServersResponse{Servers: s.serverList()}, nil
 }
@@ -126,16 +125,16 @@ func (s *Server) buildServers(in []*catalogv1.ServerConfig, cur *catalogconfig.F
 		prev := stored[c.GetName()]
 		srv, err := configFromProto(c, prev)
 		if err != nil {
-			return nil, invalidConfig(err)
+			return nil, invalidServerConfig(i, err)
 		}
 		if srv, err = catalogconfig.MergeMasked(srv, prev); err != nil {
-			return nil, invalidConfig(err)
+			return nil, invalidServerConfig(i, err)
 		}
 		if err := srv.Validate(); err != nil {
-			return nil, invalidConfig(err)
+			return nil, invalidServerConfig(i, err)
 		}
 		if err := catalogconfig.ValidateCommand(&srv, s.cfg.StdioAllowlist); err != nil {
-			return nil, invalidConfig(err)
+			return nil, invalidServerConfig(i, err)
 		}
 		out = append(out, srv)
 	}
@@ -147,7 +146,7 @@ func (s *Server) buildServers(in []*catalogv1.ServerConfig, cur *catalogconfig.F
 func (s *Server) ReloadServers(context.Context, *catalogv1.ReloadServersRequest) (*catalogv1.ReloadServersResponse, error) {
 	restarted, unchanged, err := s.reload(true)
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "extensions_config: %v", err)
+		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}
 	return &catalogv1.ReloadServersResponse{Servers: s.serverList(), Restarted: restarted, Unchanged: unchanged}, nil
 }

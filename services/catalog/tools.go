@@ -21,6 +21,7 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
 )
 
@@ -80,7 +81,8 @@ func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (
 	filter := fmt.Sprintf("%s|%d|%s", req.GetServer(), req.GetSource(), avail)
 	off, err := parseToken(req.GetPageToken(), filter)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		field, desc := grpcx.SplitField(err.Error())
+		return nil, invalid(field, grpcx.ViolationInvalid, "%s", desc)
 	}
 	size := int(req.GetPageSize())
 	if size <= 0 {
@@ -211,7 +213,7 @@ func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.
 	if p.args != nil {
 		b, err := json.Marshal(p.args.AsMap())
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "arguments: %v", err)
+			return nil, invalid("arguments", grpcx.ViolationInvalid, "%v", err)
 		}
 		args = b
 	}

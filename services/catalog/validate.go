@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 )
 
 // Request limits enforced by Validate.
@@ -28,18 +27,21 @@ func (s *Server) Validate(fullMethod string, req any) error {
 	return validateRequest(fullMethod, req)
 }
 
-func invalid(field, format string, args ...any) error {
-	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+// invalid is INVALID_ARGUMENT with an ErrorInfo (ERROR_REASON_INVALID_REQUEST)
+// and a google.rpc.BadRequest naming field and why (a grpcx.Violation* reason).
+func invalid(field, why, format string, args ...any) error {
+	return grpcx.Invalid(errorDomain, catalogv1.ErrorReason_ERROR_REASON_INVALID_REQUEST.String(),
+		grpcx.Violation{Field: field, Reason: why, Description: fmt.Sprintf(format, args...)})
 }
 
 func checkName(field, v string) error {
 	switch {
 	case v == "":
-		return invalid(field, "required")
+		return invalid(field, grpcx.ViolationRequired, "required")
 	case len(v) > maxNameBytes:
-		return invalid(field, "longer than %d bytes", maxNameBytes)
+		return invalid(field, grpcx.ViolationTooLong, "longer than %d bytes", maxNameBytes)
 	case !utf8.ValidString(v):
-		return invalid(field, "not valid UTF-8")
+		return invalid(field, grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 	}
 	return nil
 }
@@ -49,11 +51,11 @@ func checkCandidates(field string, l *typev1.StringList) error {
 		return nil
 	}
 	if len(l.GetValues()) > maxCandidates {
-		return invalid(field, "more than %d names", maxCandidates)
+		return invalid(field, grpcx.ViolationTooMany, "more than %d names", maxCandidates)
 	}
 	for i, v := range l.GetValues() {
 		if !utf8.ValidString(v) {
-			return invalid(fmt.Sprintf("%s.values[%d]", field, i), "not valid UTF-8")
+			return invalid(fmt.Sprintf("%s.values[%d]", field, i), grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 		}
 	}
 	return nil
@@ -64,10 +66,10 @@ func checkTimeout(d *durationpb.Duration) error {
 		return nil
 	}
 	if err := d.CheckValid(); err != nil {
-		return invalid("timeout", "%v", err)
+		return invalid("timeout", grpcx.ViolationInvalid, "%v", err)
 	}
 	if d.AsDuration() < 0 || d.GetSeconds() > maxCallTimeout {
-		return invalid("timeout", "must be between 0 and %d seconds", maxCallTimeout)
+		return invalid("timeout", grpcx.ViolationOutOfRange, "must be between 0 and %d seconds", maxCallTimeout)
 	}
 	return nil
 }
@@ -76,19 +78,19 @@ func validateRequest(_ string, req any) error {
 	switch r := req.(type) {
 	case *catalogv1.ListToolsRequest:
 		if r.GetPageSize() < 0 {
-			return invalid("page_size", "must be >= 0")
+			return invalid("page_size", grpcx.ViolationOutOfRange, "must be >= 0")
 		}
 	case *catalogv1.GetToolRequest:
 		return checkName("name", r.GetName())
 	case *catalogv1.SearchToolsRequest:
 		if len(r.GetQuery()) > maxQueryBytes {
-			return invalid("query", "longer than %d bytes", maxQueryBytes)
+			return invalid("query", grpcx.ViolationTooLong, "longer than %d bytes", maxQueryBytes)
 		}
 		if !utf8.ValidString(r.GetQuery()) {
-			return invalid("query", "not valid UTF-8")
+			return invalid("query", grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 		}
 		if _, ok := catalogv1.SearchMode_name[int32(r.GetMode())]; !ok {
-			return invalid("mode", "unknown value %d", r.GetMode())
+			return invalid("mode", grpcx.ViolationUnknownValue, "unknown value %d", r.GetMode())
 		}
 		return checkCandidates("candidates", r.GetCandidates())
 	case *catalogv1.GetCatalogRequest:
@@ -110,11 +112,11 @@ func validateRequest(_ string, req any) error {
 			return err
 		}
 		if r.GetServer() == nil {
-			return invalid("server", "required")
+			return invalid("server", grpcx.ViolationRequired, "required")
 		}
 	case *catalogv1.ReplaceServersRequest:
 		if len(r.GetServers()) > maxServers {
-			return invalid("servers", "more than %d servers", maxServers)
+			return invalid("servers", grpcx.ViolationTooMany, "more than %d servers", maxServers)
 		}
 		for i, c := range r.GetServers() {
 			if err := checkName(fmt.Sprintf("servers[%d].name", i), c.GetName()); err != nil {

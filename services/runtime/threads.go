@@ -36,13 +36,6 @@ func threadNotFound(id string) error {
 	return statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_THREAD_NOT_FOUND, "thread %q not found", id)
 }
 
-func storeErr(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return status.FromContextError(err).Err()
-	}
-	return status.Errorf(codes.Internal, "runtime store: %v", err)
-}
-
 func principalOf(ctx context.Context) *typev1.Principal {
 	return runtimeident.Principal(ctx)
 }

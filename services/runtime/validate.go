@@ -4,44 +4,39 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 )
 
-func invalid(format string, args ...any) error {
-	return status.Error(codes.InvalidArgument, fmt.Sprintf(format, args...))
-}
-
 // Validate checks a request before its handler runs (called by the shared
-// validation interceptor). It returns INVALID_ARGUMENT naming the field, or nil.
+// validation interceptor). It returns INVALID_ARGUMENT with an ErrorInfo and
+// a google.rpc.BadRequest naming the field and the reason, or nil.
 func (s *Server) Validate(_ string, req any) error {
 	if r, ok := req.(interface{ GetThreadId() string }); ok && r.GetThreadId() == "" {
-		return status.Error(codes.InvalidArgument, "thread_id: must not be empty")
+		return invalid("thread_id", grpcx.ViolationRequired, "must not be empty")
 	}
 	if r, ok := req.(interface{ GetPageSize() int32 }); ok && (r.GetPageSize() < 0 || r.GetPageSize() > 1000) {
-		return invalid("page_size: %d is outside 0..1000", r.GetPageSize())
+		return invalid("page_size", grpcx.ViolationOutOfRange, "%d is outside 0..1000", r.GetPageSize())
 	}
 	switch r := req.(type) {
 	case *runtimev1.CreateThreadRequest:
 		if r.GetAgent() != "" && !agentNameRE.MatchString(r.GetAgent()) {
-			return invalid("agent: %q must be 1..64 of [a-z0-9-]", r.GetAgent())
+			return invalid("agent", grpcx.ViolationInvalid, "%q must be 1..64 of [a-z0-9-]", r.GetAgent())
 		}
 		if len(r.GetMetadata()) > 32 {
-			return invalid("metadata: at most 32 entries, got %d", len(r.GetMetadata()))
+			return invalid("metadata", grpcx.ViolationTooMany, "at most 32 entries, got %d", len(r.GetMetadata()))
 		}
 		for k, v := range r.GetMetadata() {
 			if len(k) > 128 || len(v) > 4096 {
-				return invalid("metadata[%q]: keys up to 128 bytes, values up to 4096 bytes", k)
+				return invalid(fmt.Sprintf("metadata[%q]", k), grpcx.ViolationTooLong, "keys up to 128 bytes, values up to 4096 bytes")
 			}
 		}
 	case *runtimev1.AssembleToolsRequest:
 		if len(r.GetUserMessage()) > 1<<20 {
-			return invalid("user_message: longer than 1 MiB")
+			return invalid("user_message", grpcx.ViolationTooLong, "longer than 1 MiB")
 		}
 		if !utf8.ValidString(r.GetUserMessage()) {
-			return invalid("user_message: not valid UTF-8")
+			return invalid("user_message", grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 		}
 	case *runtimev1.ExecuteToolCallRequest:
 		return validateCall(r.GetToolCall())
@@ -49,11 +44,11 @@ func (s *Server) Validate(_ string, req any) error {
 		return validateCall(r.GetToolCall())
 	case *runtimev1.GetAgentRequest:
 		if r.GetName() == "" {
-			return invalid("name: must not be empty")
+			return invalid("name", grpcx.ViolationRequired, "must not be empty")
 		}
 	case *runtimev1.DeleteAgentRequest:
 		if r.GetName() == "" {
-			return invalid("name: must not be empty")
+			return invalid("name", grpcx.ViolationRequired, "must not be empty")
 		}
 		if r.GetName() == defaultAgentName {
 			return nil // a stored "default" can be deleted; the built-in stays
@@ -61,30 +56,30 @@ func (s *Server) Validate(_ string, req any) error {
 	case *runtimev1.UpsertAgentRequest:
 		a := r.GetAgent()
 		if a == nil {
-			return invalid("agent: required")
+			return invalid("agent", grpcx.ViolationRequired, "required")
 		}
 		if !agentNameRE.MatchString(a.GetName()) {
-			return invalid("agent.name: %q must be 1..64 of [a-z0-9-]", a.GetName())
+			return invalid("agent.name", grpcx.ViolationInvalid, "%q must be 1..64 of [a-z0-9-]", a.GetName())
 		}
 		if len(a.GetDescription()) > 1024 {
-			return invalid("agent.description: longer than 1024 characters")
+			return invalid("agent.description", grpcx.ViolationTooLong, "longer than 1024 characters")
 		}
 		if len(a.GetSystemPrompt()) > 64<<10 {
-			return invalid("agent.system_prompt: longer than 64 KiB")
+			return invalid("agent.system_prompt", grpcx.ViolationTooLong, "longer than 64 KiB")
 		}
 		for i, sv := range a.GetToolSearch().GetExemptServers() {
 			if sv == "" {
-				return invalid("agent.tool_search.exempt_servers[%d]: must not be empty", i)
+				return invalid(fmt.Sprintf("agent.tool_search.exempt_servers[%d]", i), grpcx.ViolationRequired, "must not be empty")
 			}
 		}
 		for i, g := range a.GetToolGroups().GetValues() {
 			if g == "" {
-				return invalid("agent.tool_groups.values[%d]: must not be empty", i)
+				return invalid(fmt.Sprintf("agent.tool_groups.values[%d]", i), grpcx.ViolationRequired, "must not be empty")
 			}
 		}
 		for i, g := range a.GetSkills().GetValues() {
 			if g == "" {
-				return invalid("agent.skills.values[%d]: must not be empty", i)
+				return invalid(fmt.Sprintf("agent.skills.values[%d]", i), grpcx.ViolationRequired, "must not be empty")
 			}
 		}
 	}
@@ -93,13 +88,13 @@ func (s *Server) Validate(_ string, req any) error {
 
 func validateCall(c *runtimev1.ToolCall) error {
 	if c == nil {
-		return invalid("tool_call: required")
+		return invalid("tool_call", grpcx.ViolationRequired, "required")
 	}
 	if len(c.GetName()) > 256 {
-		return invalid("tool_call.name: longer than 256 characters")
+		return invalid("tool_call.name", grpcx.ViolationTooLong, "longer than 256 characters")
 	}
 	if len(c.GetRawArguments()) > 4<<20 {
-		return invalid("tool_call.raw_arguments: longer than 4 MiB")
+		return invalid("tool_call.raw_arguments", grpcx.ViolationTooLong, "longer than 4 MiB")
 	}
 	return nil
 }

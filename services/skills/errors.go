@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/skills/skillsarchive"
 	"github.com/toolplane/toolplane/services/skills/skillsmd"
 	"github.com/toolplane/toolplane/services/skills/skillsscan"
@@ -46,6 +48,11 @@ func permissionDenied(format string, args ...any) error {
 }
 
 func badPath(code codes.Code, name, p, why string) error {
+	if code == codes.InvalidArgument {
+		// The request's path field is malformed: a field violation too.
+		return grpcx.InvalidMeta(errorDomain, skillsv1.ErrorReason_ERROR_REASON_BAD_PATH.String(), map[string]string{"name": name, "path": p},
+			grpcx.Violation{Field: "path", Reason: grpcx.ViolationInvalid, Description: fmt.Sprintf("skill %q: path %q: %s", name, p, why)})
+	}
 	return statusErr(code, skillsv1.ErrorReason_ERROR_REASON_BAD_PATH, map[string]string{"name": name, "path": p},
 		"skill %q: path %q: %s", name, p, why)
 }
@@ -77,8 +84,10 @@ func (e *scanBlockedError) Error() string {
 }
 
 // toStatus is the single mapping of domain errors to gRPC status errors.
-// Status errors pass through; unknown errors become INTERNAL without detail
-// (the caller logs the cause).
+// Status errors pass through; unknown errors (store, blob, file system)
+// become INTERNAL "internal error" with ERROR_REASON_INTERNAL, the cause
+// hidden from the caller and logged with the request id by the interceptor
+// chain (docs/decisions/0030-error-model.md).
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -114,5 +123,8 @@ func toStatus(err error) error {
 	case errors.Is(err, skillsstore.ErrNotFound):
 		return statusErr(codes.NotFound, skillsv1.ErrorReason_ERROR_REASON_SKILL_NOT_FOUND, nil, "skill not found")
 	}
-	return status.Error(codes.Internal, "internal error")
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return grpcx.Internal(errorDomain, skillsv1.ErrorReason_ERROR_REASON_INTERNAL.String(), err)
 }

@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/skills/skillsmd"
 )
 
@@ -21,64 +21,76 @@ const (
 
 // Validate checks a request before its handler runs (called by the shared
 // validation interceptor). It returns a gRPC status error with
-// INVALID_ARGUMENT naming the field and the reason, or nil.
+// INVALID_ARGUMENT, an ErrorInfo and a google.rpc.BadRequest naming the field
+// and the reason, or nil.
 func (s *Server) Validate(fullMethod string, req any) error {
 	if r, ok := req.(*skillsv1.ReadSkillFileRequest); ok && r.GetPath() != "" {
 		if why := pathProblem(r.GetPath()); why != "" {
 			return badPath(codes.InvalidArgument, r.GetName(), r.GetPath(), why)
 		}
 	}
-	if err := s.validate(req); err != "" {
-		return status.Error(codes.InvalidArgument, err)
+	if v := s.validate(req); v != nil {
+		return invalidRequest(*v)
 	}
 	return nil
 }
 
-func checkName(field, name string) string {
-	switch {
-	case name == "":
-		return field + ": required"
-	case !skillsmd.ValidName(name):
-		return fmt.Sprintf("%s: %q is not a skill name (1-64 lowercase letters, digits and single hyphens)", field, name)
-	}
-	return ""
+// invalidRequest is INVALID_ARGUMENT (ERROR_REASON_INVALID_REQUEST) with a
+// google.rpc.BadRequest of v.
+func invalidRequest(v grpcx.Violation) error {
+	return grpcx.Invalid(errorDomain, skillsv1.ErrorReason_ERROR_REASON_INVALID_REQUEST.String(), v)
 }
 
-func (s *Server) checkInline(field string, f *skillsv1.InlineFiles) string {
+// bad is one field violation; why is a grpcx.Violation* reason.
+func bad(field, why, format string, args ...any) *grpcx.Violation {
+	return &grpcx.Violation{Field: field, Reason: why, Description: fmt.Sprintf(format, args...)}
+}
+
+func checkName(field, name string) *grpcx.Violation {
+	switch {
+	case name == "":
+		return bad(field, grpcx.ViolationRequired, "required")
+	case !skillsmd.ValidName(name):
+		return bad(field, grpcx.ViolationInvalid, "%q is not a skill name (1-64 lowercase letters, digits and single hyphens)", name)
+	}
+	return nil
+}
+
+func (s *Server) checkInline(field string, f *skillsv1.InlineFiles) *grpcx.Violation {
 	if f.GetName() != "" {
-		if e := checkName(field+".name", f.GetName()); e != "" {
-			return e
+		if v := checkName(field+".name", f.GetName()); v != nil {
+			return v
 		}
 	}
 	if len(f.GetFiles()) == 0 {
-		return field + ".files: at least SKILL.md is required"
+		return bad(field+".files", grpcx.ViolationRequired, "at least SKILL.md is required")
 	}
 	if len(f.GetFiles()) > s.cfg.Limits.MaxFiles {
-		return fmt.Sprintf("%s.files: %d files; the limit is %d", field, len(f.GetFiles()), s.cfg.Limits.MaxFiles)
+		return bad(field+".files", grpcx.ViolationTooMany, "%d files; the limit is %d", len(f.GetFiles()), s.cfg.Limits.MaxFiles)
 	}
 	for i, file := range f.GetFiles() {
 		if file.GetPath() == "" {
-			return fmt.Sprintf("%s.files[%d].path: required", field, i)
+			return bad(fmt.Sprintf("%s.files[%d].path", field, i), grpcx.ViolationRequired, "required")
 		}
 	}
-	return ""
+	return nil
 }
 
-func (s *Server) checkArchive(field string, b []byte) string {
+func (s *Server) checkArchive(field string, b []byte) *grpcx.Violation {
 	switch {
 	case len(b) == 0:
-		return field + ": empty archive"
+		return bad(field, grpcx.ViolationRequired, "empty archive")
 	case int64(len(b)) > s.cfg.Limits.MaxArchiveBytes:
-		return fmt.Sprintf("%s: %d bytes; the limit is %d", field, len(b), s.cfg.Limits.MaxArchiveBytes)
+		return bad(field, grpcx.ViolationTooLong, "%d bytes; the limit is %d", len(b), s.cfg.Limits.MaxArchiveBytes)
 	}
-	return ""
+	return nil
 }
 
-func (s *Server) validate(req any) string {
+func (s *Server) validate(req any) *grpcx.Violation {
 	switch r := req.(type) {
 	case *skillsv1.ListSkillsRequest:
 		if _, ok := skillsv1.SkillCategory_name[int32(r.GetCategory())]; !ok {
-			return "category: unknown value"
+			return bad("category", grpcx.ViolationUnknownValue, "unknown value")
 		}
 	case *skillsv1.GetSkillRequest:
 		return checkName("name", r.GetName())
@@ -87,48 +99,48 @@ func (s *Server) validate(req any) string {
 	case *skillsv1.ListSkillHistoryRequest:
 		return checkName("name", r.GetName())
 	case *skillsv1.RollbackSkillRequest:
-		if e := checkName("name", r.GetName()); e != "" {
-			return e
+		if v := checkName("name", r.GetName()); v != nil {
+			return v
 		}
 		if r.GetVersion() < 1 {
-			return "version: must be >= 1"
+			return bad("version", grpcx.ViolationOutOfRange, "must be >= 1")
 		}
 	case *skillsv1.InstallSkillRequest:
 		switch r.GetCategory() {
 		case skillsv1.SkillCategory_SKILL_CATEGORY_UNSPECIFIED, skillsv1.SkillCategory_SKILL_CATEGORY_CUSTOM, skillsv1.SkillCategory_SKILL_CATEGORY_INTEGRATION:
 		default:
-			return "category: must be CUSTOM or INTEGRATION (public skills ship with the suite)"
+			return bad("category", grpcx.ViolationInvalid, "must be CUSTOM or INTEGRATION (public skills ship with the suite)")
 		}
 		switch src := r.GetSource().(type) {
 		case nil:
-			return "source: one of archive or files is required"
+			return bad("source", grpcx.ViolationRequired, "one of archive or files is required")
 		case *skillsv1.InstallSkillRequest_Archive:
 			return s.checkArchive("archive", src.Archive)
 		case *skillsv1.InstallSkillRequest_Files:
 			return s.checkInline("files", src.Files)
 		}
 	case *skillsv1.UpdateSkillRequest:
-		if e := checkName("name", r.GetName()); e != "" {
-			return e
+		if v := checkName("name", r.GetName()); v != nil {
+			return v
 		}
 		if r.GetSkill() == nil || (r.GetSkill().Enabled == nil && len(r.GetSkill().GetFiles()) == 0) {
-			return "skill: nothing to change (set enabled and/or files)"
+			return bad("skill", grpcx.ViolationRequired, "nothing to change (set enabled and/or files)")
 		}
 		if n := len(r.GetSkill().GetFiles()); n > s.cfg.Limits.MaxFiles {
-			return fmt.Sprintf("skill.files: %d files; the limit is %d", n, s.cfg.Limits.MaxFiles)
+			return bad("skill.files", grpcx.ViolationTooMany, "%d files; the limit is %d", n, s.cfg.Limits.MaxFiles)
 		}
 		for i, f := range r.GetSkill().GetFiles() {
 			if f.GetPath() == "" {
-				return fmt.Sprintf("skill.files[%d].path: required", i)
+				return bad(fmt.Sprintf("skill.files[%d].path", i), grpcx.ViolationRequired, "required")
 			}
 		}
 	case *skillsv1.ScanSkillRequest:
 		if _, ok := skillsv1.ScanFormat_name[int32(r.GetFormat())]; !ok {
-			return "format: unknown value"
+			return bad("format", grpcx.ViolationUnknownValue, "unknown value")
 		}
 		switch src := r.GetSource().(type) {
 		case nil:
-			return "source: one of archive, files or name is required"
+			return bad("source", grpcx.ViolationRequired, "one of archive, files or name is required")
 		case *skillsv1.ScanSkillRequest_Archive:
 			return s.checkArchive("archive", src.Archive)
 		case *skillsv1.ScanSkillRequest_Files:
@@ -139,7 +151,7 @@ func (s *Server) validate(req any) string {
 	case *skillsv1.ReviewSkillPackageRequest:
 		switch src := r.GetSource().(type) {
 		case nil:
-			return "source: one of archive, files or name is required"
+			return bad("source", grpcx.ViolationRequired, "one of archive, files or name is required")
 		case *skillsv1.ReviewSkillPackageRequest_Archive:
 			return s.checkArchive("archive", src.Archive)
 		case *skillsv1.ReviewSkillPackageRequest_Files:
@@ -150,39 +162,39 @@ func (s *Server) validate(req any) string {
 	case *skillsv1.DescribeSkillsRequest:
 		switch {
 		case strings.TrimSpace(r.GetQuery()) == "":
-			return "query: required (a skill name, select:a,b, +required rest, or words)"
+			return bad("query", grpcx.ViolationRequired, "required (a skill name, select:a,b, +required rest, or words)")
 		case len(r.GetQuery()) > maxQueryBytes:
-			return fmt.Sprintf("query: longer than %d bytes", maxQueryBytes)
+			return bad("query", grpcx.ViolationTooLong, "longer than %d bytes", maxQueryBytes)
 		case r.GetLimit() < 0:
-			return "limit: must be >= 0"
+			return bad("limit", grpcx.ViolationOutOfRange, "must be >= 0")
 		}
 	case *skillsv1.ResolveSkillPolicyRequest:
 		if len(r.GetActiveSkills()) > maxActiveSkills {
-			return fmt.Sprintf("active_skills: more than %d", maxActiveSkills)
+			return bad("active_skills", grpcx.ViolationTooMany, "more than %d", maxActiveSkills)
 		}
 		for i, a := range r.GetActiveSkills() {
-			if e := checkName(fmt.Sprintf("active_skills[%d].name", i), a.GetName()); e != "" {
-				return e
+			if v := checkName(fmt.Sprintf("active_skills[%d].name", i), a.GetName()); v != nil {
+				return v
 			}
 		}
 		if len(r.GetAlwaysAvailable()) > maxAlwaysAvailable {
-			return fmt.Sprintf("always_available: more than %d names", maxAlwaysAvailable)
+			return bad("always_available", grpcx.ViolationTooMany, "more than %d names", maxAlwaysAvailable)
 		}
 		for i, n := range r.GetAlwaysAvailable() {
 			if strings.TrimSpace(n) == "" {
-				return fmt.Sprintf("always_available[%d]: must not be blank", i)
+				return bad(fmt.Sprintf("always_available[%d]", i), grpcx.ViolationRequired, "must not be blank")
 			}
 		}
 	case *skillsv1.ReadSkillFileRequest:
-		if e := checkName("name", r.GetName()); e != "" {
-			return e
+		if v := checkName("name", r.GetName()); v != nil {
+			return v
 		}
 		if len(r.GetPath()) > maxPathBytes {
-			return fmt.Sprintf("path: longer than %d bytes", maxPathBytes)
+			return bad("path", grpcx.ViolationTooLong, "longer than %d bytes", maxPathBytes)
 		}
 		if why := pathProblem(r.GetPath()); why != "" {
-			return "path: " + why
+			return bad("path", grpcx.ViolationInvalid, "%s", why)
 		}
 	}
-	return ""
+	return nil
 }

@@ -396,21 +396,30 @@ const (
 	ErrorReason_ERROR_REASON_INVALID_QUERY ErrorReason = 8
 	// The upstream MCP server returned a protocol error (UNAVAILABLE or INTERNAL).
 	ErrorReason_ERROR_REASON_UPSTREAM_ERROR ErrorReason = 9
+	// A request field is invalid (INVALID_ARGUMENT); metadata "field" and a google.rpc.BadRequest name it.
+	ErrorReason_ERROR_REASON_INVALID_REQUEST ErrorReason = 10
+	// An unexpected server failure (INTERNAL); the message carries only the request id, the cause is logged.
+	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 11
+	// extensions_config.json could not be read or written (FAILED_PRECONDITION or INTERNAL); the cause is logged.
+	ErrorReason_ERROR_REASON_CONFIG_UNAVAILABLE ErrorReason = 12
 )
 
 // Enum value maps for ErrorReason.
 var (
 	ErrorReason_name = map[int32]string{
-		0: "ERROR_REASON_UNSPECIFIED",
-		1: "ERROR_REASON_TOOL_NOT_FOUND",
-		2: "ERROR_REASON_SERVER_NOT_FOUND",
-		3: "ERROR_REASON_SERVER_UNAVAILABLE",
-		4: "ERROR_REASON_TOOL_NOT_CALLABLE",
-		5: "ERROR_REASON_CALL_TIMEOUT",
-		6: "ERROR_REASON_RESULT_TOO_LARGE",
-		7: "ERROR_REASON_INVALID_SERVER_CONFIG",
-		8: "ERROR_REASON_INVALID_QUERY",
-		9: "ERROR_REASON_UPSTREAM_ERROR",
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_TOOL_NOT_FOUND",
+		2:  "ERROR_REASON_SERVER_NOT_FOUND",
+		3:  "ERROR_REASON_SERVER_UNAVAILABLE",
+		4:  "ERROR_REASON_TOOL_NOT_CALLABLE",
+		5:  "ERROR_REASON_CALL_TIMEOUT",
+		6:  "ERROR_REASON_RESULT_TOO_LARGE",
+		7:  "ERROR_REASON_INVALID_SERVER_CONFIG",
+		8:  "ERROR_REASON_INVALID_QUERY",
+		9:  "ERROR_REASON_UPSTREAM_ERROR",
+		10: "ERROR_REASON_INVALID_REQUEST",
+		11: "ERROR_REASON_INTERNAL",
+		12: "ERROR_REASON_CONFIG_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":           0,
@@ -423,6 +432,9 @@ var (
 		"ERROR_REASON_INVALID_SERVER_CONFIG": 7,
 		"ERROR_REASON_INVALID_QUERY":         8,
 		"ERROR_REASON_UPSTREAM_ERROR":        9,
+		"ERROR_REASON_INVALID_REQUEST":       10,
+		"ERROR_REASON_INTERNAL":              11,
+		"ERROR_REASON_CONFIG_UNAVAILABLE":    12,
 	}
 )
 
@@ -1485,7 +1497,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x11SEARCH_MODE_REGEX\x10\x01\x12\x14\n" +
 	"\x10SEARCH_MODE_BM25\x10\x02\x12\x18\n" +
 	"\x14SEARCH_MODE_SEMANTIC\x10\x03\x12\x14\n" +
-	"\x10SEARCH_MODE_AUTO\x10\x04*\xe3\x02\n" +
+	"\x10SEARCH_MODE_AUTO\x10\x04*\xc5\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_TOOL_NOT_FOUND\x10\x01\x12!\n" +
@@ -1496,7 +1508,11 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x1dERROR_REASON_RESULT_TOO_LARGE\x10\x06\x12&\n" +
 	"\"ERROR_REASON_INVALID_SERVER_CONFIG\x10\a\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_QUERY\x10\b\x12\x1f\n" +
-	"\x1bERROR_REASON_UPSTREAM_ERROR\x10\t*\x95\x01\n" +
+	"\x1bERROR_REASON_UPSTREAM_ERROR\x10\t\x12 \n" +
+	"\x1cERROR_REASON_INVALID_REQUEST\x10\n" +
+	"\x12\x19\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\v\x12#\n" +
+	"\x1fERROR_REASON_CONFIG_UNAVAILABLE\x10\f*\x95\x01\n" +
 	"\x10CatalogEventType\x12\"\n" +
 	"\x1eCATALOG_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCATALOG_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1e\n" +

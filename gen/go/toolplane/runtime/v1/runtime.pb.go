@@ -337,6 +337,10 @@ const (
 	ErrorReason_ERROR_REASON_RUN_NOT_WAITING ErrorReason = 6
 	// A run is already active in the thread (FAILED_PRECONDITION).
 	ErrorReason_ERROR_REASON_RUN_ACTIVE ErrorReason = 7
+	// A request field is invalid (INVALID_ARGUMENT); metadata "field" and a google.rpc.BadRequest name it.
+	ErrorReason_ERROR_REASON_INVALID_REQUEST ErrorReason = 8
+	// An unexpected server failure, e.g. of the thread store (INTERNAL); the message carries only the request id, the cause is logged.
+	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 9
 )
 
 // Enum value maps for ErrorReason.
@@ -350,6 +354,8 @@ var (
 		5: "ERROR_REASON_ASSEMBLY_FAILED",
 		6: "ERROR_REASON_RUN_NOT_WAITING",
 		7: "ERROR_REASON_RUN_ACTIVE",
+		8: "ERROR_REASON_INVALID_REQUEST",
+		9: "ERROR_REASON_INTERNAL",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -360,6 +366,8 @@ var (
 		"ERROR_REASON_ASSEMBLY_FAILED":      5,
 		"ERROR_REASON_RUN_NOT_WAITING":      6,
 		"ERROR_REASON_RUN_ACTIVE":           7,
+		"ERROR_REASON_INVALID_REQUEST":      8,
+		"ERROR_REASON_INTERNAL":             9,
 	}
 )
 
@@ -2110,7 +2118,7 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x15SkillActivationSource\x12'\n" +
 	"#SKILL_ACTIVATION_SOURCE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dSKILL_ACTIVATION_SOURCE_SLASH\x10\x01\x12 \n" +
-	"\x1cSKILL_ACTIVATION_SOURCE_READ\x10\x02*\x98\x02\n" +
+	"\x1cSKILL_ACTIVATION_SOURCE_READ\x10\x02*\xd5\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_THREAD_NOT_FOUND\x10\x01\x12 \n" +
@@ -2119,7 +2127,9 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"!ERROR_REASON_UPSTREAM_UNAVAILABLE\x10\x04\x12 \n" +
 	"\x1cERROR_REASON_ASSEMBLY_FAILED\x10\x05\x12 \n" +
 	"\x1cERROR_REASON_RUN_NOT_WAITING\x10\x06\x12\x1b\n" +
-	"\x17ERROR_REASON_RUN_ACTIVE\x10\aBFZDgithub.com/toolplane/toolplane/gen/go/toolplane/runtime/v1;runtimev1b\x06proto3"
+	"\x17ERROR_REASON_RUN_ACTIVE\x10\a\x12 \n" +
+	"\x1cERROR_REASON_INVALID_REQUEST\x10\b\x12\x19\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\tBFZDgithub.com/toolplane/toolplane/gen/go/toolplane/runtime/v1;runtimev1b\x06proto3"
 
 var (
 	file_toolplane_runtime_v1_runtime_proto_rawDescOnce sync.Once

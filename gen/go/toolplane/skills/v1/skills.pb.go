@@ -280,21 +280,27 @@ const (
 	ErrorReason_ERROR_REASON_SKILL_DISABLED ErrorReason = 8
 	// The caller lacks the role the operation needs, e.g. admin for public skills and integrations (PERMISSION_DENIED).
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 9
+	// A request field is invalid (INVALID_ARGUMENT); metadata "field" and a google.rpc.BadRequest name it.
+	ErrorReason_ERROR_REASON_INVALID_REQUEST ErrorReason = 10
+	// An unexpected server failure, e.g. of the skill store (INTERNAL); the message carries only the request id, the cause is logged.
+	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 11
 )
 
 // Enum value maps for ErrorReason.
 var (
 	ErrorReason_name = map[int32]string{
-		0: "ERROR_REASON_UNSPECIFIED",
-		1: "ERROR_REASON_SKILL_NOT_FOUND",
-		2: "ERROR_REASON_INVALID_FRONTMATTER",
-		3: "ERROR_REASON_ARCHIVE_REFUSED",
-		4: "ERROR_REASON_SCAN_BLOCKED",
-		5: "ERROR_REASON_SKILL_EXISTS",
-		6: "ERROR_REASON_READ_ONLY",
-		7: "ERROR_REASON_BAD_PATH",
-		8: "ERROR_REASON_SKILL_DISABLED",
-		9: "ERROR_REASON_PERMISSION_DENIED",
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_SKILL_NOT_FOUND",
+		2:  "ERROR_REASON_INVALID_FRONTMATTER",
+		3:  "ERROR_REASON_ARCHIVE_REFUSED",
+		4:  "ERROR_REASON_SCAN_BLOCKED",
+		5:  "ERROR_REASON_SKILL_EXISTS",
+		6:  "ERROR_REASON_READ_ONLY",
+		7:  "ERROR_REASON_BAD_PATH",
+		8:  "ERROR_REASON_SKILL_DISABLED",
+		9:  "ERROR_REASON_PERMISSION_DENIED",
+		10: "ERROR_REASON_INVALID_REQUEST",
+		11: "ERROR_REASON_INTERNAL",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":         0,
@@ -307,6 +313,8 @@ var (
 		"ERROR_REASON_BAD_PATH":            7,
 		"ERROR_REASON_SKILL_DISABLED":      8,
 		"ERROR_REASON_PERMISSION_DENIED":   9,
+		"ERROR_REASON_INVALID_REQUEST":     10,
+		"ERROR_REASON_INTERNAL":            11,
 	}
 )
 
@@ -1184,7 +1192,7 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"ScanFormat\x12\x1b\n" +
 	"\x17SCAN_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10SCAN_FORMAT_JSON\x10\x01\x12\x15\n" +
-	"\x11SCAN_FORMAT_SARIF\x10\x02*\xcf\x02\n" +
+	"\x11SCAN_FORMAT_SARIF\x10\x02*\x8c\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_SKILL_NOT_FOUND\x10\x01\x12$\n" +
@@ -1195,7 +1203,10 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"\x16ERROR_REASON_READ_ONLY\x10\x06\x12\x19\n" +
 	"\x15ERROR_REASON_BAD_PATH\x10\a\x12\x1f\n" +
 	"\x1bERROR_REASON_SKILL_DISABLED\x10\b\x12\"\n" +
-	"\x1eERROR_REASON_PERMISSION_DENIED\x10\tBDZBgithub.com/toolplane/toolplane/gen/go/toolplane/skills/v1;skillsv1b\x06proto3"
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10\t\x12 \n" +
+	"\x1cERROR_REASON_INVALID_REQUEST\x10\n" +
+	"\x12\x19\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\vBDZBgithub.com/toolplane/toolplane/gen/go/toolplane/skills/v1;skillsv1b\x06proto3"
 
 var (
 	file_toolplane_skills_v1_skills_proto_rawDescOnce sync.Once
