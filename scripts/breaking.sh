@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Breaking-change check of the contract (ARCHITECTURE §2):
+# Breaking-change check of the contract (docs/architecture.md §2):
 # - with a release baseline (RELEASE_BASELINE holds the last release's commit):
 #   `buf breaking` against it and a diff of proto/toolplane/http.yaml against
 #   the same commit; any difference fails.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Search evaluation (issue 4): every mode on the DEV split of both toolret
+# Search evaluation (docs/search.md): every mode on the DEV split of both toolret
 # benchmarks in ../shared/data (or $TOOLPLANE_DATA). Prints the tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -121,7 +121,7 @@ func (r *importResult) drop(path, format string, args ...any) {
 }
 
 // DeerFlow `use` paths of the sandbox tools and their Toolplane
-// implementations (deerflow-reference §1.1, services/runtime ToolConfig.Use).
+// implementations (docs/deerflow.md §1.1, services/runtime ToolConfig.Use).
 var deerflowToolUses = map[string]string{
 	"deerflow.sandbox.tools:ls_tool":          "file.ls",
 	"deerflow.sandbox.tools:read_file_tool":   "file.read",
@@ -131,13 +131,13 @@ var deerflowToolUses = map[string]string{
 }
 
 // deerflowImplNames are the names the Toolplane implementations bind
-// (deerflow-reference §1.2 step 4: the object's own name wins).
+// (docs/deerflow.md §1.2 step 4: the object's own name wins).
 var deerflowImplNames = map[string]string{
 	"file.ls": "ls", "file.read": "read_file", "file.write": "write_file", "file.str_replace": "str_replace", "bash": "bash",
 }
 
 // deerflowRBACProvider is the `use` of DeerFlow's built-in RBAC provider
-// (deerflow-reference §3.8), the only provider whose roles are imported.
+// (docs/deerflow.md §3.8), the only provider whose roles are imported.
 const deerflowRBACProvider = "deerflow.authz.rbac:RbacAuthorizationProvider"
 
 // shippedRoles are the roles of Toolplane's default policy
@@ -185,7 +185,7 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 	}
 	rt := &r.Config.Runtime
 	// DeerFlow's defaults where they differ from Toolplane's: no config
-	// tools or groups unless listed, tool_search off (deerflow-reference §2.9).
+	// tools or groups unless listed, tool_search off (docs/deerflow.md §2.9).
 	rt.Tools, rt.ToolGroups = []runtime.ToolConfig{}, []runtime.ToolGroupConfig{}
 	off := false
 	rt.ToolSearch.Enabled = &off
@@ -251,7 +251,7 @@ var (
 	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// importTools maps `tools` (deerflow-reference §1.1). Only DeerFlow's
+// importTools maps `tools` (docs/deerflow.md §1.1). Only DeerFlow's
 // sandbox file and bash tools have Toolplane implementations; the rest are
 // reported. Later duplicates of a name are dropped (DeerFlow: first wins).
 func (r *importResult) importTools(n *yaml.Node) {
@@ -337,7 +337,7 @@ func (r *importResult) importToolGroups(n *yaml.Node) {
 	}
 }
 
-// importToolSearch maps `tool_search` (deerflow-reference §2.9): enabled
+// importToolSearch maps `tool_search` (docs/deerflow.md §2.9): enabled
 // (default false in DeerFlow) and auto_promote_top_k (clamped to 1..5).
 func (r *importResult) importToolSearch(n *yaml.Node) {
 	ts := &r.Config.Runtime.ToolSearch
@@ -368,7 +368,7 @@ func (r *importResult) importToolSearch(n *yaml.Node) {
 	}
 }
 
-// importToolOutput maps `tool_output` (deerflow-reference §6.2 ToolOutputBudget).
+// importToolOutput maps `tool_output` (docs/deerflow.md §6.2 ToolOutputBudget).
 func (r *importResult) importToolOutput(n *yaml.Node) {
 	to := &r.Config.Runtime.ToolOutput
 	disabled := false
@@ -418,7 +418,7 @@ func (r *importResult) importToolOutput(n *yaml.Node) {
 	}
 }
 
-// importSkills maps `skills` (deerflow-reference §4.1, §4.5).
+// importSkills maps `skills` (docs/deerflow.md §4.1, §4.5).
 func (r *importResult) importSkills(n *yaml.Node) {
 	for _, kv := range pairs(n) {
 		p := "skills." + kv.key
@@ -458,7 +458,7 @@ func (r *importResult) importLogLevel(n *yaml.Node) {
 }
 
 // importSandbox maps `sandbox.allow_host_bash` to runtime.allow_bash
-// (deerflow-reference §1.5). Toolplane's bash runs on the host in the
+// (docs/deerflow.md §1.5). Toolplane's bash runs on the host in the
 // thread workspace, so bash is enabled only when DeerFlow ran it on the host
 // too (local sandbox with allow_host_bash: true); a container sandbox is
 // reported and bash stays off (fail closed).
@@ -495,7 +495,7 @@ func (r *importResult) importSandbox(n *yaml.Node) {
 	}
 }
 
-// importAuthorization translates `authorization` (deerflow-reference §3.1,
+// importAuthorization translates `authorization` (docs/deerflow.md §3.1,
 // §3.8) into authz.authorization. The roles come from
 // provider.config.roles of the built-in RBAC provider (or, in the short
 // form, from authorization.roles). Resource keys Toolplane has no type for
@@ -573,7 +573,7 @@ func (r *importResult) importAuthorization(n *yaml.Node) error {
 	}
 	if rolesNode == nil {
 		if provider == nil {
-			return fmt.Errorf("authorization.provider: required when authorization.enabled is true (deerflow-reference §3.4)")
+			return fmt.Errorf("authorization.provider: required when authorization.enabled is true (docs/deerflow.md §3.4)")
 		}
 		// DeerFlow's RBAC without roles knows no role: everything is denied.
 		r.drop("authorization.provider.config.roles", "missing: DeerFlow's RBAC then knows no role and denies everything")
@@ -638,7 +638,7 @@ func (r *importResult) importRoles(roles map[string]any, rolesNode *yaml.Node, r
 }
 
 // importExtensions references the MCP servers file as is and reports what
-// in it the catalog does not use (deerflow-reference §5.1).
+// in it the catalog does not use (docs/deerflow.md §5.1).
 func (r *importResult) importExtensions(extPath string) error {
 	if extPath == "" {
 		dir := filepath.Dir(r.ConfigPath)
@@ -956,7 +956,7 @@ func (r *importResult) importModels(n *yaml.Node) {
 }
 
 // importLoopDetection maps `loop_detection` to runtime.loop.loop_detection
-// (deerflow-reference §6.2 LoopDetection). Values that break Toolplane's
+// (docs/deerflow.md §6.2 LoopDetection). Values that break Toolplane's
 // ordering rule (1 <= warn < hard <= window, tool_warn < tool_hard) leave the
 // defaults in place, reported.
 func (r *importResult) importLoopDetection(n *yaml.Node) {
@@ -993,7 +993,7 @@ func (r *importResult) importLoopDetection(n *yaml.Node) {
 }
 
 // importTokenBudget maps `token_budget` to runtime.loop.token_budget and
-// token_budget_warn (deerflow-reference §6.2 TokenBudget).
+// token_budget_warn (docs/deerflow.md §6.2 TokenBudget).
 func (r *importResult) importTokenBudget(n *yaml.Node) {
 	lc := &r.Config.Runtime.Loop
 	enabled := false
@@ -1041,7 +1041,7 @@ func (r *importResult) importTokenBudget(n *yaml.Node) {
 }
 
 // importSubagents maps the limits of `subagents` to runtime.loop.subagents
-// (deerflow-reference §1.4, §6.2 SubagentLimit). Custom subagent types and
+// (docs/deerflow.md §1.4, §6.2 SubagentLimit). Custom subagent types and
 // per-agent overrides are reported: Toolplane's types list replaces the
 // built-in general-purpose type, so they are written by hand.
 func (r *importResult) importSubagents(n *yaml.Node) {

@@ -10,7 +10,7 @@ import (
 )
 
 // newEvalCmd returns `toolplane eval`, whose `search` sub-command runs the
-// tool-search evaluation harness of issue 4 (internal/evalsearch) on files
+// tool-search evaluation harness (internal/evalsearch, docs/search.md) on files
 // in the neutral JSONL format of ../shared/data/toolret/*/README.md.
 func newEvalCmd() *cobra.Command {
 	eval := &cobra.Command{

@@ -19,7 +19,7 @@ import (
 
 // newSkillsCmd returns `toolplane skills list|get|install|scan|review|enable|
 // disable|history|rollback|delete`, clients of a running suite's
-// SkillsService (ARCHITECTURE §2.3). The user is the token's principal.
+// SkillsService (docs/architecture.md §2.3). The user is the token's principal.
 func newSkillsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "skills", Short: "Install, inspect, scan and manage skills"}
 	cf := addClientFlags(cmd)

@@ -18,14 +18,14 @@ import (
 )
 
 // toolSearchToolName is the built-in tool that loads deferred tools
-// (deerflow-reference §2.4).
+// (docs/deerflow.md §2.4).
 const toolSearchToolName = "tool_search"
 
 // deferredSectionName is the prompt section listing the deferred tool names
-// (<available-deferred-tools>, deerflow-reference §2.6).
+// (<available-deferred-tools>, docs/deerflow.md §2.6).
 const deferredSectionName = "deferred_tools"
 
-// toolStats is what `toolplane tools stats` measures (issue 9): the
+// toolStats is what `toolplane tools stats` measures (docs/architecture.md §3.1): the
 // tool-related prompt of a thread's first turn against binding every tool.
 type toolStats struct {
 	// Agent is the agent profile of the measured thread ("" = default).

@@ -1,6 +1,6 @@
 // Package app is the composition root: config → stores → services → servers.
 // `toolplane serve` calls Run with the services selected by --services; the
-// same code path serves all-in-one and split topologies (STYLE §4).
+// same code path serves all-in-one and split topologies (docs/conventions.md §4).
 //
 // Lifecycle: bind both listeners (a port in use is a config error), build
 // the selected services in dependency order (catalog, authz, skills,
@@ -227,7 +227,7 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	}
 
 	// The process's own service token: the runtime's credential towards
-	// in-process upstreams (ARCHITECTURE §5). Never written anywhere.
+	// in-process upstreams (docs/architecture.md §5). Never written anywhere.
 	var selfToken string
 	if au.Enabled() {
 		b := make([]byte, 32)
@@ -338,7 +338,7 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 		}
 	}
 	probe := &probe{services: services, health: healthSrv}
-	// --- MCP front door (issue 9): /mcp on the HTTP listener when the runtime is served.
+	// --- MCP front door (docs/architecture.md §1): /mcp on the HTTP listener when the runtime is served.
 	httpHandler := gateway.Handler(mux, probe, reg)
 	if selected["runtime"] {
 		httpHandler = runtimemcp.Mount(httpHandler, gwConn, runtimemcp.Options{Logger: log.With("service", "runtime-mcp"), RequireAuthorization: cfg.Auth.Enabled, Context: ctx})

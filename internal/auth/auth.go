@@ -1,5 +1,5 @@
 // Package auth turns credentials into a Principal and enforces the RPC-class
-// table and the acting-for rule (ARCHITECTURE §5).
+// table and the acting-for rule (docs/architecture.md §5).
 //
 // Credentials are static bearer tokens (only their SHA-256 hashes are kept in
 // config) or JWTs (HS256/RS256/ES256 with issuer, audience and expiry checked
@@ -132,7 +132,7 @@ func IsService(ctx context.Context) bool {
 
 // TrustedCallContext returns cc when the caller may supply a CallContext (a
 // service credential or an admin), else nil: a CallContext from a user
-// credential is ignored (ARCHITECTURE §5).
+// credential is ignored (docs/architecture.md §5).
 func TrustedCallContext(ctx context.Context, cc *typev1.CallContext) *typev1.CallContext {
 	if cc == nil || !IsService(ctx) {
 		return nil

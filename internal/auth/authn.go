@@ -201,7 +201,7 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	acting := md.Get(ActingForHeader)
 	if len(acting) > 0 {
-		// Only a service credential may act for a user (ARCHITECTURE §5); a
+		// Only a service credential may act for a user (docs/architecture.md §5); a
 		// user credential with the admin role may not (it is not a service).
 		// With authentication off the caller is a service (DefaultPrincipal).
 		if id.Kind != KindService {

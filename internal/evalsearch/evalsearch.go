@@ -1,4 +1,4 @@
-// Package evalsearch is the search evaluation harness of issue 4: it loads
+// Package evalsearch is the search evaluation harness (docs/search.md): it loads
 // a tool catalog and labelled queries in the neutral JSONL format of
 // ../shared/data/toolret/*/README.md, indexes the tools in-process with
 // internal/search (no per-caller result cap), and reports per mode
@@ -99,7 +99,7 @@ type Query struct {
 }
 
 // Metrics are the averaged results of one mode (per-query means). JSON keys
-// follow issue 4.
+// follow docs/search.md.
 type Metrics struct {
 	// Mode is the evaluated mode.
 	Mode string `json:"mode"`

@@ -55,7 +55,7 @@ func NewMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
 // RequireCredential refuses a REST call without a valid credential with 401
 // and the gateway's JSON error body (code 16) before the request body is
 // decoded: otherwise a malformed body would answer 400 to an anonymous caller
-// (issue 2, "no token → UNAUTHENTICATED, also with a malformed body"). Only
+// (docs/architecture.md §5, "no token → UNAUTHENTICATED, also with a malformed body"). Only
 // UNAUTHENTICATED is decided here; the gRPC chain behind the gateway checks
 // the credential again and does everything else.
 func RequireCredential(au *auth.Authenticator) runtime.ServeMuxOption {
@@ -84,7 +84,7 @@ func RequireCredential(au *auth.Authenticator) runtime.ServeMuxOption {
 }
 
 // errorBodyMarshaler makes a streaming call's error the same JSON body as a
-// unary call's ({"code", "message", "details"}, ARCHITECTURE §2): the
+// unary call's ({"code", "message", "details"}, docs/architecture.md §2): the
 // gateway wraps stream errors as {"error": <status>}, which this unwraps.
 // Stream results stay {"result": <message>}, one per line.
 type errorBodyMarshaler struct {

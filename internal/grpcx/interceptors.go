@@ -1,6 +1,6 @@
 // Package grpcx holds the gRPC plumbing shared by every service: the one
 // interceptor chain (recovery → request id + logging → metrics →
-// authentication → RPC-class check → validation → handler, ARCHITECTURE §5),
+// authentication → RPC-class check → validation → handler, docs/architecture.md §5),
 // server and client construction with TLS and message limits, and the
 // upstream dialer with per-RPC credentials.
 package grpcx
@@ -227,7 +227,7 @@ func EndWatchesOn(stop context.Context) grpc.ServerOption {
 // credentialTap refuses, before the request message is read, a call that
 // carries no valid credential: grpc-go decodes the request before any
 // interceptor runs, so without it a malformed body would answer INTERNAL
-// instead of UNAUTHENTICATED (issue 2, "also with a malformed body"). Only
+// instead of UNAUTHENTICATED (docs/architecture.md §5, "also with a malformed body"). Only
 // UNAUTHENTICATED is decided here; the interceptor chain authenticates
 // again and does everything else (acting-for, class check), and also logs
 // and counts the calls that pass this tap; a call refused here is logged at

@@ -1,7 +1,7 @@
 // Package sqlitex opens service stores on modernc.org/sqlite (pure Go, CGO
 // off) with the settings every store uses: WAL journal, busy timeout,
 // foreign keys, immediate write transactions, a single writer connection,
-// embedded migrations and retry on SQLITE_BUSY (STYLE.md §4).
+// embedded migrations and retry on SQLITE_BUSY (docs/conventions.md §4).
 package sqlitex
 
 import (

@@ -26,7 +26,7 @@ type Env struct {
 	Metrics prometheus.Registerer
 	// Upstreams holds client connections to the other services, keyed by
 	// service short name ("catalog", "authz", "skills"); set for the runtime.
-	// They always go through gRPC, also in one process (ARCHITECTURE §1).
+	// They always go through gRPC, also in one process (docs/architecture.md §1).
 	Upstreams map[string]grpc.ClientConnInterface
 	// MaxMessageBytes is the configured maximum gRPC message size.
 	MaxMessageBytes int

@@ -1,7 +1,7 @@
 // Package tokens counts model tokens offline with github.com/tiktoken-go/tokenizer
 // (the BPE tables are compiled into the binary; nothing is downloaded). It is
 // what `toolplane tools stats` uses to compare the tool-related prompt of a
-// thread's first turn with binding every tool (issue 9).
+// thread's first turn with binding every tool (docs/architecture.md §3.1).
 package tokens
 
 import (

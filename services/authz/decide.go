@@ -15,7 +15,7 @@ import (
 	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
 
-// principalFor applies the PDP rule (ARCHITECTURE §5): a service or admin
+// principalFor applies the PDP rule (docs/architecture.md §5): a service or admin
 // credential may ask about any principal (absent = its effective principal);
 // a user credential may only ask about itself — the body's principal, when
 // given, must be the caller's own (same subject and tenant, same roles and
@@ -68,7 +68,7 @@ func tenantOf(p *typev1.Principal) string {
 	return p.GetTenant()
 }
 
-// Authorize decides one action (deerflow-reference §3.7, layer 2). A deny —
+// Authorize decides one action (docs/deerflow.md §3.7, layer 2). A deny —
 // and an allow when audit_allows is on — is committed to the decision log
 // before the answer; if that fails the answer is a deny with an
 // authz.audit_error reason (first for an audited allow, after the deny's own
@@ -115,7 +115,7 @@ func (s *Server) Authorize(ctx context.Context, req *authzv1.AuthorizeRequest) (
 }
 
 // FilterResources keeps the candidates the principal may see, in order and
-// with duplicates, never adding any (deerflow-reference §3.5, layer 1). All
+// with duplicates, never adding any (docs/deerflow.md §3.5, layer 1). All
 // candidates are decided on one policy snapshot. Input conditions are not
 // known at list time (authzcasbin cond.go). One summary record per call goes
 // to the decision log. With authz.filter_fail_open, candidates whose

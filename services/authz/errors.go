@@ -19,7 +19,7 @@ import (
 const errorDomain = "authz.toolplane.dev"
 
 // statusErr builds a status error with a google.rpc.ErrorInfo whose reason is
-// the authz ErrorReason name (ARCHITECTURE §2, "Errors").
+// the authz ErrorReason name (docs/architecture.md §2, "Errors").
 func statusErr(code codes.Code, reason authzv1.ErrorReason, meta map[string]string, format string, args ...any) error {
 	st := status.New(code, fmt.Sprintf(format, args...))
 	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason.String(), Domain: errorDomain, Metadata: meta}); err == nil {

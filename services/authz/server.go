@@ -1,6 +1,6 @@
 // Package authz is the authorization service: a Principal-based policy decision
 // point on Casbin that filters what a principal can see, re-checks every call and
-// audits decisions (ARCHITECTURE §2.2, §5; deerflow-reference §3).
+// audits decisions (docs/architecture.md §2.2, §5; docs/deerflow.md §3).
 //
 // The sqlite store (authzsqlite) is the only source of truth. At start the
 // service imports, in order: the shipped default policy (only into an empty

@@ -15,7 +15,7 @@ import (
 // with its default, in toolplane.example.yaml.
 type Config struct {
 	// ExtensionsConfig is the path of extensions_config.json (the MCP server
-	// list, deerflow-reference §5.1); relative paths are resolved against the
+	// list, docs/deerflow.md §5.1); relative paths are resolved against the
 	// working directory. A missing file is an empty server list; writes
 	// create it. Default "extensions_config.json".
 	ExtensionsConfig string `yaml:"extensions_config"`
@@ -52,7 +52,7 @@ type SearchConfig struct {
 	// MaxLimitNonService caps `limit` for callers that are not services. Default 5.
 	MaxLimitNonService int `yaml:"max_limit_non_service"`
 	// Embedder plugs an OpenAI-compatible embeddings endpoint into SEMANTIC
-	// and AUTO ranking (issue 4, "Ranking that wins"). An empty URL keeps the
+	// and AUTO ranking (docs/search.md; docs/decisions/0007-auto-fusion.md). An empty URL keeps the
 	// built-in static word vectors (no network).
 	Embedder EmbedderConfig `yaml:"embedder"`
 }

@@ -129,7 +129,7 @@ type namedElement struct {
 	canon []byte
 }
 
-// CatalogHash computes the catalog hash of a tool set exactly as ARCHITECTURE
+// CatalogHash computes the catalog hash of a tool set exactly as docs/architecture.md
 // §8 defines it: the tools sorted by exposed name (byte order), each
 // `{"name": <name>, "schema": {"name": <name>, "description": <text or "">,
 // "parameters": <input schema, or {} when absent>}}`, the array serialised

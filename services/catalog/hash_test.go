@@ -16,7 +16,7 @@ var goldenTools = []HashInput{
 	{Name: "Zeta-tool", Description: "ünïcode \u2028 line sep", Parameters: json.RawMessage(`{ "type" : "object" , "additionalProperties" : false }`)},
 }
 
-// TestCatalogHashGolden pins the hash (ARCHITECTURE §8). Changing it is a
+// TestCatalogHashGolden pins the hash (docs/architecture.md §8). Changing it is a
 // breaking change of the contract: every runtime's stored promotions go stale.
 func TestCatalogHashGolden(t *testing.T) {
 	got, err := CatalogHash(goldenTools)

@@ -131,7 +131,7 @@ func searchMode(m catalogv1.SearchMode) search.Mode {
 	return search.ModeAuto
 }
 
-// SearchTools ranks tools for a query (issue 4). limit <= 0 is the default
+// SearchTools ranks tools for a query (docs/search.md). limit <= 0 is the default
 // (5); callers that are not services are capped at 5. The hash is over the
 // candidate set (or every tool). No match is an empty result.
 //

@@ -1,9 +1,9 @@
 // Package catalog is the catalog service: it owns every connection to MCP servers,
 // the tools they expose, the deferred catalog and its hash, tool search, and every
-// call to a tool (ARCHITECTURE §2.1).
+// call to a tool (docs/architecture.md §2.1).
 //
 // Layout: catalogconfig (extensions_config.json), catalognames (exposed
-// names, ARCHITECTURE §7), catalogmcp (MCP sessions, supervision, scope
+// names, docs/architecture.md §7), catalogmcp (MCP sessions, supervision, scope
 // pool); this package keeps an immutable snapshot of the catalog (rebuilt on
 // every change and swapped atomically, so readers never see a half-built
 // state), computes hashes (hash.go), serves the RPCs and streams changes.
@@ -194,7 +194,7 @@ func (s *Server) closeStore() error {
 }
 
 // reloadLoop applies a content change of extensions_config.json within
-// cfg.ReloadInterval (issue 3: within 2 s). It compares content, not mtime.
+// cfg.ReloadInterval (docs/architecture.md §10.2: within 2 s). It compares content, not mtime.
 func (s *Server) reloadLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ReloadInterval)

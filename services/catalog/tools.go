@@ -126,7 +126,7 @@ func (s *Server) GetTool(_ context.Context, req *catalogv1.GetToolRequest) (*cat
 }
 
 // GetCatalog returns the hash over the candidate set (or every tool), counts
-// per server and server states (ARCHITECTURE §8).
+// per server and server states (docs/architecture.md §8).
 func (s *Server) GetCatalog(_ context.Context, req *catalogv1.GetCatalogRequest) (*catalogv1.GetCatalogResponse, error) {
 	snap := s.snap.Load()
 	out := &catalogv1.GetCatalogResponse{}
@@ -218,7 +218,7 @@ func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.
 		args = b
 	}
 	// The scope key comes from the authenticated, acting-for principal and
-	// a CallContext trusted only from a service credential (ARCHITECTURE §5).
+	// a CallContext trusted only from a service credential (docs/architecture.md §5).
 	key := catalogmcp.ScopeKey{}
 	if pr := auth.EffectivePrincipal(ctx); pr != nil {
 		key.Tenant, key.Subject = pr.GetTenant(), pr.GetSubject()

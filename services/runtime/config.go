@@ -8,12 +8,12 @@ import (
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 )
 
-// ToolConfig is one `runtime.tools` entry (deerflow-reference §1.1): a
+// ToolConfig is one `runtime.tools` entry (docs/deerflow.md §1.1): a
 // config tool backed by a built-in implementation named by Use.
 type ToolConfig struct {
 	// Name is the configured name. When it differs from the
 	// implementation's own name, the implementation's name is bound and the
-	// mismatch is reported (deerflow-reference §1.2 step 4).
+	// mismatch is reported (docs/deerflow.md §1.2 step 4).
 	Name string `yaml:"name"`
 	// Group is the tool group (`file:read`, `file:write`, `bash`, ...),
 	// matched against an agent's tool_groups.
@@ -24,19 +24,19 @@ type ToolConfig struct {
 }
 
 // ToolGroupConfig is one `runtime.tool_groups` entry; declarative only
-// (group membership is not validated against it, deerflow-reference §1.1).
+// (group membership is not validated against it, docs/deerflow.md §1.1).
 type ToolGroupConfig struct {
 	// Name is the group name.
 	Name string `yaml:"name"`
 }
 
-// ToolSearchConfig is `runtime.tool_search` (deerflow-reference §2.9).
+// ToolSearchConfig is `runtime.tool_search` (docs/deerflow.md §2.9).
 type ToolSearchConfig struct {
 	// Enabled defers MCP tools behind tool_search (default true; an agent's
 	// tool_search settings override it).
 	Enabled *bool `yaml:"enabled"`
 	// AutoPromoteTopK is how many routing matches are auto-promoted from the
-	// user's message (default 3, clamped to 1..5, deerflow-reference §2.8).
+	// user's message (default 3, clamped to 1..5, docs/deerflow.md §2.8).
 	AutoPromoteTopK int `yaml:"auto_promote_top_k"`
 	// ExemptServers are servers whose tools are never deferred (for agents
 	// without their own tool_search settings).
@@ -50,7 +50,7 @@ type ToolSearchConfig struct {
 }
 
 // ToolOutputConfig is `runtime.tool_output`, the output budget
-// (deerflow-reference §6.2 ToolOutputBudget).
+// (docs/deerflow.md §6.2 ToolOutputBudget).
 type ToolOutputConfig struct {
 	// ExternalizeMinChars: a text result longer than this is stored as a
 	// thread artifact under /mnt/user-data/outputs/.tool-results/ and
@@ -73,8 +73,8 @@ type AuthzConfig struct {
 	FailOpenListing bool `yaml:"fail_open_listing"`
 }
 
-// RetentionConfig is `runtime.retention` (issue 7 "retention settings";
-// ARCHITECTURE §6): one period per kind of state, 0 = keep forever.
+// RetentionConfig is `runtime.retention` (docs/architecture.md §6;
+// docs/architecture.md §6): one period per kind of state, 0 = keep forever.
 type RetentionConfig struct {
 	// Threads deletes threads (messages, runs, events, workspace) not
 	// updated for this long; 0 keeps them forever (default 0).
@@ -103,7 +103,7 @@ type DefaultAgentConfig struct {
 	ToolGroups []string `yaml:"tool_groups"`
 	// Skills is the skills allowlist; empty = all skills.
 	Skills []string `yaml:"skills"`
-	// Model is the default model name (used by the agent loop, issue 8).
+	// Model is the default model name (used by the agent loop).
 	Model string `yaml:"model"`
 	// SystemPrompt is the default system prompt.
 	SystemPrompt string `yaml:"system_prompt"`
@@ -114,7 +114,7 @@ type DefaultAgentConfig struct {
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // DefaultTools are the config tools when `runtime.tools` is absent
-// (DeerFlow's default file and bash tools, deerflow-reference §1.1).
+// (DeerFlow's default file and bash tools, docs/deerflow.md §1.1).
 func DefaultTools() []ToolConfig {
 	return []ToolConfig{
 		{Name: "ls", Group: "file:read", Use: "file.ls"},

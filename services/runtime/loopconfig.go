@@ -8,12 +8,12 @@ import (
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
 )
 
-// LoopConfig is `runtime.loop`, the agent loop of RunTurn (issue 8,
-// ARCHITECTURE §3.3). Defaults follow deerflow-reference §6.2.
+// LoopConfig is `runtime.loop`, the agent loop of RunTurn (docs/architecture.md §3.3,
+// docs/architecture.md §3.3). Defaults follow docs/deerflow.md §6.2.
 type LoopConfig struct {
 	// Models are the OpenAI-compatible chat models the loop may use; an
 	// agent's `model` and RunTurn's `model` name one of them (authorized
-	// with model:use, deerflow-reference §3.6). Empty: RunTurn fails with
+	// with model:use, docs/deerflow.md §3.6). Empty: RunTurn fails with
 	// FAILED_PRECONDITION naming this key.
 	Models []ModelConfig `yaml:"models"`
 	// DefaultModel is used when neither the request nor the agent names a
@@ -22,7 +22,7 @@ type LoopConfig struct {
 	// MaxModelCalls bounds the model calls of one turn (default 25).
 	MaxModelCalls int `yaml:"max_model_calls"`
 	// TokenBudget bounds the tokens (input + output) of one turn; 0 = no
-	// budget (default 0, deerflow-reference §6.2 TokenBudget is off by
+	// budget (default 0, docs/deerflow.md §6.2 TokenBudget is off by
 	// default; otherwise >= 1000).
 	TokenBudget int64 `yaml:"token_budget"`
 	// TokenBudgetWarn is the fraction of the budget at which the model is
@@ -34,7 +34,7 @@ type LoopConfig struct {
 	// when the executor leaves storing to the loop (default 4).
 	ParallelToolCalls int `yaml:"parallel_tool_calls"`
 	// InputSanitization escapes framework tags in user text sent to the
-	// model (default true, deerflow-reference §6.2 InputSanitization).
+	// model (default true, docs/deerflow.md §6.2 InputSanitization).
 	InputSanitization *bool `yaml:"input_sanitization"`
 	// LoopDetection is the one loop detector.
 	LoopDetection LoopDetectionConfig `yaml:"loop_detection"`
@@ -69,7 +69,7 @@ type ModelConfig struct {
 	Temperature *float64 `yaml:"temperature"`
 }
 
-// LoopDetectionConfig is `runtime.loop.loop_detection` (deerflow-reference §6.2 LoopDetection).
+// LoopDetectionConfig is `runtime.loop.loop_detection` (docs/deerflow.md §6.2 LoopDetection).
 type LoopDetectionConfig struct {
 	// Enabled turns the detector on (default true).
 	Enabled *bool `yaml:"enabled"`
@@ -85,7 +85,7 @@ type LoopDetectionConfig struct {
 	ToolHard int `yaml:"tool_hard"`
 }
 
-// SubagentsConfig is `runtime.loop.subagents` (deerflow-reference §1.4, §6.2 SubagentLimit).
+// SubagentsConfig is `runtime.loop.subagents` (docs/deerflow.md §1.4, §6.2 SubagentLimit).
 type SubagentsConfig struct {
 	// MaxConcurrent task calls kept from one response (default 3, clamped 1..4).
 	MaxConcurrent int `yaml:"max_concurrent"`

@@ -27,7 +27,7 @@ import (
 )
 
 // cancelWait is how long CancelRun waits for the loop to record the end
-// of a cancelled run (issue 8: within 2 s).
+// of a cancelled run (docs/architecture.md §3.3: within 2 s).
 const cancelWait = 2 * time.Second
 
 // loopState is the agent loop of one Server, built on first use.
@@ -176,7 +176,7 @@ func limitsOf(o *structpb.Struct, c runtimeloop.Config) (runtimeloop.Limits, err
 }
 
 // RunTurn runs the agent loop for one user message on one of the caller's
-// threads and streams its events (ARCHITECTURE §3.3). The stream ends when
+// threads and streams its events (docs/architecture.md §3.3). The stream ends when
 // the run completes, fails, is cancelled or waits for input; the outcome
 // is in the last status event and in ListRuns. Errors: NOT_FOUND (thread),
 // FAILED_PRECONDITION (RUN_ACTIVE; no model configured), INVALID_ARGUMENT
@@ -301,7 +301,7 @@ func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runt
 // update committed atomically, but without the tool message — the loop
 // runs a step's calls concurrently (runtime.loop.parallel_tool_calls) and
 // stores their results in call order in one transaction
-// (Deps.ExecutorStoresResults false; issue 8).
+// (Deps.ExecutorStoresResults false; docs/architecture.md §3.3).
 func (a loopAdapter) Execute(ctx context.Context, threadID, runID string, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
 	return a.s.execute(ctx, threadID, runID, c, notify, returnOnly)
 }
@@ -399,7 +399,7 @@ func (a loopAdapter) AddUsage(ctx context.Context, threadID string, u *runtimev1
 // state, marked as a subagent's thread (runtimestore.Child: its calls carry
 // is_subagent=true, and ListThreads hides it). Its agent is the parent's
 // agent narrowed for the subagent — skills allowlist = spec.Skills (the
-// intersection of deerflow-reference §1.4), subagents disabled — kept as a
+// intersection of docs/deerflow.md §1.4), subagents disabled — kept as a
 // per-thread override, never stored as an agent (so ListAgents is
 // unchanged). The metadata names the parent, for people reading the thread.
 func (a loopAdapter) CreateChildThread(ctx context.Context, spec runtimeloop.ChildSpec) (string, error) {

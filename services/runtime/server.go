@@ -49,7 +49,7 @@ type Config struct {
 	// ToolGroups are the declared tool groups.
 	ToolGroups []ToolGroupConfig `yaml:"tool_groups"`
 	// AllowBash binds config tools of group `bash` (or use `bash`); off by
-	// default (deerflow-reference §1.5).
+	// default (docs/deerflow.md §1.5).
 	AllowBash bool `yaml:"allow_bash"`
 	// ToolSearch configures deferral and tool_search.
 	ToolSearch ToolSearchConfig `yaml:"tool_search"`

@@ -23,7 +23,7 @@ import (
 const errorDomain = "runtime.toolplane.dev"
 
 // statusErr builds a status error with a google.rpc.ErrorInfo whose reason is
-// the runtime ErrorReason name (ARCHITECTURE §2, "Errors").
+// the runtime ErrorReason name (docs/architecture.md §2, "Errors").
 func statusErr(code codes.Code, reason runtimev1.ErrorReason, format string, args ...any) error {
 	st := status.New(code, fmt.Sprintf(format, args...))
 	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason.String(), Domain: errorDomain}); err == nil {
@@ -58,7 +58,7 @@ func (s *Server) ownThread(ctx context.Context, id string) (*runtimestore.Thread
 	return t, p, nil
 }
 
-// Workspace virtual roots (deerflow-reference §6.2 ThreadData).
+// Workspace virtual roots (docs/deerflow.md §6.2 ThreadData).
 var workspaceDirs = runtimetools.WorkspaceDirs
 
 // CreateThread creates a thread owned by the caller's effective principal,
@@ -69,7 +69,7 @@ var workspaceDirs = runtimetools.WorkspaceDirs
 // A request that names no agent gets the caller's per-credential default:
 // the principal attribute DefaultAgentAttribute (`auth.tokens[].attributes.agent`,
 // or the JWT attributes claim), else the default agent. This is how an MCP
-// client without --agent gets its tool profile (issue 9).
+// client without --agent gets its tool profile (docs/architecture.md §5).
 func (s *Server) CreateThread(ctx context.Context, req *runtimev1.CreateThreadRequest) (*runtimev1.CreateThreadResponse, error) {
 	agent := req.GetAgent()
 	if agent == "" {

@@ -3,7 +3,7 @@ package skills
 import "github.com/toolplane/toolplane/internal/auth"
 
 // Classes returns the access class of every RPC of the service, checked by the
-// shared interceptor before validation and the handler (ARCHITECTURE §5).
+// shared interceptor before validation and the handler (docs/architecture.md §5).
 func (s *Server) Classes() map[string]auth.Class {
 	return map[string]auth.Class{
 		"/toolplane.skills.v1.SkillsService/ListSkills":         auth.ClassPublic,

@@ -16,10 +16,10 @@ import (
 type Config struct {
 	// ContainerPath is the virtual root under which skill paths are shown to
 	// agents: "<container_path>/<category>/<name>/SKILL.md"
-	// (deerflow-reference §4.1). Default "/mnt/skills".
+	// (docs/deerflow.md §4.1). Default "/mnt/skills".
 	ContainerPath string `yaml:"container_path"`
 	// Limits bound what InstallSkill, UpdateSkill, ScanSkill and
-	// ReviewSkillPackage accept (issue 6 "Install").
+	// ReviewSkillPackage accept (docs/architecture.md §11.1).
 	Limits LimitsConfig `yaml:"limits"`
 	// Review configures ReviewSkillPackage.
 	Review ReviewConfig `yaml:"review"`
@@ -49,7 +49,7 @@ type LimitsConfig struct {
 // ReviewConfig configures ReviewSkillPackage.
 type ReviewConfig struct {
 	// TextBudget is the maximum length, in characters, of the model-visible
-	// review text (deerflow-reference §4.11). Default 80000.
+	// review text (docs/deerflow.md §4.11). Default 80000.
 	TextBudget int `yaml:"text_budget"`
 }
 

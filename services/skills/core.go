@@ -29,7 +29,7 @@ type user struct {
 	admin  bool
 }
 
-// userOf returns the effective principal of ctx (ARCHITECTURE §5). Without
+// userOf returns the effective principal of ctx (docs/architecture.md §5). Without
 // an identity (never after the auth interceptor) it fails closed to an
 // anonymous non-admin user.
 func userOf(ctx context.Context) user {
@@ -110,7 +110,7 @@ func (s *Server) enableStates(ctx context.Context, u user) (enableStates, error)
 }
 
 // enabled: public skills use the global state, the others the user's
-// (reference §4.2); absent = enabled.
+// (docs/deerflow.md §4.2); absent = enabled.
 func (e enableStates) enabled(sk skillsstore.Skill) bool {
 	states := e.mine
 	if sk.Category == skillsstore.Public {

@@ -23,7 +23,7 @@ import (
 const errorDomain = "skills.toolplane.dev"
 
 // statusErr builds a status error with a google.rpc.ErrorInfo whose reason is
-// the skills ErrorReason name (ARCHITECTURE §2, "Errors").
+// the skills ErrorReason name (docs/architecture.md §2, "Errors").
 func statusErr(code codes.Code, reason skillsv1.ErrorReason, meta map[string]string, format string, args ...any) error {
 	st := status.New(code, fmt.Sprintf(format, args...))
 	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason.String(), Domain: errorDomain, Metadata: meta}); err == nil {

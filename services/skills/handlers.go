@@ -156,7 +156,7 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 		}
 		ev := skillsstore.HistoryEntry{Version: sk.Version, Digest: sk.Digest, Author: u.key, Action: "disable"}
 		if upd.GetEnabled() {
-			// Enabling re-scans with the current rules (issue 6).
+			// Enabling re-scans with the current rules (docs/architecture.md §11.2).
 			pkg, err := s.load(sk.Name, sk.Files)
 			if err != nil {
 				return nil, s.fail("UpdateSkill", err)

@@ -34,7 +34,7 @@ func allowOf(l *typev1.StringList) allowSet {
 
 func (a allowSet) has(name string) bool { return a == nil || a[name] }
 
-// intersect returns a ∩ b where nil means "all" (reference §1.4: a
+// intersect returns a ∩ b where nil means "all" (docs/deerflow.md §1.4: a
 // subagent's allowlist is the intersection with its parent's).
 func intersect(a, b allowSet) allowSet {
 	switch {
@@ -54,7 +54,7 @@ func intersect(a, b allowSet) allowSet {
 
 // DescribeSkills searches the user's enabled skills within the allowlist with
 // the tool-search query forms (select:, +required rest, ranked), using the
-// internal/search library (BM25F + static vectors, reference §4.5).
+// internal/search library (BM25F + static vectors, docs/deerflow.md §4.5).
 func (s *Server) DescribeSkills(ctx context.Context, req *skillsv1.DescribeSkillsRequest) (*skillsv1.DescribeSkillsResponse, error) {
 	u := userOf(ctx)
 	sks, err := s.visible(ctx, u)
@@ -133,7 +133,7 @@ func (s *Server) describeIndex(ctx context.Context, docs []search.Document) (*se
 }
 
 // ResolveSkillPolicy computes the tool policy of the active skills
-// (deerflow-reference §4.9, issue 6):
+// (docs/deerflow.md §4.9):
 //   - no active skill: unrestricted (passive; listing never restricts);
 //   - any active skill that cannot be resolved for the user (missing,
 //     disabled, outside the effective allowlist, or changed since activation

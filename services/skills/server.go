@@ -1,8 +1,8 @@
 // Package skills is the skills service: SKILL.md storage, strict validation,
 // deterministic scanning, review, and the tool policy active skills impose
-// (ARCHITECTURE §2.3, deerflow-reference §4, issue 6).
+// (docs/architecture.md §2.3, docs/deerflow.md §4).
 //
-// Categories (reference §4.1): public skills are shipped in the binary
+// Categories (docs/deerflow.md §4.1): public skills are shipped in the binary
 // (skills/public), loaded at start, read-only, visible in every tenant, and
 // their enable state is global (admin only); integration skills are
 // installed by an admin for the admin's tenant, read-only, enable state per

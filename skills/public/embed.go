@@ -1,5 +1,5 @@
 // Package public holds the public skills shipped with Toolplane
-// (deerflow-reference §4.1 category "public"): read-only, enabled globally by
+// (docs/deerflow.md §4.1 category "public"): read-only, enabled globally by
 // default, embedded into the binary. Each sub-folder is one skill whose name
 // equals the folder name; the skills service loads them at start, validates
 // them strictly and scans them (a shipped skill with a CRITICAL finding fails

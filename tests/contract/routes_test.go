@@ -132,7 +132,7 @@ func TestEveryRPCHasExactlyOneRule(t *testing.T) {
 		}
 	}
 	if n != 47 {
-		t.Errorf("found %d RPCs; the contract of ARCHITECTURE §2 has 47 (update this count with the contract)", n)
+		t.Errorf("found %d RPCs; the contract of docs/architecture.md §2 has 47 (update this count with the contract)", n)
 	}
 }
 

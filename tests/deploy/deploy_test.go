@@ -421,7 +421,7 @@ func TestKustomize(t *testing.T) {
 			t.Fatalf("no Deployment %s", svc)
 		}
 		if r, _ := get(d, "spec", "replicas").(int); r != 1 {
-			t.Errorf("%s: replicas %v, want 1 (one writer per sqlite store; ARCHITECTURE §1)", svc, get(d, "spec", "replicas"))
+			t.Errorf("%s: replicas %v, want 1 (one writer per sqlite store; docs/architecture.md §1)", svc, get(d, "spec", "replicas"))
 		}
 		if str(d, "spec", "strategy", "type") != "Recreate" {
 			t.Errorf("%s: strategy must be Recreate (the RWO volume has one writer)", svc)

@@ -125,7 +125,7 @@ func TestAllInOneDefault(t *testing.T) {
 		}
 		rules := httpRules(t)
 		// Every RPC of the four services has a rule (so the http.yaml list
-		// is the whole of ARCHITECTURE §2's tables).
+		// is the whole of docs/architecture.md §2's tables).
 		for _, sd := range suiteServices {
 			for _, m := range sd.Methods {
 				if _, ok := rules[sd.ServiceName+"."+m.MethodName]; !ok {

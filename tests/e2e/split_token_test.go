@@ -38,7 +38,7 @@ func TestSplitWrongUpstreamToken(t *testing.T) {
 		Args:     []string{"--services", "runtime"},
 		Config:   rtCfg,
 		GRPCAddr: addrs["runtime"][0], HTTPAddr: addrs["runtime"][1],
-		Wait:     testkit.WaitLive,
+		Wait: testkit.WaitLive,
 	})
 	waitRuntimeNotReady(t, rt, "catalog", "authz", "skills")
 	_, services, _ := readyz(t, rt)

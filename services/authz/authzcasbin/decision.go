@@ -7,7 +7,7 @@ import (
 )
 
 // Reason codes of a decision. They are stable: callers and audits match on them
-// (deerflow-reference §3.3/§3.8 for the first three).
+// (docs/deerflow.md §3.3/§3.8 for the first three).
 const (
 	// CodeAllowed: an allow rule matched and no deny rule did.
 	CodeAllowed = "authz.allowed"

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// DeerFlow resource keys (plural, deerflow-reference §3.8) and the resource
+// DeerFlow resource keys (plural, docs/deerflow.md §3.8) and the resource
 // type each becomes.
 var deerflowKeys = []struct{ key, resource string }{
 	{"tools", ResourceTool},
@@ -18,7 +18,7 @@ var deerflowKeys = []struct{ key, resource string }{
 // TranslateDeerFlow translates a DeerFlow `authorization` section, decoded
 // from YAML into generic values ({"roles": {<role>: {<resource_key>: {allow,
 // deny}}}}), into policy lines with source "deerflow", keeping DeerFlow's
-// built-in RBAC semantics (deerflow-reference §3.8):
+// built-in RBAC semantics (docs/deerflow.md §3.8):
 //
 //   - Only the key "roles" is accepted. Resource keys are the plural tools,
 //     models, skills, mcp_servers; a singular alias, "sandbox", "routes" (no

@@ -5,7 +5,7 @@
 // snapshot — plain Casbin Enforce (the oracle, and the only path for a custom
 // model) and an indexed path that gives the same answers much faster.
 //
-// Semantics (ARCHITECTURE §5, deerflow-reference §3):
+// Semantics (docs/architecture.md §5, docs/deerflow.md §3):
 //   - RBAC with domains: tenant = Casbin domain; rules and links in domain "*"
 //     apply in every tenant.
 //   - Subjects: every role of the principal plus "user:<subject>".
@@ -25,7 +25,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 )
 
-// Resource types known to the service (ARCHITECTURE §2.2).
+// Resource types known to the service (docs/architecture.md §2.2).
 const (
 	ResourceTool      = "tool"
 	ResourceSkill     = "skill"
@@ -334,7 +334,7 @@ func ParsePolicyText(text, source string) ([]Rule, []Link, error) {
 var ErrInvalidPolicy = errors.New("invalid policy")
 
 // DefaultPolicy is the shipped default policy, imported only into an empty
-// store (ARCHITECTURE §5): role admin may do everything in every tenant (the
+// store (docs/architecture.md §5): role admin may do everything in every tenant (the
 // "*" line expands to one line per resource type and action); role user may
 // list and call every tool, list and use every skill and model, and list
 // and call every MCP server (the runtime filters servers before tools, so

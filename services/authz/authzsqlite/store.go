@@ -269,7 +269,7 @@ func (s *Store) snapshotTx(ctx context.Context, tx *sql.Tx) ([]authzcasbin.Rule,
 }
 
 // SeedDefault inserts the rules with source "default" only when the store
-// holds no line and no link at all (ARCHITECTURE §5). It reports whether it
+// holds no line and no link at all (docs/architecture.md §5). It reports whether it
 // seeded.
 func (s *Store) SeedDefault(ctx context.Context, rules []authzcasbin.Rule) (bool, error) {
 	seeded := false

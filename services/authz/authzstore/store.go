@@ -1,4 +1,4 @@
-// Package authzstore is the storage seam of the authz service (STYLE §3):
+// Package authzstore is the storage seam of the authz service (docs/conventions.md §3):
 // the Store interface every implementation satisfies (authzsqlite, the
 // default; authzmem, in memory), the types it exchanges, the group-commit
 // decision Log written over any Store, and helpers. The conformance suite is

@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultCommandAllowlist is the default set of executables a stdio server
-// written through the API may use (issue 3, "Server management API").
+// written through the API may use (docs/architecture.md §10.4).
 var DefaultCommandAllowlist = []string{"npx", "uvx", "node", "python3"}
 
 // codeEvalFlags are interpreter/launcher flags that evaluate code given on the

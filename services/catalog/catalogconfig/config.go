@@ -1,11 +1,11 @@
 // Package catalogconfig reads, validates, masks and atomically rewrites the
 // catalog's extensions_config.json: the MCP server list in the format of
-// DeerFlow and Claude Desktop (`mcpServers`), deerflow-reference §5.1.
+// DeerFlow and Claude Desktop (`mcpServers`), docs/deerflow.md §5.1.
 //
 // Compatibility and the places where Toolplane deliberately differs from
 // DeerFlow:
 //   - servers keep their config-file order (the order decides name collisions,
-//     ARCHITECTURE §7);
+//     docs/architecture.md §7);
 //   - unknown top-level keys and unknown per-server keys survive a rewrite
 //     byte for byte;
 //   - `$VAR` and `${VAR}` expand anywhere inside a string (DeerFlow only
@@ -46,13 +46,13 @@ const (
 	ScopePerThread = "per_thread"
 )
 
-// Routing modes (deerflow-reference §2.8).
+// Routing modes (docs/deerflow.md §2.8).
 const (
 	RoutingOff    = "off"
 	RoutingPrefer = "prefer"
 )
 
-// DefaultSessionInitTimeout is the default `session_init_timeout` (deerflow-reference §5.1).
+// DefaultSessionInitTimeout is the default `session_init_timeout` (docs/deerflow.md §5.1).
 const DefaultSessionInitTimeout = 60 * time.Second
 
 // File is a parsed extensions_config.json. Servers are in file order; every
@@ -101,11 +101,11 @@ type Server struct {
 	// ToolCallTimeout in seconds; nil = the catalog default (60 s).
 	ToolCallTimeout *float64 `json:"tool_call_timeout,omitempty"`
 	// SessionInitTimeout in seconds; absent = 60 s; 0 or JSON null = no bound
-	// (deerflow-reference §5.1). Bounds connect + initialize + tools/list.
+	// (docs/deerflow.md §5.1). Bounds connect + initialize + tools/list.
 	SessionInitTimeout *float64 `json:"session_init_timeout,omitempty"`
 	// SessionScope is shared (default) | per_user | per_thread.
 	SessionScope string `json:"session_scope,omitempty"`
-	// Routing is the server-level routing (deerflow-reference §2.8).
+	// Routing is the server-level routing (docs/deerflow.md §2.8).
 	Routing *Routing `json:"routing,omitempty"`
 	// Tools holds per-tool overrides keyed by original tool name.
 	Tools map[string]ToolOverride `json:"tools,omitempty"`
@@ -115,7 +115,7 @@ type Server struct {
 	Extra []RawField `json:"-"`
 }
 
-// Routing is a routing hint (deerflow-reference §2.8). In a per-tool override
+// Routing is a routing hint (docs/deerflow.md §2.8). In a per-tool override
 // only the fields that are set override the server's.
 type Routing struct {
 	// Mode is off | prefer.
@@ -181,7 +181,7 @@ func (s *Server) EffectiveType() string {
 }
 
 // Prefixed reports whether exposed names get the `<server>_` prefix
-// (default true; false for static servers, ARCHITECTURE §7).
+// (default true; false for static servers, docs/architecture.md §7).
 func (s *Server) Prefixed() bool {
 	if s.ToolNamePrefix != nil {
 		return *s.ToolNamePrefix
@@ -226,7 +226,7 @@ func seconds(f float64) time.Duration {
 
 // ResolveRouting returns the effective routing of one original tool name:
 // the server's routing with the set fields of `tools.<tool>.routing` applied;
-// priority clamped to 0..100; mode defaults to off (deerflow-reference §2.8).
+// priority clamped to 0..100; mode defaults to off (docs/deerflow.md §2.8).
 func (s *Server) ResolveRouting(tool string) EffectiveRouting {
 	r := EffectiveRouting{Mode: RoutingOff}
 	apply := func(x *Routing) {
@@ -317,7 +317,7 @@ func (r *Routing) validate(path string) error {
 
 // Parse decodes an extensions_config.json document. A missing or null
 // mcpServers is an empty list. Unknown keys inside `routing` are rejected
-// (deerflow-reference §2.8); other unknown keys are kept.
+// (docs/deerflow.md §2.8); other unknown keys are kept.
 func Parse(data []byte) (*File, error) {
 	f := &File{}
 	if len(bytes.TrimSpace(data)) == 0 {

@@ -21,7 +21,7 @@ func (e *MissingVarError) Error() string {
 // anywhere inside the string by lookup's value; `$$` is a literal `$`, and a
 // `$` not followed by a name is kept. Display text (description, routing) is
 // never expanded. An unset variable is a *MissingVarError naming it; an empty
-// but set variable expands to "". This extends deerflow-reference §5.2, which
+// but set variable expands to "". This extends docs/deerflow.md §5.2, which
 // only replaces whole-string `$VAR` (DeerFlow issue #2855).
 func Expand(s Server, lookup func(string) (string, bool)) (Server, error) {
 	out := s.Clone()

@@ -9,7 +9,7 @@ import (
 
 // ScopeKey identifies a per-scope child: (server, tenant, subject[, thread]).
 // Tenant and subject come from the acting-for principal and the thread from
-// a trusted CallContext (issue 3, "Process model"), never from request text.
+// a trusted CallContext (docs/architecture.md §10.3), never from request text.
 // A per_thread call without a trusted thread id (a user credential, or no
 // CallContext) gets the empty thread: one child per user for such calls.
 type ScopeKey struct {

@@ -7,7 +7,7 @@
 // Tool definitions and call results are captured from the wire as raw JSON
 // (a wrapper around the mcp-go transport records each response's `result`),
 // never through mcp-go's typed schema: every keyword and value survives
-// (ARCHITECTURE §2).
+// (docs/architecture.md §2).
 package catalogmcp
 
 import (

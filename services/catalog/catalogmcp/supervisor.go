@@ -16,7 +16,7 @@ import (
 // State is a server's connection state.
 type State int
 
-// Server states (issue 3, "Per-server state").
+// Server states (docs/architecture.md §10.1).
 const (
 	StateUnspecified State = iota
 	// StateDisabled: `enabled: false`.
@@ -34,7 +34,7 @@ func (s State) String() string {
 	return [...]string{"UNSPECIFIED", "DISABLED", "CONNECTING", "READY", "FAILED"}[s]
 }
 
-// Backoff bounds for restarts (issue 3: exponential, capped at 30 s).
+// Backoff bounds for restarts (docs/architecture.md §10.1: exponential, capped at 30 s).
 var (
 	BackoffInitial = 500 * time.Millisecond
 	BackoffMax     = 30 * time.Second

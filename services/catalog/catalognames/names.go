@@ -1,5 +1,5 @@
 // Package catalognames assigns provider-safe exposed tool names
-// (ARCHITECTURE §7): every name matches `^[A-Za-z0-9_-]{1,64}$`.
+// (docs/architecture.md §7): every name matches `^[A-Za-z0-9_-]{1,64}$`.
 //
 // Rules, in order:
 //  1. The base name is `<server>_<tool>` when the tool is prefixed, else `<tool>`.
@@ -21,7 +21,7 @@ import (
 	"strconv"
 )
 
-// MaxLen is the maximum exposed name length (ARCHITECTURE §7).
+// MaxLen is the maximum exposed name length (docs/architecture.md §7).
 const MaxLen = 64
 
 // Valid is the exposed-name pattern.

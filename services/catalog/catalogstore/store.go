@@ -1,8 +1,7 @@
 // Package catalogstore is the catalog's own sqlite store,
 // DataDir/catalog.db (internal/sqlitex: WAL, busy timeout, immediate
 // transactions, embedded migrations). It holds the vectors of the remote
-// embedder keyed by content hash (issue 4: "vectors cached in the catalog's
-// store by content hash"), so a restart does not re-embed unchanged tools.
+// embedder keyed by content hash (docs/search.md; docs/architecture.md §6), so a restart does not re-embed unchanged tools.
 package catalogstore
 
 import (

@@ -11,14 +11,14 @@ type Limits struct {
 	// MaxModelCalls is the maximum number of model calls per turn (>= 1).
 	MaxModelCalls int
 	// TokenBudget is the maximum total tokens (input + output, summed over
-	// the turn's model calls); 0 = no budget (deerflow-reference §6.2
+	// the turn's model calls); 0 = no budget (docs/deerflow.md §6.2
 	// TokenBudget is off by default).
 	TokenBudget int64
 	// Deadline is the wall-clock limit of the turn (model and tool time).
 	Deadline time.Duration
 }
 
-// LoopDetection configures the one loop detector (deerflow-reference §6.2
+// LoopDetection configures the one loop detector (docs/deerflow.md §6.2
 // LoopDetection; defaults warn 3, hard 5, window 20, per-tool warn 30 / hard 50).
 type LoopDetection struct {
 	// Disabled turns the detector off.
@@ -36,7 +36,7 @@ type LoopDetection struct {
 	ToolWarn, ToolHard int
 }
 
-// SubagentType is one subagent type the task tool can run (deerflow-reference §1.4).
+// SubagentType is one subagent type the task tool can run (docs/deerflow.md §1.4).
 type SubagentType struct {
 	// Name is the subagent_type argument value.
 	Name string
@@ -54,7 +54,7 @@ type SubagentType struct {
 	Skills []string
 }
 
-// Subagents configures the task tool (deerflow-reference §6.2 SubagentLimit).
+// Subagents configures the task tool (docs/deerflow.md §6.2 SubagentLimit).
 type Subagents struct {
 	// MaxConcurrent task calls kept from one model response (default 3, clamped 1..4).
 	MaxConcurrent int
@@ -86,7 +86,7 @@ type Config struct {
 	// agent names one (empty = the first model of Models.Names()).
 	DefaultModel string
 	// DisableInputSanitization turns off the escaping of framework tags in
-	// user text (on by default, deerflow-reference §6.2 InputSanitization).
+	// user text (on by default, docs/deerflow.md §6.2 InputSanitization).
 	DisableInputSanitization bool
 }
 
@@ -141,7 +141,7 @@ func (c *Config) SetDefaults() {
 }
 
 // DefaultSubagent is the built-in general-purpose subagent: every parent
-// tool except task, ask_clarification and present_files (deerflow-reference §1.4).
+// tool except task, ask_clarification and present_files (docs/deerflow.md §1.4).
 func DefaultSubagent() SubagentType {
 	return SubagentType{
 		Name:            "general-purpose",
@@ -160,7 +160,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("limits.token_budget: must not be negative")
 	}
 	if c.Limits.TokenBudget > 0 && c.Limits.TokenBudget < 1000 {
-		return fmt.Errorf("limits.token_budget: must be 0 (off) or >= 1000 (deerflow-reference §6.2)")
+		return fmt.Errorf("limits.token_budget: must be 0 (off) or >= 1000 (docs/deerflow.md §6.2)")
 	}
 	if c.Limits.Deadline < 0 {
 		return fmt.Errorf("limits.deadline: must not be negative")

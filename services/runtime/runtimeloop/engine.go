@@ -41,7 +41,7 @@ type Deps struct {
 	// itself (clarification, task, refusals, cancellations). When false
 	// (the runtime's mode: its loop adapter executes without storing the
 	// tool message) the loop stores the assistant step, runs its calls
-	// concurrently (at most Config.ParallelToolCalls at once, issue 8
+	// concurrently (at most Config.ParallelToolCalls at once, docs/architecture.md §3.3
 	// "parallel calls allowed") and then stores all their results in call
 	// order in one atomic append.
 	ExecutorStoresResults bool
@@ -165,7 +165,7 @@ func (e *Engine) RunTurn(ctx context.Context, req TurnRequest, sink Sink) (*runt
 }
 
 // ResumeRun answers the pending clarification of a waiting run and
-// continues the turn (deerflow-reference §6.2 Clarification). The answer is
+// continues the turn (docs/deerflow.md §6.2 Clarification). The answer is
 // appended as a user message. Errors: ErrNotFound, ErrRunNotWaiting, ErrRunActive.
 func (e *Engine) ResumeRun(ctx context.Context, req ResumeRequest, sink Sink) (*runtimev1.Run, error) {
 	run, err := e.d.Store.GetRun(ctx, req.ThreadID, req.RunID)
@@ -309,7 +309,7 @@ func (e *Engine) unregister(runID string, ar *activeRun) {
 
 // repairTail stores a result for every call of the thread's last
 // assistant step that has none — a step a stopped process left half done
-// (deerflow-reference §6.2 DanglingToolCall, made durable): the missing
+// (docs/deerflow.md §6.2 DanglingToolCall, made durable): the missing
 // results are appended right after that step's other results, before the
 // new user message, so the stored conversation stays well formed.
 func (e *Engine) repairTail(ctx context.Context, threadID string) error {
@@ -406,7 +406,7 @@ func (t *turn) emit(ev *runtimev1.RunEvent) {
 
 var errDeadline = errors.New("runtimeloop: turn deadline reached")
 
-// Stop reasons recorded in Run.reason (deerflow-reference §6.2, §8).
+// Stop reasons recorded in Run.reason (docs/deerflow.md §6.2, §8).
 const (
 	// ReasonSafety: the provider's safety filter ended the response; its tool calls were dropped.
 	ReasonSafety = "safety_capped"
@@ -501,7 +501,7 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 		}
 		t.addUsage(ctx, resp.Usage)
 
-		// after_model guards, reverse list order (deerflow-reference §6.1).
+		// after_model guards, reverse list order (docs/deerflow.md §6.1).
 		content, toolCalls, stop := resp.Content, t.normalizeCalls(resp.ToolCalls), ""
 		if safetyFinish(resp.FinishReason) {
 			n := len(toolCalls)
@@ -607,7 +607,7 @@ func capitalize(s string) string {
 }
 
 func (t *turn) queue(s string) {
-	if len(t.pending) < 4 { // ≤ 4 pending per run (deerflow-reference §6.2 LoopDetection)
+	if len(t.pending) < 4 { // ≤ 4 pending per run (docs/deerflow.md §6.2 LoopDetection)
 		t.pending = append(t.pending, s)
 	}
 }
@@ -690,7 +690,7 @@ func (t *turn) addUsage(ctx context.Context, u *runtimev1.TokenUsage) {
 	t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Usage{Usage: proto.Clone(ru).(*runtimev1.TokenUsage)}})
 }
 
-// chooseModel resolves and authorizes the model (deerflow-reference §3.6):
+// chooseModel resolves and authorizes the model (docs/deerflow.md §3.6):
 // the requested name, else the agent's, else the configured default, else
 // the first configured model; denied → the first other model the principal
 // may use; none → no model (fail closed, also when authz errs).
@@ -818,7 +818,7 @@ func (t *turn) bindable(asm *runtimev1.AssembleToolsResponse) []*runtimev1.ToolS
 }
 
 // subagentAllows applies a subagent type's allowlist then denylist
-// (deerflow-reference §1.4); task and ask_clarification are never allowed,
+// (docs/deerflow.md §1.4); task and ask_clarification are never allowed,
 // tool_search always is.
 func (t *turn) subagentAllows(name string) bool {
 	if name == ToolSearch {
@@ -852,7 +852,7 @@ func contains(xs []string, s string) bool {
 
 // executeAll runs the calls (in parallel, bounded) and returns their tool
 // messages in call order, plus the clarification question when the model
-// asked one (deerflow-reference §6.2 Clarification: the question becomes
+// asked one (docs/deerflow.md §6.2 Clarification: the question becomes
 // the call's result and the turn ends).
 func (t *turn) executeAll(ctx context.Context, calls []*runtimev1.ToolCall) ([]*runtimev1.Message, string) {
 	results := make([]*runtimev1.ToolResult, len(calls))

@@ -15,7 +15,7 @@ import (
 )
 
 // blockedTags are framework and authority tag names escaped in user text
-// (deerflow-reference §6.2 InputSanitization): a user cannot forge a
+// (docs/deerflow.md §6.2 InputSanitization): a user cannot forge a
 // system reminder, a skills or deferred-tools section, or an instruction block.
 var blockedTags = []string{
 	"system-reminder", "system_reminder", "memory", "skill_system", "available-deferred-tools",
@@ -48,7 +48,7 @@ const (
 
 // SanitizeUserInput HTML-escapes blocked framework tags, neutralises
 // forged boundary markers and wraps the text in the user-input boundary
-// (deerflow-reference §6.2 InputSanitization). Applied to the model request
+// (docs/deerflow.md §6.2 InputSanitization). Applied to the model request
 // only, never to the stored message.
 func SanitizeUserInput(s string) string {
 	s = blockedTagRE.ReplaceAllStringFunc(s, func(m string) string {
@@ -58,18 +58,18 @@ func SanitizeUserInput(s string) string {
 	return beginUserInput + "\n" + s + "\n" + endUserInput
 }
 
-// validToolName matches provider-safe tool names (ARCHITECTURE §7).
+// validToolName matches provider-safe tool names (docs/architecture.md §7).
 var validToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // invalidToolName replaces an empty or malformed tool name in history so a
-// provider never rejects the thread (deerflow-reference §6.2 DanglingToolCall).
+// provider never rejects the thread (docs/deerflow.md §6.2 DanglingToolCall).
 const invalidToolName = "invalid_tool_name"
 
 // danglingText is the result synthesised for a tool call without a result.
 const danglingText = "[Tool call interrupted: no result was recorded for this call. Do not assume it ran; call it again if it is still needed.]"
 
 // repairHistory prepares stored messages for a model request
-// (deerflow-reference §6.2 DanglingToolCall): system messages are dropped
+// (docs/deerflow.md §6.2 DanglingToolCall): system messages are dropped
 // (the loop sends one coalesced system message), malformed tool names and
 // ids are sanitised, every assistant tool call gets a result right after its
 // message (a synthesised error result when none was recorded), results are
@@ -143,7 +143,7 @@ func shortID(s string) string {
 	return s
 }
 
-// loopDetector is the one loop detector of a turn (deerflow-reference §6.2
+// loopDetector is the one loop detector of a turn (docs/deerflow.md §6.2
 // LoopDetection): the multiset of each response's tool calls is hashed
 // (order-independent; read_file keyed by path and a 200-line bucket, writes
 // by their full arguments, other tools by their salient arguments) and
@@ -246,7 +246,7 @@ func canonicalArgs(c *runtimev1.ToolCall) string {
 
 // clarificationText renders an ask_clarification call as the readable
 // question shown to the user and stored as the tool result
-// (deerflow-reference §6.2 Clarification, v1 forms: question, context, options).
+// (docs/deerflow.md §6.2 Clarification, v1 forms: question, context, options).
 func clarificationText(c *runtimev1.ToolCall) string {
 	f := c.GetArguments().GetFields()
 	q := strings.TrimSpace(f["question"].GetStringValue())

@@ -64,7 +64,7 @@ func (s *StaticModels) Model(name string) (Model, bool) { m, ok := s.ByName[name
 
 // safetyFinish reports a safety-terminated response: OpenAI-compatible
 // content_filter, Anthropic refusal, the Gemini SAFETY family
-// (deerflow-reference §6.2 SafetyFinishReason).
+// (docs/deerflow.md §6.2 SafetyFinishReason).
 func safetyFinish(reason string) bool {
 	switch strings.ToLower(reason) {
 	case "content_filter", "refusal", "safety", "prohibited_content", "blocklist", "spii", "image_safety":

@@ -200,7 +200,7 @@ func ParseToolCall(id, name, args string) *runtimev1.ToolCall {
 // argumentsJSON renders a call's arguments for a provider: the JSON object,
 // or "{}" when they were malformed (providers reject invalid JSON in
 // history; the tool result already told the model what was wrong,
-// deerflow-reference §6.2 DanglingToolCall).
+// docs/deerflow.md §6.2 DanglingToolCall).
 func argumentsJSON(tc *runtimev1.ToolCall) string {
 	if tc.GetArguments() == nil {
 		return "{}"
@@ -259,7 +259,7 @@ func (m *OpenAIModel) params(req *ModelRequest) (openai.ChatCompletionNewParams,
 
 // functionOf reads a ToolSchema's OpenAI form ({"type":"function",
 // "function":{name, description, parameters}}); the parameters are passed
-// through untouched (ARCHITECTURE §2: schemas survive end to end).
+// through untouched (docs/architecture.md §2: schemas survive end to end).
 func functionOf(t *runtimev1.ToolSchema) (shared.FunctionDefinitionParam, error) {
 	fn := shared.FunctionDefinitionParam{Name: t.GetName()}
 	f := t.GetOpenai().GetFields()["function"].GetStructValue()

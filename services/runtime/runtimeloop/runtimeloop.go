@@ -1,4 +1,4 @@
-// Package runtimeloop is the runtime's agent loop (ARCHITECTURE §3.3, issue 8):
+// Package runtimeloop is the runtime's agent loop (docs/architecture.md §3.3):
 // one turn = AssembleTools → authorized model choice → chat completion
 // (streamed deltas) → model-side guards → tool calls through ExecuteToolCall
 // → repeat until a final answer, a clarification, a cancel or a limit.
@@ -6,7 +6,7 @@
 // The engine depends only on the narrow interfaces declared here (Assembler,
 // Executor, ModelAuthorizer, Store, Threads, Models); the runtime service
 // adapts them to its own RPC logic and store. The model-side middlewares of
-// deerflow-reference §6.1 are applied in the reference order:
+// docs/deerflow.md §6.1 are applied in the reference order:
 //
 //   - before a model call: dangling tool calls repaired, malformed names and
 //     arguments sanitised, input sanitisation of framework tags on the last
@@ -16,8 +16,8 @@
 //     reason → length finish reason → terminal response → token budget →
 //     loop detection → subagent limit;
 //   - at tool time: ask_clarification and task are intercepted by the loop
-//     (deerflow-reference §6.2 Clarification, §1.4); every other call goes to
-//     the Executor (the runtime's ExecuteToolCall chain, ARCHITECTURE §3.2).
+//     (docs/deerflow.md §6.2 Clarification, §1.4); every other call goes to
+//     the Executor (the runtime's ExecuteToolCall chain, docs/architecture.md §3.2).
 //
 // Run outcomes. A run ends completed when the turn produced a final
 // assistant message — also a forced one, with Run.reason naming the stop:
@@ -54,12 +54,12 @@ import (
 
 // Names of the tools the loop handles itself.
 const (
-	// ToolAskClarification ends the turn with a question (deerflow-reference §6.2 Clarification).
+	// ToolAskClarification ends the turn with a question (docs/deerflow.md §6.2 Clarification).
 	ToolAskClarification = "ask_clarification"
-	// ToolTask delegates to a subagent (deerflow-reference §1.4).
+	// ToolTask delegates to a subagent (docs/deerflow.md §1.4).
 	ToolTask = "task"
 	// ToolSearch is the deferred-tool search tool; subagent allow/deny
-	// lists never apply to it (deerflow-reference §1.4).
+	// lists never apply to it (docs/deerflow.md §1.4).
 	ToolSearch = "tool_search"
 )
 
@@ -78,16 +78,16 @@ var (
 )
 
 // Assembler returns the tools, prompt sections and deferred names of the
-// next model call of a thread (the runtime's AssembleTools, ARCHITECTURE §3.1).
+// next model call of a thread (the runtime's AssembleTools, docs/architecture.md §3.1).
 type Assembler interface {
 	// Assemble runs assembly for threadID with the latest user text.
 	Assemble(ctx context.Context, threadID, userMessage string) (*runtimev1.AssembleToolsResponse, error)
 }
 
 // Executor runs one tool call through the tool-call chain (the runtime's
-// ExecuteToolCall, ARCHITECTURE §3.2). Tool failures are results; an error
+// ExecuteToolCall, docs/architecture.md §3.2). Tool failures are results; an error
 // means the call could not be run at all (the loop turns it into a RUNTIME
-// error result so the model can carry on, deerflow-reference §7).
+// error result so the model can carry on, docs/deerflow.md §7).
 type Executor interface {
 	// Execute runs call in threadID for runID; notify receives progress and
 	// log notifications (may be called from the executing goroutine).
@@ -95,7 +95,7 @@ type Executor interface {
 }
 
 // ModelAuthorizer decides model:use for the principal of the context
-// (deerflow-reference §3.6).
+// (docs/deerflow.md §3.6).
 type ModelAuthorizer interface {
 	// AuthorizeModel reports whether the model may be used and, when not, why.
 	AuthorizeModel(ctx context.Context, model string) (allowed bool, reason string, err error)
@@ -130,7 +130,7 @@ type ChildSpec struct {
 	// SubagentType is the subagent type name.
 	SubagentType string
 	// Skills is the subagent's skills allowlist after intersection with the
-	// parent's (nil = all, empty = none; deerflow-reference §1.4).
+	// parent's (nil = all, empty = none; docs/deerflow.md §1.4).
 	Skills *typev1.StringList
 }
 

@@ -13,7 +13,7 @@ import (
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 )
 
-// taskSchema is the task tool (deerflow-reference §1.6: description,
+// taskSchema is the task tool (docs/deerflow.md §1.6: description,
 // prompt, subagent_type).
 func (e *Engine) taskSchema() *runtimev1.ToolSchema {
 	var types []any
@@ -40,7 +40,7 @@ func (e *Engine) taskSchema() *runtimev1.ToolSchema {
 
 // limitTasks keeps the first min(max_concurrent, max_total − used) task
 // calls of a response; other tool calls are untouched
-// (deerflow-reference §6.2 SubagentLimit). It returns the kept calls and a
+// (docs/deerflow.md §6.2 SubagentLimit). It returns the kept calls and a
 // note for the assistant text when some were dropped.
 func (t *turn) limitTasks(calls []*runtimev1.ToolCall) ([]*runtimev1.ToolCall, string) {
 	if t.isSubagent || !t.agent.SubagentsEnabled {
@@ -75,7 +75,7 @@ func (t *turn) limitTasks(calls []*runtimev1.ToolCall) ([]*runtimev1.ToolCall, s
 	return out, fmt.Sprintf("[SUBAGENT LIMIT] %d task call(s) were not run: at most %d tasks run at once. Delegate them again after these finish.", dropped, s.MaxConcurrent)
 }
 
-// intersectSkills is the subagent skills allowlist (deerflow-reference
+// intersectSkills is the subagent skills allowlist (docs/deerflow.md
 // §1.4): both set → the subagent's entries also in the parent's (subagent
 // order); one set → that one; none → nil (all).
 func intersectSkills(parent *typev1.StringList, sub []string) *typev1.StringList {

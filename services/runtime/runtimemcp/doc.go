@@ -2,7 +2,7 @@
 // v1.2.1) whose tools are exactly what the runtime binds for one thread, so
 // an MCP client (an IDE, the official inspector, another agent framework)
 // gets Toolplane's deferral, authorization, skill policy and output budget
-// without speaking gRPC (issue 9; ARCHITECTURE §3.1–§3.2).
+// without speaking gRPC (docs/architecture.md §1, docs/architecture.md §3.1–§3.2).
 //
 // It is a client of RuntimeService and nothing else: it never opens a data
 // directory, so `toolplane mcp` (stdio) can front a running suite while the

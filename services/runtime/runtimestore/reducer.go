@@ -9,7 +9,7 @@ import (
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 )
 
-// MergePromoted is the promotion reducer of deerflow-reference §2.5:
+// MergePromoted is the promotion reducer of docs/deerflow.md §2.5:
 //   - next nil (or with an empty hash and no names) keeps existing;
 //   - existing nil, or a different catalog hash, replaces wholesale with
 //     next's hash and its de-duplicated names (stale names are dropped);
@@ -56,7 +56,7 @@ func SyncReadFiles(t *Thread) {
 }
 
 // MergeArtifacts appends artifacts whose path is not yet listed (ordered
-// union, deerflow-reference §8); an artifact with a known path replaces the
+// union, docs/deerflow.md §8); an artifact with a known path replaces the
 // old entry in place.
 func MergeArtifacts(existing, add []*runtimev1.Artifact) []*runtimev1.Artifact {
 	out := slices.Clone(existing)

@@ -1,8 +1,8 @@
 // Package runtimestore is the runtime's store seam: the Store interface over
 // threads, messages, thread events, runs and custom agents, the promotion
-// reducer of deerflow-reference §2.5, and an in-memory implementation used
+// reducer of docs/deerflow.md §2.5, and an in-memory implementation used
 // by tests. The sqlite implementation is runtimesqlite; runtimetest holds the
-// conformance suite every implementation passes (ARCHITECTURE §6).
+// conformance suite every implementation passes (docs/architecture.md §6).
 package runtimestore
 
 import (
@@ -25,10 +25,10 @@ type Thread struct {
 	Proto *runtimev1.Thread
 	// ReadMarks maps a virtual file path to the SHA-256 hex digest of the
 	// content the thread last read through read_file (read-before-write,
-	// deerflow-reference §6.2). Proto.ReadFiles mirrors its keys, sorted.
+	// docs/deerflow.md §6.2). Proto.ReadFiles mirrors its keys, sorted.
 	ReadMarks map[string]string
 	// Child is set on a thread the agent loop created for a subagent task
-	// (deerflow-reference §1.4) and nil on every other thread. Only the
+	// (docs/deerflow.md §1.4) and nil on every other thread. Only the
 	// runtime writes it (never from a request field), so it is trusted:
 	// CallContext.is_subagent is derived from it. It is fixed at
 	// CreateThread; UpdateThread keeps the stored value.
@@ -71,7 +71,7 @@ func (t *Thread) Clone() *Thread {
 }
 
 // Event is one entry of a thread's event log (e.g. an authz fail-open
-// decision, ARCHITECTURE §2.2).
+// decision, docs/architecture.md §2.2).
 type Event struct {
 	// Seq is the store-assigned sequence number, increasing.
 	Seq int64
@@ -136,7 +136,7 @@ type Store interface {
 	ListRuns(ctx context.Context, threadID string) ([]*runtimev1.Run, error)
 	// InterruptUnfinished marks every RUNNING run as INTERRUPTED with reason
 	// and end time. Called at start: a run still running then belongs to a
-	// process that stopped (issue 8). Returns how many runs changed.
+	// process that stopped (docs/architecture.md §3.3). Returns how many runs changed.
 	InterruptUnfinished(ctx context.Context, reason string, now time.Time) (int, error)
 	// PutAgent creates or replaces an agent (update_time set by the caller).
 	PutAgent(ctx context.Context, a *runtimev1.Agent) error

@@ -142,7 +142,7 @@ type FakeSkill struct {
 }
 
 // FakeSkills is an in-memory SkillsService with the policy semantics of
-// deerflow-reference §4.9 (union of allowed-tools; none declared =
+// docs/deerflow.md §4.9 (union of allowed-tools; none declared =
 // unrestricted; an unresolvable active skill fails closed).
 type FakeSkills struct {
 	skillsv1.UnimplementedSkillsServiceServer

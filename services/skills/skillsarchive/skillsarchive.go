@@ -1,5 +1,5 @@
 // Package skillsarchive reads skill packages from zip or tar.gz archives, or
-// from inline files, with hardened checks (issue 6 "Install", reference §4.12
+// from inline files, with hardened checks (docs/architecture.md §11.1, docs/deerflow.md §4.12
 // preflight and §4.13): every refusal is a *[RefusalError] carrying a stable
 // [Reason] code and the offending entry.
 //
@@ -83,8 +83,8 @@ func ReasonOf(err error) Reason {
 // Limits bounds what a package may contain. Zero fields take the defaults of
 // [DefaultLimits].
 type Limits struct {
-	MaxArchiveBytes int64 // default 50 MiB (issue 6)
-	MaxEntries      int   // default 4096 (reference §4.12)
+	MaxArchiveBytes int64 // default 50 MiB (docs/architecture.md §11.1)
+	MaxEntries      int   // default 4096 (docs/deerflow.md §4.12)
 	MaxFileBytes    int64 // default 64 MiB
 	MaxTotalBytes   int64 // default 512 MiB
 	// MaxRatio is the largest allowed unpacked/packed ratio (default 100). It is
@@ -94,7 +94,7 @@ type Limits struct {
 	RatioFloorBytes int64
 }
 
-// DefaultLimits returns the limits of issue 6.
+// DefaultLimits returns the limits of docs/architecture.md §11.1.
 func DefaultLimits() Limits {
 	return Limits{MaxArchiveBytes: 50 << 20, MaxEntries: 4096, MaxFileBytes: 64 << 20,
 		MaxTotalBytes: 512 << 20, MaxRatio: 100, RatioFloorBytes: 1 << 20}
@@ -380,7 +380,7 @@ func (b *builder) addFile(name string, r io.Reader, _ int64, exec bool) error {
 		return err
 	}
 	if path.Base(clean) == "__MACOSX" || strings.HasPrefix(clean, "__MACOSX/") {
-		// macOS resource forks: never part of a skill; skip silently (reference §4.13).
+		// macOS resource forks: never part of a skill; skip silently (docs/deerflow.md §4.13).
 		return nil
 	}
 	lower := strings.ToLower(clean)
@@ -432,7 +432,7 @@ func (b *builder) finish() (*Package, error) {
 	}
 	pkg := &Package{}
 	// Single top-level folder = skill root (dotfiles at the top level ignored
-	// for this decision, reference §4.13, and then dropped).
+	// for this decision, docs/deerflow.md §4.13, and then dropped).
 	tops := map[string]bool{}
 	rootFile := false
 	for _, f := range b.files {

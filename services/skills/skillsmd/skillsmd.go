@@ -4,7 +4,7 @@
 // problem carries the 1-based line and column of the offending node in the
 // SKILL.md file itself, not in the frontmatter block):
 //
-//   - [ParseStrict] is the install/edit validator (deerflow-reference §4.3,
+//   - [ParseStrict] is the install/edit validator (docs/deerflow.md §4.3,
 //     Agent Skills specification): unknown keys, wrong types, the name and
 //     length rules and the description character rules are all errors.
 //   - [ParseLenient] reads skills that are already installed: it never hides
@@ -26,7 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Field limits from the Agent Skills specification (issue 6).
+// Field limits from the Agent Skills specification (docs/deerflow.md §4.3).
 const (
 	// MaxNameLen is the maximum length of name, in characters.
 	MaxNameLen = 64
@@ -40,7 +40,7 @@ const (
 )
 
 // AllowedKeys are the frontmatter keys accepted by the strict validator
-// (deerflow-reference §4.3).
+// (docs/deerflow.md §4.3).
 var AllowedKeys = []string{
 	"name", "description", "license", "allowed-tools", "compatibility",
 	"metadata", "version", "author", "required-secrets", "secrets-autonomous",
@@ -105,7 +105,7 @@ type Frontmatter struct {
 	Metadata      map[string]string `json:"metadata,omitempty"`
 	// AllowedTools is the declared tool list. Meaningful only when
 	// AllowedToolsSet is true: absent = no restriction, an explicit empty list
-	// = no business tools (deerflow-reference §4.3, §4.9).
+	// = no business tools (docs/deerflow.md §4.3, §4.9).
 	AllowedTools    []string `json:"allowed_tools,omitempty"`
 	AllowedToolsSet bool     `json:"allowed_tools_set"`
 	RequiredSecrets []Secret `json:"required_secrets,omitempty"`

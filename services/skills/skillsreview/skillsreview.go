@@ -1,5 +1,5 @@
 // Package skillsreview builds the read-only structured review of a skill
-// package (ReviewSkillPackage; deerflow-reference §4.11, issue 6 "Review").
+// package (ReviewSkillPackage; docs/deerflow.md §4.11, docs/architecture.md §11.3).
 //
 // A review never installs or activates anything. It returns:
 //   - Facts: subject (display ref, source, category, declared name, package
@@ -31,7 +31,7 @@ import (
 	"github.com/toolplane/toolplane/services/skills/skillsscan"
 )
 
-// DefaultBudget is the model-visible text budget in characters (reference §4.11).
+// DefaultBudget is the model-visible text budget in characters (docs/deerflow.md §4.11).
 const DefaultBudget = 80_000
 
 // SchemaVersion of the review facts.

@@ -1,5 +1,5 @@
 // Package skillsscan is SkillScan, the deterministic scanner of the skills
-// service (deerflow-reference §4.12, issue 6 "Scan").
+// service (docs/deerflow.md §4.12, docs/architecture.md §11.2).
 //
 // The rules are data: rules.yaml (embedded) documents the rule format and
 // holds every rule with its stable id, severity, file classes, RE2 pattern,

@@ -1,6 +1,6 @@
 // Package skillsstore defines the storage seam of the skills service: skill
 // metadata, content versions (file manifests pointing into the blob store),
-// the edit history and enable state (ARCHITECTURE §6, STYLE §3). File bytes
+// the edit history and enable state (docs/architecture.md §6, docs/conventions.md §3). File bytes
 // live in skillsblob; this interface keeps only digests.
 package skillsstore
 
@@ -18,7 +18,7 @@ var (
 	ErrAlreadyExists = errors.New("skillsstore: already exists")
 )
 
-// Category of a stored skill (deerflow-reference §4.1).
+// Category of a stored skill (docs/deerflow.md §4.1).
 type Category string
 
 // Categories.

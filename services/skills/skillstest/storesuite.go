@@ -1,5 +1,5 @@
 // Package skillstest holds the conformance suite every skillsstore.Store
-// implementation passes (STYLE §6 habit 7).
+// implementation passes (docs/conventions.md §6 habit 7).
 package skillstest
 
 import (

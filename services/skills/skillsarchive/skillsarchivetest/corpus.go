@@ -1,5 +1,5 @@
 // Package skillsarchivetest generates skill archives for tests: well-formed
-// ones and the hostile corpus of issue 6 (zip-slip, symlink, hard link, bomb,
+// ones and the hostile corpus of docs/architecture.md §11.1 (zip-slip, symlink, hard link, bomb,
 // ELF inside, nested zip, nested SKILL.md, 5,000 entries, bad names, injection
 // tags, hidden Unicode). Everything is built in memory by the tests
 // themselves; nothing is downloaded.
@@ -147,7 +147,7 @@ var (
 	hostile     []Case
 )
 
-// Hostile returns the hostile corpus of issue 6 (built once per process;
+// Hostile returns the hostile corpus of docs/architecture.md §11.1 (built once per process;
 // callers must not modify it).
 func Hostile() []Case {
 	hostileOnce.Do(func() { hostile = buildHostile() })
