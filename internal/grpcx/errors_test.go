@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/internal/observability"
 )
 
 // openPolicy admits every method and validates nothing.
@@ -346,7 +347,7 @@ func TestUpstreamCarriesRequestIDAndTrace(t *testing.T) {
 // TestOutgoingRequestIDKeepsCallerChoice: an id the caller set on the
 // outgoing context wins over the incoming one.
 func TestOutgoingRequestIDKeepsCallerChoice(t *testing.T) {
-	ctx := context.WithValue(context.Background(), reqIDKey{}, "incoming")
+	ctx := observability.WithRequestID(context.Background(), "incoming")
 	md, _ := metadata.FromOutgoingContext(WithOutgoingRequestID(ctx))
 	if v := md.Get(RequestIDHeader); len(v) != 1 || v[0] != "incoming" {
 		t.Fatalf("got %v", v)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/internal/observability"
 )
 
 // RequestIDHeader is the metadata key (and HTTP header) carrying the request id.
@@ -45,13 +46,8 @@ type ChainOptions struct {
 	Policy        Policy
 }
 
-type reqIDKey struct{}
-
 // RequestID returns the request id of ctx, or "".
-func RequestID(ctx context.Context) string {
-	s, _ := ctx.Value(reqIDKey{}).(string)
-	return s
-}
+func RequestID(ctx context.Context) string { return observability.RequestID(ctx) }
 
 func withRequestID(ctx context.Context) (context.Context, string) {
 	if id := RequestID(ctx); id != "" {
@@ -65,7 +61,7 @@ func withRequestID(ctx context.Context) (context.Context, string) {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	return context.WithValue(ctx, reqIDKey{}, id), id
+	return observability.WithRequestID(ctx, id), id
 }
 
 // exempt reports whether a method needs no credential: health and reflection.

@@ -19,15 +19,16 @@ import (
 )
 
 // NewLogger returns a slog logger writing to w at level ("debug", "info",
-// "warn", "error") in format "text" or "json".
+// "warn", "error") in format "text" or "json". Records written with a
+// *Context method carry the request id and trace id of their context.
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(contextHandler{slog.NewJSONHandler(w, opts)})
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(contextHandler{slog.NewTextHandler(w, opts)})
 }
 
 // TracingWanted reports whether the OTEL_* environment asks for a trace exporter.

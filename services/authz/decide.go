@@ -98,7 +98,7 @@ func (s *Server) Authorize(ctx context.Context, req *authzv1.AuthorizeRequest) (
 			Allow: d.Allow, Reasons: d.Reasons, PolicyID: d.PolicyID, PolicyVersion: d.PolicyVersion,
 		}
 		if err := s.dlog.Append(ctx, rec, true); err != nil {
-			s.log.Error("authz decision not recorded; denying", "decision_id", id, "err", err)
+			s.log.ErrorContext(ctx, "authz decision not recorded; denying", "decision_id", id, "err", err)
 			auditErr := authzcasbin.Reason{Code: authzcasbin.CodeAuditError, Message: "the decision could not be committed to the audit log: " + err.Error()}
 			if d.Allow { // an audited allow that cannot be logged becomes a deny
 				reasons = append([]authzcasbin.Reason{auditErr}, d.Reasons...)
@@ -160,7 +160,7 @@ func (s *Server) FilterResources(ctx context.Context, req *authzv1.FilterResourc
 		rec.Reasons = []authzcasbin.Reason{{Code: authzcasbin.CodeFailOpen, Message: "evaluation failed; candidates kept (authz.filter_fail_open)"}}
 	}
 	if err := s.dlog.Append(ctx, rec, false); err != nil {
-		s.log.Warn("authz filter summary not recorded", "err", err)
+		s.log.WarnContext(ctx, "authz filter summary not recorded", "err", err)
 	}
 	s.decisions.WithLabelValues("FilterResources", strconv.FormatBool(len(deniedNames) == 0), "summary").Inc()
 	return resp, nil

@@ -182,7 +182,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		}
 	}
 	if res.Degraded != "" {
-		s.log.Debug("catalog: search ran lexical-only", "mode", mode.String(), "reason", res.Degraded)
+		s.log.DebugContext(ctx, "catalog: search ran lexical-only", "mode", mode.String(), "reason", res.Degraded)
 	}
 	out := &catalogv1.SearchToolsResponse{Truncated: res.Truncated, Mode: mode}
 	for _, r := range res.Results {

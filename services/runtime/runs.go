@@ -21,6 +21,7 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
@@ -103,7 +104,7 @@ func (ls *loopState) close() {
 func (ls *loopState) ready() (*runtimeloop.Engine, error) {
 	e, err := ls.get()
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "agent loop unavailable: %v", err)
+		return nil, grpcx.WithCause(grpcx.Status(codes.FailedPrecondition, errorDomain, runtimev1.ErrorReason_ERROR_REASON_UNSPECIFIED.String(), nil, "agent loop unavailable: runtime.loop could not be applied (the server log names the cause)"), err)
 	}
 	if len(e.ModelNames()) == 0 {
 		return nil, status.Error(codes.FailedPrecondition, "runtime.loop.models: no model is configured, so RunTurn cannot call a model")
@@ -132,11 +133,11 @@ func runErr(err error, runID string) error {
 func validText(field, v string) error {
 	switch {
 	case strings.TrimSpace(v) == "":
-		return status.Errorf(codes.InvalidArgument, "%s: must not be empty", field)
+		return invalid(field, grpcx.ViolationRequired, "must not be empty")
 	case len(v) > 1<<20:
-		return status.Errorf(codes.InvalidArgument, "%s: longer than 1 MiB", field)
+		return invalid(field, grpcx.ViolationTooLong, "longer than 1 MiB")
 	case !utf8.ValidString(v):
-		return status.Errorf(codes.InvalidArgument, "%s: not valid UTF-8", field)
+		return invalid(field, grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 	}
 	return nil
 }
@@ -148,28 +149,28 @@ func limitsOf(o *structpb.Struct, c runtimeloop.Config) (runtimeloop.Limits, err
 	for k, v := range o.GetFields() {
 		n, ok := v.GetKind().(*structpb.Value_NumberValue)
 		if !ok || n.NumberValue <= 0 || n.NumberValue != float64(int64(n.NumberValue)) {
-			return l, status.Errorf(codes.InvalidArgument, "options.%s: must be a positive integer", k)
+			return l, invalid("options."+k, grpcx.ViolationOutOfRange, "must be a positive integer")
 		}
 		x := int64(n.NumberValue)
 		switch k {
 		case "max_model_calls":
 			if x > int64(c.Limits.MaxModelCalls) {
-				return l, status.Errorf(codes.InvalidArgument, "options.max_model_calls: %d exceeds runtime.loop.max_model_calls (%d)", x, c.Limits.MaxModelCalls)
+				return l, invalid("options.max_model_calls", grpcx.ViolationOutOfRange, "%d exceeds runtime.loop.max_model_calls (%d)", x, c.Limits.MaxModelCalls)
 			}
 			l.MaxModelCalls = int(x)
 		case "token_budget":
 			if c.Limits.TokenBudget > 0 && x > c.Limits.TokenBudget {
-				return l, status.Errorf(codes.InvalidArgument, "options.token_budget: %d exceeds runtime.loop.token_budget (%d)", x, c.Limits.TokenBudget)
+				return l, invalid("options.token_budget", grpcx.ViolationOutOfRange, "%d exceeds runtime.loop.token_budget (%d)", x, c.Limits.TokenBudget)
 			}
 			l.TokenBudget = x
 		case "deadline_seconds":
 			d := time.Duration(x) * time.Second
 			if d > c.Limits.Deadline {
-				return l, status.Errorf(codes.InvalidArgument, "options.deadline_seconds: %d exceeds runtime.loop.deadline (%s)", x, c.Limits.Deadline)
+				return l, invalid("options.deadline_seconds", grpcx.ViolationOutOfRange, "%d exceeds runtime.loop.deadline (%s)", x, c.Limits.Deadline)
 			}
 			l.Deadline = d
 		default:
-			return l, status.Errorf(codes.InvalidArgument, "options.%s: unknown option (max_model_calls, token_budget, deadline_seconds)", k)
+			return l, invalid("options."+k, grpcx.ViolationUnknownValue, "unknown option (max_model_calls, token_budget, deadline_seconds)")
 		}
 	}
 	return l, nil
@@ -187,7 +188,7 @@ func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStream
 		return err
 	}
 	if len(req.GetModel()) > 128 {
-		return status.Error(codes.InvalidArgument, "model: longer than 128 characters")
+		return invalid("model", grpcx.ViolationTooLong, "longer than 128 characters")
 	}
 	th, _, err := s.ownThread(ctx, req.GetThreadId())
 	if err != nil {
@@ -219,7 +220,7 @@ func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStream
 func (s *Server) ResumeRun(req *runtimev1.ResumeRunRequest, stream grpc.ServerStreamingServer[runtimev1.ResumeRunResponse]) error {
 	ctx := stream.Context()
 	if req.GetRunId() == "" {
-		return status.Error(codes.InvalidArgument, "run_id: must not be empty")
+		return invalid("run_id", grpcx.ViolationRequired, "must not be empty")
 	}
 	if err := validText("answer", req.GetAnswer()); err != nil {
 		return err
@@ -261,7 +262,7 @@ func (s *Server) ListRuns(ctx context.Context, req *runtimev1.ListRunsRequest) (
 // is cancelled at once; a finished run is returned unchanged.
 func (s *Server) CancelRun(ctx context.Context, req *runtimev1.CancelRunRequest) (*runtimev1.CancelRunResponse, error) {
 	if req.GetRunId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "run_id: must not be empty")
+		return nil, invalid("run_id", grpcx.ViolationRequired, "must not be empty")
 	}
 	if _, _, err := s.ownThread(ctx, req.GetThreadId()); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 	"github.com/toolplane/toolplane/services/runtime/runtimetools"
@@ -104,7 +105,7 @@ func (s *Server) createThread(ctx context.Context, agent string, md map[string]s
 	}, ReadMarks: map[string]string{}, Child: child}
 	for _, d := range workspaceDirs {
 		if err := os.MkdirAll(filepath.Join(s.ws.ThreadDir(th.Proto.ThreadId), "user-data", d), 0o700); err != nil {
-			return nil, status.Errorf(codes.Internal, "workspace: %v", err)
+			return nil, grpcx.Internal(errorDomain, runtimev1.ErrorReason_ERROR_REASON_INTERNAL.String(), fmt.Errorf("workspace: %w", err))
 		}
 	}
 	if err := s.store.CreateThread(ctx, th); err != nil {
@@ -127,7 +128,7 @@ func (s *Server) ListThreads(ctx context.Context, req *runtimev1.ListThreadsRequ
 	}
 	ths, next, err := s.store.ListThreads(ctx, p.GetTenant(), p.GetSubject(), runtimestore.Page{Limit: size, Token: req.GetPageToken()})
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "page_token: %v", err)
+		return nil, invalid("page_token", grpcx.ViolationInvalid, "%v", err)
 	}
 	resp := &runtimev1.ListThreadsResponse{NextPageToken: next}
 	for _, t := range ths {
@@ -177,7 +178,7 @@ func (s *Server) deleteTree(ctx context.Context, id string, depth int) error {
 		return storeErr(err)
 	}
 	if err := os.RemoveAll(s.ws.ThreadDir(id)); err != nil {
-		return status.Errorf(codes.Internal, "workspace: %v", err)
+		return grpcx.Internal(errorDomain, runtimev1.ErrorReason_ERROR_REASON_INTERNAL.String(), fmt.Errorf("workspace: %w", err))
 	}
 	return nil
 }
@@ -193,7 +194,7 @@ func (s *Server) ListMessages(ctx context.Context, req *runtimev1.ListMessagesRe
 	}
 	msgs, next, err := s.store.ListMessages(ctx, req.GetThreadId(), runtimestore.Page{Limit: size, Token: req.GetPageToken()})
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "page_token: %v", err)
+		return nil, invalid("page_token", grpcx.ViolationInvalid, "%v", err)
 	}
 	return &runtimev1.ListMessagesResponse{Messages: msgs, NextPageToken: next}, nil
 }

@@ -18,10 +18,10 @@ import (
 )
 
 // fail maps err with toStatus, logging causes that become INTERNAL.
-func (s *Server) fail(op string, err error) error {
+func (s *Server) fail(ctx context.Context, op string, err error) error {
 	st := toStatus(err)
 	if status.Code(st) == codes.Internal {
-		s.log.Error("skills request failed", "op", op, "error", err)
+		s.log.ErrorContext(ctx, "skills request failed", "op", op, "error", err)
 	}
 	return st
 }
@@ -43,11 +43,11 @@ func (s *Server) ListSkills(ctx context.Context, req *skillsv1.ListSkillsRequest
 	u := userOf(ctx)
 	sks, err := s.visible(ctx, u)
 	if err != nil {
-		return nil, s.fail("ListSkills", err)
+		return nil, s.fail(ctx, "ListSkills", err)
 	}
 	st, err := s.enableStates(ctx, u)
 	if err != nil {
-		return nil, s.fail("ListSkills", err)
+		return nil, s.fail(ctx, "ListSkills", err)
 	}
 	out := &skillsv1.ListSkillsResponse{}
 	for _, sk := range sks {
@@ -68,11 +68,11 @@ func (s *Server) GetSkill(ctx context.Context, req *skillsv1.GetSkillRequest) (*
 	u := userOf(ctx)
 	sk, err := s.resolve(ctx, u, req.GetName())
 	if err != nil {
-		return nil, s.fail("GetSkill", err)
+		return nil, s.fail(ctx, "GetSkill", err)
 	}
 	st, err := s.enableStates(ctx, u)
 	if err != nil {
-		return nil, s.fail("GetSkill", err)
+		return nil, s.fail(ctx, "GetSkill", err)
 	}
 	return &skillsv1.GetSkillResponse{Skill: s.skillProto(sk, st.enabled(sk), u)}, nil
 }
@@ -98,16 +98,16 @@ func (s *Server) InstallSkill(ctx context.Context, req *skillsv1.InstallSkillReq
 		pkg, err = skillsarchive.Read(req.GetArchive(), s.cfg.limits())
 	}
 	if err != nil {
-		return nil, s.fail("InstallSkill", err)
+		return nil, s.fail(ctx, "InstallSkill", err)
 	}
 	if folder == "" {
 		folder = pkg.RootName
 	}
 	sk, rep, err := s.install(ctx, cat, owner, u.key, pkg, folder)
 	if err != nil {
-		return nil, s.fail("InstallSkill", err)
+		return nil, s.fail(ctx, "InstallSkill", err)
 	}
-	s.log.Info("skill installed", "skill", sk.Name, "category", string(sk.Category), "user", u.key, "findings", len(rep.Findings))
+	s.log.InfoContext(ctx, "skill installed", "skill", sk.Name, "category", string(sk.Category), "user", u.key, "findings", len(rep.Findings))
 	return &skillsv1.InstallSkillResponse{Skill: s.skillProto(sk, true, u), Report: reportProto(rep)}, nil
 }
 
@@ -122,7 +122,7 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 	name := req.GetName()
 	sk, err := s.resolve(ctx, u, name)
 	if err != nil {
-		return nil, s.fail("UpdateSkill", err)
+		return nil, s.fail(ctx, "UpdateSkill", err)
 	}
 	resp := &skillsv1.UpdateSkillResponse{}
 	upd := req.GetSkill()
@@ -135,18 +135,18 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 		}
 		pkg, err := s.inlinePackage(upd.GetFiles())
 		if err != nil {
-			return nil, s.fail("UpdateSkill", err)
+			return nil, s.fail(ctx, "UpdateSkill", err)
 		}
 		_, rep, err := s.check(ctx, "edit", pkg, name)
 		if err != nil {
-			return nil, s.fail("UpdateSkill", err)
+			return nil, s.fail(ctx, "UpdateSkill", err)
 		}
 		dec, counts := decision(rep)
 		s.mu.Lock()
 		sk, err = s.newVersion(ctx, sk, pkg, skillsstore.HistoryEntry{Action: "edit", Author: u.key, ScanDecision: dec, Counts: counts})
 		s.mu.Unlock()
 		if err != nil {
-			return nil, s.fail("UpdateSkill", err)
+			return nil, s.fail(ctx, "UpdateSkill", err)
 		}
 		resp.Report = reportProto(rep)
 	}
@@ -159,7 +159,7 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 			// Enabling re-scans with the current rules (docs/architecture.md §11.2).
 			pkg, err := s.load(sk.Name, sk.Files)
 			if err != nil {
-				return nil, s.fail("UpdateSkill", err)
+				return nil, s.fail(ctx, "UpdateSkill", err)
 			}
 			rep := s.scan(ctx, pkg)
 			ev.Action = "enable"
@@ -168,18 +168,18 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 			if rep.Blocked {
 				ev.Action = "enable_refused"
 				if err := s.store.Record(ctx, sk.ID, ev); err != nil {
-					s.log.Error("skills history write failed", "error", err)
+					s.log.ErrorContext(ctx, "skills history write failed", "error", err)
 				}
-				return nil, s.fail("UpdateSkill", &scanBlockedError{op: "enable", report: rep})
+				return nil, s.fail(ctx, "UpdateSkill", &scanBlockedError{op: "enable", report: rep})
 			}
 		}
 		if err := s.store.SetEnabled(ctx, sk.ID, stateKey(sk, u), upd.GetEnabled(), ev); err != nil {
-			return nil, s.fail("UpdateSkill", err)
+			return nil, s.fail(ctx, "UpdateSkill", err)
 		}
 	}
 	st, err := s.enableStates(ctx, u)
 	if err != nil {
-		return nil, s.fail("UpdateSkill", err)
+		return nil, s.fail(ctx, "UpdateSkill", err)
 	}
 	resp.Skill = s.skillProto(sk, st.enabled(sk), u)
 	return resp, nil
@@ -191,18 +191,18 @@ func (s *Server) DeleteSkill(ctx context.Context, req *skillsv1.DeleteSkillReque
 	u := userOf(ctx)
 	sk, err := s.resolve(ctx, u, req.GetName())
 	if err != nil {
-		return nil, s.fail("DeleteSkill", err)
+		return nil, s.fail(ctx, "DeleteSkill", err)
 	}
 	if sk.Category != skillsstore.Custom || sk.Owner != u.key {
 		return nil, readOnly(sk.Name, string(sk.Category))
 	}
 	if err := s.store.Delete(ctx, sk.ID); err != nil {
-		return nil, s.fail("DeleteSkill", err)
+		return nil, s.fail(ctx, "DeleteSkill", err)
 	}
 	if err := s.gc(ctx); err != nil {
 		s.log.Warn("skills blob gc failed", "error", err)
 	}
-	s.log.Info("skill deleted", "skill", sk.Name, "user", u.key)
+	s.log.InfoContext(ctx, "skill deleted", "skill", sk.Name, "user", u.key)
 	return &skillsv1.DeleteSkillResponse{}, nil
 }
 
@@ -211,11 +211,11 @@ func (s *Server) ListSkillHistory(ctx context.Context, req *skillsv1.ListSkillHi
 	u := userOf(ctx)
 	sk, err := s.resolve(ctx, u, req.GetName())
 	if err != nil {
-		return nil, s.fail("ListSkillHistory", err)
+		return nil, s.fail(ctx, "ListSkillHistory", err)
 	}
 	evs, err := s.store.History(ctx, sk.ID)
 	if err != nil {
-		return nil, s.fail("ListSkillHistory", err)
+		return nil, s.fail(ctx, "ListSkillHistory", err)
 	}
 	out := &skillsv1.ListSkillHistoryResponse{}
 	for _, ev := range evs {
@@ -237,7 +237,7 @@ func (s *Server) RollbackSkill(ctx context.Context, req *skillsv1.RollbackSkillR
 	u := userOf(ctx)
 	sk, err := s.resolve(ctx, u, req.GetName())
 	if err != nil {
-		return nil, s.fail("RollbackSkill", err)
+		return nil, s.fail(ctx, "RollbackSkill", err)
 	}
 	if sk.Category != skillsstore.Custom || sk.Owner != u.key {
 		return nil, readOnly(sk.Name, string(sk.Category))
@@ -249,11 +249,11 @@ func (s *Server) RollbackSkill(ctx context.Context, req *skillsv1.RollbackSkillR
 			"skill %q has no version %d (current version %d)", sk.Name, req.GetVersion(), sk.Version)
 	}
 	if err != nil {
-		return nil, s.fail("RollbackSkill", err)
+		return nil, s.fail(ctx, "RollbackSkill", err)
 	}
 	pkg, err := s.load(sk.Name, c.Files)
 	if err != nil {
-		return nil, s.fail("RollbackSkill", err)
+		return nil, s.fail(ctx, "RollbackSkill", err)
 	}
 	_, rep, err := s.check(ctx, "rollback", pkg, sk.Name)
 	dec, counts := decision(rep)
@@ -261,19 +261,19 @@ func (s *Server) RollbackSkill(ctx context.Context, req *skillsv1.RollbackSkillR
 		ev := skillsstore.HistoryEntry{Version: int(req.GetVersion()), Digest: c.Digest, Author: u.key,
 			Action: "rollback_refused", ScanDecision: dec, Counts: counts}
 		if rerr := s.store.Record(ctx, sk.ID, ev); rerr != nil {
-			s.log.Error("skills history write failed", "error", rerr)
+			s.log.ErrorContext(ctx, "skills history write failed", "error", rerr)
 		}
-		return nil, s.fail("RollbackSkill", err)
+		return nil, s.fail(ctx, "RollbackSkill", err)
 	}
 	s.mu.Lock()
 	sk, err = s.newVersion(ctx, sk, pkg, skillsstore.HistoryEntry{Action: "rollback", Author: u.key, ScanDecision: dec, Counts: counts})
 	s.mu.Unlock()
 	if err != nil {
-		return nil, s.fail("RollbackSkill", err)
+		return nil, s.fail(ctx, "RollbackSkill", err)
 	}
 	st, err := s.enableStates(ctx, u)
 	if err != nil {
-		return nil, s.fail("RollbackSkill", err)
+		return nil, s.fail(ctx, "RollbackSkill", err)
 	}
 	return &skillsv1.RollbackSkillResponse{Skill: s.skillProto(sk, st.enabled(sk), u), Report: reportProto(rep)}, nil
 }
@@ -282,20 +282,20 @@ func (s *Server) RollbackSkill(ctx context.Context, req *skillsv1.RollbackSkillR
 func (s *Server) ScanSkill(ctx context.Context, req *skillsv1.ScanSkillRequest) (*skillsv1.ScanSkillResponse, error) {
 	pkg, root, _, err := s.source(ctx, req.GetArchive(), req.GetFiles(), req.GetName(), req.GetSource() != nil)
 	if err != nil {
-		return nil, s.fail("ScanSkill", err)
+		return nil, s.fail(ctx, "ScanSkill", err)
 	}
 	rep := s.scan(ctx, pkg)
 	out := &skillsv1.ScanSkillResponse{Report: reportProto(rep)}
 	if req.GetFormat() == skillsv1.ScanFormat_SCAN_FORMAT_SARIF {
 		b, err := s.rules.SARIF(rep, root)
 		if err != nil {
-			return nil, s.fail("ScanSkill", err)
+			return nil, s.fail(ctx, "ScanSkill", err)
 		}
 		out.Formatted = string(b)
 	} else {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
-			return nil, s.fail("ScanSkill", err)
+			return nil, s.fail(ctx, "ScanSkill", err)
 		}
 		out.Formatted = string(b)
 	}
@@ -354,7 +354,7 @@ func (s *Server) ReviewSkillPackage(ctx context.Context, req *skillsv1.ReviewSki
 	}
 	if err != nil {
 		if skillsarchive.ReasonOf(err) == "" {
-			return nil, s.fail("ReviewSkillPackage", err)
+			return nil, s.fail(ctx, "ReviewSkillPackage", err)
 		}
 		in.RefusedErr = err
 	} else {
@@ -404,11 +404,11 @@ func (s *Server) ReadSkillFile(ctx context.Context, req *skillsv1.ReadSkillFileR
 	}
 	sk, err := s.resolve(ctx, u, name)
 	if err != nil {
-		return nil, s.fail("ReadSkillFile", err)
+		return nil, s.fail(ctx, "ReadSkillFile", err)
 	}
 	st, err := s.enableStates(ctx, u)
 	if err != nil {
-		return nil, s.fail("ReadSkillFile", err)
+		return nil, s.fail(ctx, "ReadSkillFile", err)
 	}
 	if !st.enabled(sk) {
 		return nil, disabled(name)
@@ -417,7 +417,7 @@ func (s *Server) ReadSkillFile(ctx context.Context, req *skillsv1.ReadSkillFileR
 		if f.Path == p {
 			data, err := s.blobs.Get(f.Digest)
 			if err != nil {
-				return nil, s.fail("ReadSkillFile", err)
+				return nil, s.fail(ctx, "ReadSkillFile", err)
 			}
 			return &skillsv1.ReadSkillFileResponse{Content: data, SkillDigest: sk.Digest, Category: categoryProto(sk.Category)}, nil
 		}

@@ -59,11 +59,11 @@ func (s *Server) DescribeSkills(ctx context.Context, req *skillsv1.DescribeSkill
 	u := userOf(ctx)
 	sks, err := s.visible(ctx, u)
 	if err != nil {
-		return nil, s.fail("DescribeSkills", err)
+		return nil, s.fail(ctx, "DescribeSkills", err)
 	}
 	st, err := s.enableStates(ctx, u)
 	if err != nil {
-		return nil, s.fail("DescribeSkills", err)
+		return nil, s.fail(ctx, "DescribeSkills", err)
 	}
 	allow := allowOf(req.GetAllowlist())
 	byName := map[string]skillsstore.Skill{}
@@ -96,14 +96,14 @@ func (s *Server) DescribeSkills(ctx context.Context, req *skillsv1.DescribeSkill
 	limit = min(limit, s.cfg.Describe.MaxLimit)
 	ix, err := s.describeIndex(ctx, docs)
 	if err != nil {
-		return nil, s.fail("DescribeSkills", err)
+		return nil, s.fail(ctx, "DescribeSkills", err)
 	}
 	res, err := ix.Search(ctx, search.Request{Query: req.GetQuery(), Mode: search.ModeAuto, Limit: limit})
 	if errors.Is(err, search.ErrInvalidQuery) {
 		return nil, status.Errorf(codes.InvalidArgument, "query: %v", err)
 	}
 	if err != nil {
-		return nil, s.fail("DescribeSkills", err)
+		return nil, s.fail(ctx, "DescribeSkills", err)
 	}
 	for _, r := range res.Results {
 		sk := byName[r.Name]
@@ -159,7 +159,7 @@ func (s *Server) ResolveSkillPolicy(ctx context.Context, req *skillsv1.ResolveSk
 	allow := intersect(allowOf(req.GetAllowlist()), allowOf(req.GetParentAllowlist()))
 	st, err := s.enableStates(ctx, u)
 	if err != nil {
-		s.log.Error("skills policy: registry unavailable", "error", err)
+		s.log.ErrorContext(ctx, "skills policy: registry unavailable", "error", err)
 		return closed(nil, "the skill registry could not be read"), nil
 	}
 	var unresolved, why []string
@@ -179,7 +179,7 @@ func (s *Server) ResolveSkillPolicy(ctx context.Context, req *skillsv1.ResolveSk
 		case err != nil && status.Code(err) == codes.NotFound:
 			reason = "not installed"
 		case err != nil:
-			s.log.Error("skills policy: registry read failed", "error", err)
+			s.log.ErrorContext(ctx, "skills policy: registry read failed", "error", err)
 			reason = "registry read failed"
 		case !st.enabled(sk):
 			reason = "disabled"

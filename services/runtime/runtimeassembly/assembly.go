@@ -337,7 +337,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		impl := ImplNames[tc.Use]
 		if impl != tc.Name {
 			b.Report.NameMismatches = append(b.Report.NameMismatches, fmt.Sprintf("%s (use %s binds as %s)", tc.Name, tc.Use, impl))
-			s.log.Warn("config tool name differs from its implementation; the implementation's name is bound", "name", tc.Name, "use", tc.Use, "bound", impl)
+			s.log.WarnContext(ctx, "config tool name differs from its implementation; the implementation's name is bound", "name", tc.Name, "use", tc.Use, "bound", impl)
 		}
 		sp := ImplSpecs[tc.Use]
 		cands = append(cands, &Tool{Name: impl, Description: sp.Description, Params: sp.Params, Source: SourceConfig, Use: tc.Use, Group: tc.Group})
@@ -365,7 +365,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	for _, c := range cands {
 		if c.Name == ToolSearchName || seen[c.Name] {
 			b.Report.DroppedDuplicates = append(b.Report.DroppedDuplicates, c.Name+" ("+c.Source+")")
-			s.log.Warn("duplicate tool name dropped (first wins)", "name", c.Name, "source", c.Source)
+			s.log.WarnContext(ctx, "duplicate tool name dropped (first wins)", "name", c.Name, "source", c.Source)
 			continue
 		}
 		seen[c.Name] = true
@@ -720,9 +720,9 @@ func (s *Builder) recordFailOpen(ctx context.Context, threadID, detail string) {
 	if s.metrics.FailOpen != nil {
 		s.metrics.FailOpen.Inc()
 	}
-	s.log.Warn("authz fail-open listing", "thread", threadID)
+	s.log.WarnContext(ctx, "authz fail-open listing", "thread", threadID)
 	if err := s.store.AppendEvent(context.WithoutCancel(ctx), runtimestore.Event{ThreadID: threadID, Kind: "authz.fail_open", Detail: detail}); err != nil && !errors.Is(err, runtimestore.ErrNotFound) {
-		s.log.Error("record fail-open event", "error", err)
+		s.log.ErrorContext(ctx, "record fail-open event", "error", err)
 	}
 }
 

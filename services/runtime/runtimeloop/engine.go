@@ -157,7 +157,7 @@ func (e *Engine) RunTurn(ctx context.Context, req TurnRequest, sink Sink) (*runt
 	t.userText = req.Message
 	user := &runtimev1.Message{Id: e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: req.Message, RunId: runID, CreateTime: timestamppb.New(now)}
 	if err := e.d.Store.AppendMessages(ctx, req.ThreadID, user); err != nil {
-		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "store: "+err.Error())
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, e.storeFailure(ctx, t.threadID, err))
 		return t.run, nil
 	}
 	t.drive(ctx, req.Model)
@@ -206,7 +206,7 @@ func (e *Engine) ResumeRun(ctx context.Context, req ResumeRequest, sink Sink) (*
 	t.userText = req.Answer
 	user := &runtimev1.Message{Id: e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: req.Answer, RunId: req.RunID, CreateTime: timestamppb.New(e.d.Now())}
 	if err := e.d.Store.AppendMessages(ctx, req.ThreadID, user); err != nil {
-		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "store: "+err.Error())
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, e.storeFailure(ctx, t.threadID, err))
 		return t.run, nil
 	}
 	t.drive(ctx, run.GetModel())
@@ -476,7 +476,7 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 			if t.stopped(ctx) {
 				return
 			}
-			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "store: "+err.Error())
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, e.storeFailure(ctx, t.threadID, err))
 			return
 		}
 		req := t.request(asm, history, tools)
@@ -638,7 +638,7 @@ func (t *turn) append(ctx context.Context, msgs ...*runtimev1.Message) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := t.e.d.Store.AppendMessages(wctx, t.threadID, msgs...); err != nil {
-		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, "store: "+err.Error())
+		t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, t.e.storeFailure(ctx, t.threadID, err))
 		return false
 	}
 	return true
@@ -738,6 +738,14 @@ func (e *Engine) chooseModel(ctx context.Context, requested, agentModel string) 
 		}
 	}
 	return "", nil, fmt.Sprintf("model: no models authorized (%q denied: %s)", want, why)
+}
+
+// storeFailure logs a store error with its cause and returns the run reason
+// clients see: the code "store" and a sentence without driver text
+// (docs/decisions/0030-error-model.md).
+func (e *Engine) storeFailure(ctx context.Context, threadID string, err error) string {
+	e.d.Logger.ErrorContext(ctx, "agent loop: thread store failed", "thread", threadID, "err", err)
+	return "store: the thread store failed; retry the turn"
 }
 
 func boundErr(err error) string {

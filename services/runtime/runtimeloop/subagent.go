@@ -145,11 +145,11 @@ func (t *turn) runTask(ctx context.Context, c *runtimev1.ToolCall) *runtimev1.To
 		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_RUNTIME, "", "Task failed. Error: "+reason)
 	}
 	if err := e.d.Store.PutRun(ctx, run); err != nil {
-		return fail("store: " + boundErr(err))
+		return fail(e.storeFailure(ctx, childID, err))
 	}
 	user := &runtimev1.Message{Id: e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: prompt, RunId: run.GetRunId(), CreateTime: timestamppb.New(now)}
 	if err := e.d.Store.AppendMessages(ctx, childID, user); err != nil {
-		return fail("store: " + boundErr(err))
+		return fail(e.storeFailure(ctx, childID, err))
 	}
 	model := st.Model
 	if model == "" {
