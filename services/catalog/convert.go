@@ -186,7 +186,7 @@ func secondsPtr(d *durationpb.Duration) *float64 {
 func configProto(s catalogconfig.Server) *catalogv1.ServerConfig {
 	c := &catalogv1.ServerConfig{
 		Name: s.Name, Enabled: proto.Bool(s.IsEnabled()), Type: serverTypeEnum(s.EffectiveType()), Command: s.Command,
-		Args: s.Args, Env: s.Env, Cwd: s.Cwd, Url: s.URL, Headers: s.Headers, Description: s.Description,
+		Args: s.Args, Env: s.Env, Cwd: s.Cwd, Url: s.EffectiveURL(), Headers: s.Headers, Description: s.Description,
 		ToolNamePrefix: s.ToolNamePrefix, ToolCallTimeout: durSeconds(s.ToolCallTimeout),
 		SessionInitTimeout: durSeconds(s.SessionInitTimeout), SessionScope: scopeEnum(s.Scope()),
 		Routing: routingFromConfig(s.Routing), Path: s.Path,

@@ -63,8 +63,7 @@ func (s *Server) UpdateServer(_ context.Context, req *catalogv1.UpdateServerRequ
 		return nil, serverNotFound(req.GetName())
 	}
 	if e := req.GetServer().Enabled; e != nil {
-		v := *e
-		f.Servers[i].Enabled = &v
+		f.Servers[i].SetEnabled(*e) // keeps Claude Desktop's `disabled` spelling
 	}
 	err = s.writeFileLocked(f)
 	s.writeMu.Unlock()

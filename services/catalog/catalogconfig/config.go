@@ -9,8 +9,16 @@
 //   - unknown top-level keys and unknown per-server keys survive a rewrite
 //     byte for byte;
 //   - `$VAR` and `${VAR}` expand anywhere inside a string (DeerFlow only
-//     expands a whole-string `$VAR`, issue #2855); `$$` is a literal `$`; a
+//     expands a whole-string `$VAR`, DeerFlow issue #2855), with the POSIX
+//     forms `${VAR:-default}`, `${VAR-default}`, `${VAR:+alt}`, `${VAR+alt}`,
+//     `${VAR:?message}` and `${VAR?message}`; `$$` is a literal `$`; a
 //     missing variable fails only the server that uses it (see Expand);
+//   - Claude Desktop's `"disabled": true` and DeerFlow's `"enabled": false`
+//     both disable a server; Windsurf's / Cursor's `serverUrl` is a
+//     streamable-HTTP `url`;
+//   - every per-server key Toolplane does not understand is reported
+//     (Server.Warnings, logged at load and shown in ListServers), never
+//     ignored silently;
 //   - a `static` server type loads tool definitions from a JSON or JSONL file.
 package catalogconfig
 
@@ -75,8 +83,11 @@ type RawField struct {
 type Server struct {
 	// Name is the mcpServers key.
 	Name string `json:"-"`
-	// Enabled defaults to true when nil.
+	// Enabled defaults to true when nil (DeerFlow's key).
 	Enabled *bool `json:"enabled,omitempty"`
+	// Disabled is Claude Desktop's spelling: `"disabled": true` disables the
+	// server. Either key disables it (see IsEnabled).
+	Disabled *bool `json:"disabled,omitempty"`
 	// Type is stdio | sse | http | static ("" = inferred, see EffectiveType).
 	Type string `json:"type,omitempty"`
 	// Transport is the MCP-spec alias of Type, used when Type is empty.
@@ -91,6 +102,9 @@ type Server struct {
 	Cwd string `json:"cwd,omitempty"`
 	// URL is the sse/http endpoint.
 	URL string `json:"url,omitempty"`
+	// ServerURL is Windsurf's and Cursor's spelling of a streamable-HTTP
+	// `url`; it is used when URL is empty (see EffectiveURL).
+	ServerURL string `json:"serverUrl,omitempty"`
 	// Headers are sent on every sse/http request (secret: masked in responses).
 	Headers map[string]string `json:"headers,omitempty"`
 	// Description is free text shown in the API and used by search.
@@ -141,18 +155,76 @@ type EffectiveRouting struct {
 
 // knownServerKeys are the per-server keys this package understands.
 var knownServerKeys = map[string]bool{
-	"enabled": true, "type": true, "transport": true, "command": true, "args": true, "env": true,
+	"enabled": true, "disabled": true, "serverUrl": true, "type": true, "transport": true, "command": true, "args": true, "env": true,
 	"cwd": true, "url": true, "headers": true, "description": true, "tool_name_prefix": true,
 	"tool_call_timeout": true, "session_init_timeout": true, "session_scope": true,
 	"routing": true, "tools": true, "path": true,
 }
 
-// IsEnabled reports the `enabled` key (default true).
-func (s *Server) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
+// IsEnabled reports whether the server runs: neither `"enabled": false`
+// (DeerFlow) nor `"disabled": true` (Claude Desktop) is set. When the two
+// keys disagree the server is disabled (Warnings reports it).
+func (s *Server) IsEnabled() bool {
+	return (s.Enabled == nil || *s.Enabled) && (s.Disabled == nil || !*s.Disabled)
+}
+
+// SetEnabled enables or disables the server, keeping the spelling the file
+// uses: `disabled` is rewritten when present, `enabled` when present, and
+// `enabled` is added when neither is.
+func (s *Server) SetEnabled(v bool) {
+	if s.Disabled != nil {
+		d := !v
+		s.Disabled = &d
+	}
+	if s.Enabled != nil || s.Disabled == nil {
+		e := v
+		s.Enabled = &e
+	}
+}
+
+// EffectiveURL is `url`, or `serverUrl` when `url` is empty.
+func (s *Server) EffectiveURL() string {
+	if s.URL != "" {
+		return s.URL
+	}
+	return s.ServerURL
+}
+
+// unknownKeyHints explains keys other MCP clients use that Toolplane does
+// not honour, so a warning can say what to write instead.
+var unknownKeyHints = map[string]string{
+	"autoApprove":   "tool approval is Toolplane's authz policy (docs/decisions/0070-config-fidelity.md)",
+	"alwaysAllow":   "tool approval is Toolplane's authz policy (docs/decisions/0070-config-fidelity.md)",
+	"timeout":       "use tool_call_timeout (seconds) or session_init_timeout",
+	"transportType": "use type (stdio, sse, http, static)",
+}
+
+// Warnings lists, one line each with its key path, what the server entry
+// says that Toolplane does not act on: every unknown key (kept verbatim when
+// the file is rewritten, but ignored) and contradicting keys.
+func (s *Server) Warnings() []string {
+	p := "mcpServers." + s.Name
+	var out []string
+	for _, m := range s.Extra {
+		w := fmt.Sprintf("%s.%s: unknown key, ignored (kept when the file is rewritten)", p, m.Key)
+		if h, ok := unknownKeyHints[m.Key]; ok {
+			w += "; " + h
+		}
+		out = append(out, w)
+	}
+	if s.Enabled != nil && s.Disabled != nil && *s.Enabled == *s.Disabled {
+		out = append(out, fmt.Sprintf("%s.disabled: contradicts enabled; the server is disabled", p))
+	}
+	if s.URL != "" && s.ServerURL != "" && s.URL != s.ServerURL {
+		out = append(out, fmt.Sprintf("%s.serverUrl: ignored, url is set", p))
+	}
+	return out
+}
 
 // EffectiveType resolves `type`, then `transport`, then infers: a command
 // means stdio, a url means http (sse when the url path ends in /sse), a path
-// means static; nothing means stdio (DeerFlow's default). The alias
+// means static; nothing means stdio (DeerFlow's default). A `serverUrl`
+// (without `url`) means http. The alias
 // "streamable-http"/"streamableHttp"/"streamable_http" means http.
 func (s *Server) EffectiveType() string {
 	t := s.Type
@@ -169,6 +241,9 @@ func (s *Server) EffectiveType() string {
 	switch {
 	case s.Command != "":
 		return TypeStdio
+	case s.URL == "" && s.ServerURL != "":
+		// Windsurf and Cursor use serverUrl for streamable HTTP.
+		return TypeHTTP
 	case s.URL != "":
 		if strings.HasSuffix(strings.TrimRight(s.URL, "/"), "/sse") {
 			return TypeSSE
@@ -272,8 +347,8 @@ func (s *Server) Validate() error {
 			return fmt.Errorf("%s.command: required for type stdio", p)
 		}
 	case TypeSSE, TypeHTTP:
-		if s.URL == "" {
-			return fmt.Errorf("%s.url: required for type %s", p, s.EffectiveType())
+		if s.EffectiveURL() == "" {
+			return fmt.Errorf("%s.url: required for type %s (or serverUrl)", p, s.EffectiveType())
 		}
 	case TypeStatic:
 		if s.Path == "" {

@@ -99,7 +99,8 @@ func TestExpand(t *testing.T) {
 		"http://$HOST:80/$TOKEN": "http://h:80/abc",
 		"cost $$5 and $5":        "cost $5 and $5",
 		"x${EMPTY}y":             "xy",
-		"${not-a-var}":           "${not-a-var}",
+		"${1-not-a-var}":         "${1-not-a-var}",
+		"${not-a-var}":           "a-var", // POSIX ${VAR-default}: `not` is unset
 		"trailing $":             "trailing $",
 	} {
 		got, err := ExpandString(in, lookup)

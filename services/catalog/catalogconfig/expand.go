@@ -2,27 +2,62 @@ package catalogconfig
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
 // MissingVarError reports an environment variable referenced by a server's
-// configuration that is not set. Only that server fails.
+// configuration that is not set (or empty, for the `${VAR:?message}` form).
+// Only that server fails. It names the variable, never any value.
 type MissingVarError struct {
 	// Server is the server name, Field the key path inside it, Var the variable.
 	Server, Field, Var string
+	// Empty reports a set but empty variable refused by `${VAR:?message}`.
+	Empty bool
+	// Message is the `message` of `${VAR:?message}` / `${VAR?message}` (text
+	// from the configuration file, not from the environment).
+	Message string
 }
 
 func (e *MissingVarError) Error() string {
-	return fmt.Sprintf("mcpServers.%s.%s: environment variable %s is not set", e.Server, e.Field, e.Var)
+	what := "is not set"
+	if e.Empty {
+		what = "is empty"
+	}
+	msg := ""
+	if e.Message != "" {
+		msg = ": " + e.Message
+	}
+	if e.Server == "" {
+		return fmt.Sprintf("environment variable %s %s%s", e.Var, what, msg)
+	}
+	return fmt.Sprintf("mcpServers.%s.%s: environment variable %s %s%s", e.Server, e.Field, e.Var, what, msg)
+}
+
+// SyntaxError reports a `${...}` expansion Toolplane does not support (for
+// example the assigning `${VAR:=word}` or the pattern forms `${VAR#x}`).
+type SyntaxError struct {
+	// Server, Field as in MissingVarError; Expr is the expression as written
+	// (configuration text, never a value).
+	Server, Field, Expr string
+}
+
+func (e *SyntaxError) Error() string {
+	const forms = "supported: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:+alt}, ${VAR+alt}, ${VAR:?message}, ${VAR?message}"
+	if e.Server == "" {
+		return fmt.Sprintf("unsupported expansion %s (%s)", e.Expr, forms)
+	}
+	return fmt.Sprintf("mcpServers.%s.%s: unsupported expansion %s (%s)", e.Server, e.Field, e.Expr, forms)
 }
 
 // Expand returns a copy of s whose connection strings (command, args, env
-// values, cwd, url, header values, path) have `$VAR` and `${VAR}` replaced
-// anywhere inside the string by lookup's value; `$$` is a literal `$`, and a
-// `$` not followed by a name is kept. Display text (description, routing) is
-// never expanded. An unset variable is a *MissingVarError naming it; an empty
-// but set variable expands to "". This extends docs/deerflow.md §5.2, which
-// only replaces whole-string `$VAR` (DeerFlow issue #2855).
+// values, cwd, url, serverUrl, header values, path) have their variable
+// references replaced anywhere inside the string (see ExpandString). Display
+// text (description, routing) is never expanded. An unset variable without
+// a default is a *MissingVarError naming it; an empty but set variable
+// expands to "". This extends docs/deerflow.md §5.2, which only replaces
+// whole-string `$VAR` (DeerFlow issue #2855). A `serverUrl` is copied to
+// `url` in the expanded copy (it is what the transport dials).
 func Expand(s Server, lookup func(string) (string, bool)) (Server, error) {
 	out := s.Clone()
 	var err error
@@ -31,8 +66,18 @@ func Expand(s Server, lookup func(string) (string, bool)) (Server, error) {
 			return v
 		}
 		r, e := ExpandString(v, lookup)
-		if e != nil {
-			err = &MissingVarError{Server: s.Name, Field: field, Var: e.(*MissingVarError).Var}
+		switch x := e.(type) {
+		case nil:
+		case *MissingVarError:
+			c := *x
+			c.Server, c.Field = s.Name, field
+			err = &c
+		case *SyntaxError:
+			c := *x
+			c.Server, c.Field = s.Name, field
+			err = &c
+		default:
+			err = fmt.Errorf("mcpServers.%s.%s: %w", s.Name, field, e)
 		}
 		return r
 	}
@@ -40,26 +85,65 @@ func Expand(s Server, lookup func(string) (string, bool)) (Server, error) {
 	for i := range out.Args {
 		out.Args[i] = ex(fmt.Sprintf("args[%d]", i), out.Args[i])
 	}
-	for k, v := range out.Env {
-		out.Env[k] = ex("env."+k, v)
+	for _, k := range sortedKeys(out.Env) {
+		out.Env[k] = ex("env."+k, out.Env[k])
 	}
 	out.Cwd = ex("cwd", out.Cwd)
 	out.URL = ex("url", out.URL)
-	for k, v := range out.Headers {
-		out.Headers[k] = ex("headers."+k, v)
+	out.ServerURL = ex("serverUrl", out.ServerURL)
+	for _, k := range sortedKeys(out.Headers) {
+		out.Headers[k] = ex("headers."+k, out.Headers[k])
 	}
 	out.Path = ex("path", out.Path)
 	if err != nil {
 		return s, err
 	}
+	if s.URL == "" && s.ServerURL != "" {
+		out.URL = out.ServerURL
+		if out.Type == "" && out.Transport == "" {
+			out.Type = TypeHTTP
+		}
+	}
 	return out, nil
 }
 
-// ExpandString expands `$VAR`, `${VAR}` and `$$` in v (see Expand). The
-// returned error is a *MissingVarError with only Var set.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ExpandString expands variable references in v with lookup:
+//
+//   - `$VAR` and `${VAR}`: the value; unset is a *MissingVarError;
+//   - `${VAR:-word}`: the value, or word when VAR is unset or empty;
+//     `${VAR-word}`: word only when VAR is unset;
+//   - `${VAR:+word}`: word when VAR is set and non-empty, else "";
+//     `${VAR+word}`: word when VAR is set;
+//   - `${VAR:?message}`: the value; unset or empty is a *MissingVarError
+//     carrying message (as written, not expanded); `${VAR?message}`: only unset is an error;
+//   - `$$` is a literal `$`; a `$` not followed by a name or `{` is kept, as
+//     is an unterminated `${`.
+//
+// word may itself hold references (expanded only when used). Any other
+// operator after a name (`${VAR:=x}`, `${VAR#x}`, ...) is a *SyntaxError. The
+// error never contains a value of any variable.
 func ExpandString(v string, lookup func(string) (string, bool)) (string, error) {
+	return expandDepth(v, lookup, 0)
+}
+
+// maxExpandDepth bounds nested `${A:-${B:-...}}` words.
+const maxExpandDepth = 16
+
+func expandDepth(v string, lookup func(string) (string, bool), depth int) (string, error) {
 	if !strings.Contains(v, "$") {
 		return v, nil
+	}
+	if depth > maxExpandDepth {
+		return "", &SyntaxError{Expr: "(nested more than 16 levels)"}
 	}
 	var b strings.Builder
 	for i := 0; i < len(v); i++ {
@@ -74,21 +158,28 @@ func ExpandString(v string, lookup func(string) (string, bool)) (string, error) 
 			b.WriteByte('$')
 			i++
 		case n == '{':
-			end := strings.IndexByte(v[i+2:], '}')
-			name := ""
-			if end >= 0 {
-				name = v[i+2 : i+2+end]
-			}
-			if end < 0 || !validVarName(name) {
+			end := matchBrace(v, i+2)
+			if end < 0 {
 				b.WriteByte(c)
 				continue
 			}
-			val, ok := lookup(name)
-			if !ok {
-				return "", &MissingVarError{Var: name}
+			body := v[i+2 : end]
+			j := 0
+			for j < len(body) && isVarChar(body[j]) {
+				j++
 			}
-			b.WriteString(val)
-			i += 2 + end
+			name := body[:j]
+			if !validVarName(name) {
+				// Not a reference (e.g. "${ }"): kept as written.
+				b.WriteByte(c)
+				continue
+			}
+			r, err := expandBraced(name, body[j:], "${"+body+"}", lookup, depth)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(r)
+			i = end
 		case isVarStart(n):
 			j := i + 1
 			for j < len(v) && isVarChar(v[j]) {
@@ -106,6 +197,67 @@ func ExpandString(v string, lookup func(string) (string, bool)) (string, error) 
 		}
 	}
 	return b.String(), nil
+}
+
+// expandBraced resolves `${name<rest>}`; expr is the whole expression for errors.
+func expandBraced(name, rest, expr string, lookup func(string) (string, bool), depth int) (string, error) {
+	val, set := lookup(name)
+	if rest == "" {
+		if !set {
+			return "", &MissingVarError{Var: name}
+		}
+		return val, nil
+	}
+	colon := rest[0] == ':'
+	op := rest
+	if colon {
+		op = rest[1:]
+	}
+	if op == "" {
+		return "", &SyntaxError{Expr: expr}
+	}
+	word := op[1:]
+	// present: set (and, with the colon, non-empty).
+	present := set && (!colon || val != "")
+	switch op[0] {
+	case '-':
+		if present {
+			return val, nil
+		}
+		return expandDepth(word, lookup, depth+1)
+	case '+':
+		if present {
+			return expandDepth(word, lookup, depth+1)
+		}
+		return "", nil
+	case '?':
+		if present {
+			return val, nil
+		}
+		// The message is shown as written: it is never expanded, so no
+		// value can reach an error through it.
+		return "", &MissingVarError{Var: name, Empty: set, Message: word}
+	}
+	return "", &SyntaxError{Expr: expr}
+}
+
+// matchBrace returns the index of the `}` closing a `${` whose body starts
+// at from, counting nested `${...}`; -1 when there is none.
+func matchBrace(v string, from int) int {
+	depth := 0
+	for k := from; k < len(v); k++ {
+		switch {
+		case v[k] == '$' && k+1 < len(v) && v[k+1] == '{':
+			depth++
+			k++
+		case v[k] == '}':
+			if depth == 0 {
+				return k
+			}
+			depth--
+		}
+	}
+	return -1
 }
 
 func isVarStart(c byte) bool {
