@@ -31,11 +31,27 @@ type Config struct {
 	// CloseGrace bounds each step of stopping a stdio child (stdin close,
 	// SIGTERM, SIGKILL). Default 2s.
 	CloseGrace time.Duration `yaml:"close_grace"`
+	// ReadyRequires says what the catalog's readiness (gRPC health, /readyz)
+	// waits for at start: "none" (ready once the configuration is loaded;
+	// servers come up in the background), "any" (also one enabled server
+	// READY, or every enabled server past its first connection attempt) or
+	// "all" (every enabled server past its first attempt: READY or FAILED,
+	// none CONNECTING). Once ready the catalog stays ready: restarts and
+	// reloads do not withdraw it (docs/decisions/0071-catalog-ready-requires.md).
+	// Default "none".
+	ReadyRequires string `yaml:"ready_requires"`
 	// Sessions configures per_user / per_thread children.
 	Sessions SessionsConfig `yaml:"sessions"`
 	// Search configures SearchTools.
 	Search SearchConfig `yaml:"search"`
 }
+
+// Values of Config.ReadyRequires.
+const (
+	ReadyNone = "none"
+	ReadyAny  = "any"
+	ReadyAll  = "all"
+)
 
 // SessionsConfig configures the LRU of per-scope MCP children.
 type SessionsConfig struct {
@@ -97,6 +113,9 @@ func (c *Config) SetDefaults() {
 	if c.CloseGrace == 0 {
 		c.CloseGrace = 2 * time.Second
 	}
+	if c.ReadyRequires == "" {
+		c.ReadyRequires = ReadyNone
+	}
 	if c.Sessions.MaxScoped == 0 {
 		c.Sessions.MaxScoped = 32
 	}
@@ -142,6 +161,11 @@ func (c *Config) Validate() error {
 		if !ch.ok {
 			return fmt.Errorf("%s: %s", ch.path, ch.msg)
 		}
+	}
+	switch c.ReadyRequires {
+	case ReadyNone, ReadyAny, ReadyAll:
+	default:
+		return fmt.Errorf("catalog.ready_requires: %q is not one of none, any, all", c.ReadyRequires)
 	}
 	return c.Search.Embedder.validate("catalog.search.embedder")
 }

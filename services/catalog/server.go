@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,8 @@ type Server struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	closeOne sync.Once
+
+	readyOnce atomic.Bool // catalog.ready_requires was met once (latched)
 }
 
 var (
@@ -74,8 +77,8 @@ var (
 
 // New builds the service from its config section and the process
 // environment, loads extensions_config.json and starts discovery (in the
-// background; Ready does not wait for servers, a broken server never blocks
-// the service). It starts the reload loop.
+// background; Ready waits for servers only as catalog.ready_requires says,
+// and a broken server never blocks the service). It starts the reload loop.
 func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -118,6 +121,7 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		return nil, fmt.Errorf("catalog.extensions_config: %s: %w", path, err)
 	}
 	s.fileHash.Store(sha256.Sum256(raw))
+	s.logWarnings(f)
 	s.mgr.Apply(f.Servers)
 	s.rebuild()
 	s.wg.Add(1)
@@ -153,13 +157,66 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 }
 
 // Ready reports whether the service can serve: the configuration was loaded
-// (servers that fail are reported per server, not here).
+// and, as catalog.ready_requires says, the MCP servers came up (servers that
+// fail are reported per server, not here). Once met, the condition is
+// latched: a server restarting later does not make the catalog unready.
 func (s *Server) Ready(context.Context) error {
 	select {
 	case <-s.stop:
 		return errors.New("catalog: closed")
 	default:
+	}
+	if s.cfg.ReadyRequires == ReadyNone || s.readyOnce.Load() {
 		return nil
+	}
+	if err := s.serversReady(); err != nil {
+		return err
+	}
+	s.readyOnce.Store(true)
+	s.log.Info("catalog: ready", "ready_requires", s.cfg.ReadyRequires)
+	return nil
+}
+
+// serversReady checks catalog.ready_requires against the enabled servers:
+// "all" wants every one past its first connection attempt, "any" one READY
+// or every one past its first attempt. No enabled server is ready.
+func (s *Server) serversReady() error {
+	var waiting []string
+	anyReady, enabled := false, 0
+	for _, st := range s.mgr.Statuses() {
+		if st.State == catalogmcp.StateDisabled {
+			continue
+		}
+		enabled++
+		if st.State == catalogmcp.StateReady {
+			anyReady = true
+		}
+		settled := false
+		if sup, ok := s.mgr.Supervisor(st.Name); ok {
+			select {
+			case <-sup.Settled():
+				settled = true
+			default:
+			}
+		}
+		if !settled {
+			waiting = append(waiting, st.Name)
+		}
+	}
+	if len(waiting) == 0 || (s.cfg.ReadyRequires == ReadyAny && anyReady) {
+		return nil
+	}
+	return fmt.Errorf("catalog: ready_requires %s: %d of %d enabled MCP servers still CONNECTING: %s",
+		s.cfg.ReadyRequires, len(waiting), enabled, strings.Join(waiting, ", "))
+}
+
+// logWarnings logs, once per loaded file content, every key of an
+// mcpServers entry Toolplane does not act on (catalogconfig.Server.Warnings).
+func (s *Server) logWarnings(f *catalogconfig.File) {
+	for i := range f.Servers {
+		for _, w := range f.Servers[i].Warnings() {
+			s.log.Warn("catalog: extensions_config: "+w, "path", s.path, "server", f.Servers[i].Name)
+		}
 	}
 }
 
@@ -251,6 +308,7 @@ func (s *Server) reload(force bool) (restarted, unchanged []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	s.logWarnings(f)
 	r, u := s.applyLocked(f)
 	return r, u, nil
 }

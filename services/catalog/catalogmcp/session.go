@@ -110,6 +110,18 @@ func DefaultBaseEnv() []string {
 	return env
 }
 
+// stderrTailBytes is how much of a child's stderr an error carries.
+const stderrTailBytes = 2048
+
+// StderrTail returns up to n trailing bytes of a stdio child's stderr,
+// trimmed ("" for other transports).
+func (s *Session) StderrTail(n int) string {
+	if s.proc == nil {
+		return ""
+	}
+	return strings.TrimSpace(s.proc.StderrTail(n))
+}
+
 // Session is one initialised MCP connection.
 type Session struct {
 	server string
@@ -277,6 +289,11 @@ func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onList
 					err = fmt.Errorf("%w (%v)", err, ee)
 				}
 			case <-time.After(50 * time.Millisecond):
+				// Still running (e.g. an init timeout): what it printed
+				// tells the operator why it does not answer.
+				if tail := s.StderrTail(stderrTailBytes); tail != "" {
+					err = fmt.Errorf("%w; stderr: %s", err, tail)
+				}
 			}
 		}
 		s.Close(opts.grace())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,8 @@ type Supervisor struct {
 	cfg  catalogconfig.Server // expanded
 	opts Options
 	emit func()
+	log  *slog.Logger
+	mask *masker // secrets of cfg, for LastError and log lines
 
 	mu       sync.Mutex
 	st       Status
@@ -108,18 +111,21 @@ func newSupervisor(raw catalogconfig.Server, lookup func(string) (string, bool),
 		relist: make(chan struct{}, 1), reconnect: make(chan *Session, 1), done: make(chan struct{})}
 	s.st = Status{Name: raw.Name, Config: raw, Type: raw.EffectiveType(), State: StateConnecting, ChangedAt: time.Now(),
 		Instance: instances.Add(1)}
+	s.log = s.logger()
 	return s.init(lookup)
 }
 
 func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 	fail := func(err error) *Supervisor {
-		s.st.State, s.st.LastError = StateFailed, err.Error()
+		s.st.State, s.st.LastError = StateFailed, s.mask.mask(err.Error())
+		s.log.Warn("catalog: MCP server FAILED (configuration; not retried until the entry changes)", "err", s.st.LastError)
 		s.settle()
 		close(s.done)
 		return s
 	}
 	if !s.raw.IsEnabled() {
 		s.st.State = StateDisabled
+		s.log.Info("catalog: MCP server DISABLED")
 		s.settle()
 		close(s.done)
 		return s
@@ -127,7 +133,15 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 	if err := s.raw.Validate(); err != nil {
 		return fail(err)
 	}
-	cfg, err := catalogconfig.Expand(s.raw, lookup)
+	vars := map[string]string{}
+	cfg, err := catalogconfig.Expand(s.raw, func(k string) (string, bool) {
+		v, ok := lookup(k)
+		if ok {
+			vars[k] = v
+		}
+		return v, ok
+	})
+	s.mask = newMasker(cfg, vars)
 	if err != nil {
 		return fail(err)
 	}
@@ -142,10 +156,12 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 				Description: r.Description, InputSchema: r.InputSchema, OutputSchema: r.OutputSchema, Annotations: r.Annotations}})
 		}
 		s.st.State, s.st.Listed = StateReady, true
+		s.log.Info("catalog: MCP server READY", "tools", len(s.st.Tools), "path", cfg.Path)
 		s.settle()
 		close(s.done)
 		return s
 	}
+	s.log.Info("catalog: MCP server CONNECTING", "init_timeout", cfg.InitTimeout().String())
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go s.run(ctx)
@@ -202,7 +218,9 @@ func (s *Supervisor) run(ctx context.Context) {
 	}
 	for first := true; ; first = false {
 		if !first {
-			s.update(func(st *Status) { st.State = StateConnecting; st.Restarts++ })
+			var n int
+			s.update(func(st *Status) { st.State = StateConnecting; st.Restarts++; n = st.Restarts })
+			s.log.Warn("catalog: MCP server restarting (CONNECTING)", "restart", n)
 		}
 		sess, tools, err := s.connect(ctx)
 		if ctx.Err() != nil {
@@ -212,7 +230,13 @@ func (s *Supervisor) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateFailed, err.Error(), 0 })
+			msg := s.mask.mask(err.Error())
+			s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateFailed, msg, 0 })
+			what := "catalog: MCP server FAILED"
+			if errors.Is(err, errInitTimeout) {
+				what = "catalog: MCP server FAILED: session_init_timeout exceeded"
+			}
+			s.log.Warn(what, "err", msg, "retry_in", backoff.String())
 			s.settle()
 			if !sleep() {
 				return
@@ -230,6 +254,11 @@ func (s *Supervisor) run(ctx context.Context) {
 			st.ProtocolVersion, st.ServerInfo, st.Pid = sess.ProtocolVersion, sess.ServerInfo, sess.Pid()
 		})
 		close(ready)
+		attrs := []any{"tools", len(tools), "protocol", sess.ProtocolVersion, "server_info", sess.ServerInfo.Name + " " + sess.ServerInfo.Version}
+		if pid := sess.Pid(); pid != 0 {
+			attrs = append(attrs, "pid", pid)
+		}
+		s.log.Info("catalog: MCP server READY", attrs...)
 		s.settle()
 		reason := s.serve(ctx, sess)
 		s.mu.Lock()
@@ -239,13 +268,16 @@ func (s *Supervisor) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateFailed, reason.Error(), 0 })
+		msg := s.mask.mask(reason.Error())
+		s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateFailed, msg, 0 })
 		if time.Since(up) >= stableAfter {
 			backoff = BackoffInitial
 		}
 		if errors.Is(reason, errReconnect) {
+			s.log.Info("catalog: MCP server session expired; reconnecting")
 			continue
 		}
+		s.log.Warn("catalog: MCP server crashed (FAILED)", "err", msg, "up", time.Since(up).Round(time.Millisecond).String(), "retry_in", backoff.String())
 		if !sleep() {
 			return
 		}
@@ -253,6 +285,9 @@ func (s *Supervisor) run(ctx context.Context) {
 }
 
 var errReconnect = errors.New("session expired; reconnecting")
+
+// errInitTimeout marks a connection attempt that exceeded session_init_timeout.
+var errInitTimeout = errors.New("session_init_timeout")
 
 func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
 	for {
@@ -275,6 +310,9 @@ func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
 					defs[i] = ToolDef{Tool: t, Origin: s.cfg.Name}
 				}
 				s.update(func(st *Status) { st.Tools = defs })
+				s.log.Info("catalog: MCP server tool list changed", "tools", len(defs))
+			} else if ctx.Err() == nil {
+				s.log.Warn("catalog: MCP server tools/list after list_changed failed; keeping the last list", "err", s.mask.mask(err.Error()))
 			}
 		}
 	}
@@ -293,13 +331,20 @@ func (s *Supervisor) connect(ctx context.Context) (*Session, []ToolDef, error) {
 	sess, err := Connect(ictx, s.cfg, s.opts, s.RequestRelist)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = fmt.Errorf("session_init_timeout (%s) exceeded: %w", s.cfg.InitTimeout(), err)
+			err = fmt.Errorf("%w (%s) exceeded: %w", errInitTimeout, s.cfg.InitTimeout(), err)
 		}
 		return nil, nil, err
 	}
 	tools, err := sess.ListTools(ictx)
 	if err != nil {
+		tail := sess.StderrTail(stderrTailBytes)
 		sess.Close(s.opts.grace())
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("%w (%s) exceeded: %w", errInitTimeout, s.cfg.InitTimeout(), err)
+		}
+		if tail != "" {
+			return nil, nil, fmt.Errorf("tools/list: %w; stderr: %s", err, tail)
+		}
 		return nil, nil, fmt.Errorf("tools/list: %w", err)
 	}
 	defs := make([]ToolDef, len(tools))
@@ -382,4 +427,7 @@ func (s *Supervisor) stop() {
 		s.cancel()
 	}
 	<-s.done
+	if s.cancel != nil {
+		s.log.Info("catalog: MCP server stopped")
+	}
 }
