@@ -110,7 +110,7 @@ func newPoliciesCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "policies", Short: "List, add and remove authorization policy lines and role links"}
 	cf := addClientFlags(cmd)
 	var asJSON bool
-	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the raw response as JSON")
+	addOutputFlags(cmd.PersistentFlags(), &asJSON)
 	client := func() (authzv1.AuthzServiceClient, func(), error) {
 		cc, err := cf.dial()
 		if err != nil {
@@ -341,7 +341,7 @@ func newDecisionsCmd() *cobra.Command {
 		},
 	}
 	fl := list.Flags()
-	fl.BoolVar(&asJSON, "json", false, "print the raw response as JSON")
+	addOutputFlags(fl, &asJSON)
 	fl.StringVar(&subject, "subject", "", "only this subject")
 	fl.BoolVar(&onlyAllow, "allow", false, "only allowed decisions")
 	fl.BoolVar(&onlyDeny, "deny", false, "only denied decisions")

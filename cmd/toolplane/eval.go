@@ -49,7 +49,7 @@ func newEvalCmd() *cobra.Command {
 	f.StringVar(&queries, "queries", "", "queries JSONL file (id, query, relevant[], equivalent{})")
 	f.StringArrayVar(&modes, "mode", nil, "mode to evaluate, repeatable: "+strings.Join(evalsearch.AllModes, ", ")+" (default all)")
 	f.IntVar(&k, "k", 10, "retrieval depth per query (at least 10)")
-	f.StringVar(&output, "output", "table", "output format: table or json")
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&split, "split", string(evalsearch.SplitAll), "queries to score: all, dev or heldout (split rule of the toolret READMEs)")
 	eval.AddCommand(searchCmd)
 	return eval

@@ -28,18 +28,54 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "toolplane",
 		Short:         "Toolplane — the capability plane for LLM agents (catalog, authz, skills, runtime)",
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Cobra runs only the nearest PersistentPreRunE: a sub-command that
+		// defines its own must call checkUnusedGlobals itself.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkUnusedGlobals(cmd) },
 	}
+	root.SetVersionTemplate("toolplane {{.Version}}\n") // same line as `toolplane version`
 	// A usage error (unknown flag, bad flag value) is a configuration error: exit 2.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: 2, err: err}
 	})
+	addGlobalFlags(root)
 	root.AddCommand(newServeCmd(), newHealthcheckCmd(), newVersionCmd())
 	for _, c := range extraCommands {
 		root.AddCommand(c())
 	}
+	strictGroups(root)
 	return root
+}
+
+// strictGroups makes every command that only groups sub-commands (servers,
+// tools, skills, ...) refuse an unknown sub-command like the root does:
+// `toolplane servers lst` fails with exit 2 and "Did you mean this? list"
+// instead of printing the help and exiting 0. Without arguments a group
+// still prints its help.
+func strictGroups(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		strictGroups(sub)
+	}
+	if c.Parent() == nil || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only for the root
+		}
+		if sugg := cmd.SuggestionsFor(args[0]); len(sugg) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(sugg, "\n\t")
+		}
+		msg += fmt.Sprintf("\n\nRun '%s --help' for the sub-commands.", cmd.CommandPath())
+		return &exitError{code: 2, err: errors.New(msg)}
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
 
 // extraCommands are client sub-commands registered by other files of this

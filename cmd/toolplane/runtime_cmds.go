@@ -53,7 +53,7 @@ func newThreadsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "threads", Short: "Create, inspect and delete threads; assemble tools and execute tool calls"}
 	cf := addClientFlags(cmd)
 	var asJSON bool
-	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the raw response as JSON")
+	addOutputFlags(cmd.PersistentFlags(), &asJSON)
 
 	var agent string
 	var meta []string
@@ -254,6 +254,8 @@ func newThreadsCmd() *cobra.Command {
 func newAgentsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "agents", Short: "List, show, write and delete custom agents"}
 	cf := addClientFlags(cmd)
+	var asJSON bool
+	addOutputFlags(cmd.PersistentFlags(), &asJSON)
 	cmd.AddCommand(&cobra.Command{
 		Use: "list", Short: "List agents", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -265,6 +267,9 @@ func newAgentsCmd() *cobra.Command {
 			r, err := cl.ListAgents(callCtx(c), &runtimev1.ListAgentsRequest{})
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), r)
 			}
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tTOOL GROUPS\tSKILLS\tDEFERRAL\tDESCRIPTION")

@@ -59,7 +59,7 @@ func newServersCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "servers", Short: "List, inspect, enable, disable and reload MCP servers of the catalog"}
 	cf := addClientFlags(cmd)
 	var asJSON bool
-	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the raw response as JSON")
+	addOutputFlags(cmd.PersistentFlags(), &asJSON)
 	client := func() (catalogv1.CatalogServiceClient, func(), error) {
 		cc, err := cf.dial()
 		if err != nil {

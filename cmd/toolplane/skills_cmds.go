@@ -24,7 +24,7 @@ func newSkillsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "skills", Short: "Install, inspect, scan and manage skills"}
 	cf := addClientFlags(cmd)
 	var asJSON bool
-	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the raw response as JSON")
+	addOutputFlags(cmd.PersistentFlags(), &asJSON)
 	client := func() (skillsv1.SkillsServiceClient, func(), error) {
 		cc, err := cf.dial()
 		if err != nil {

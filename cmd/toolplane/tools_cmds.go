@@ -17,7 +17,7 @@ func newToolsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "tools", Short: "Search and inspect catalog tools"}
 	cf := addClientFlags(cmd)
 	var asJSON bool
-	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the raw response as JSON")
+	addOutputFlags(cmd.PersistentFlags(), &asJSON)
 	var mode string
 	var limit int32
 	search := &cobra.Command{

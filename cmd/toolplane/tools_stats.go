@@ -84,7 +84,7 @@ func newToolsStatsCmd() *cobra.Command {
 	cf := addClientFlags(cmd)
 	cmd.Flags().StringVar(&agent, "agent", "", "agent profile of the measured thread (default: the default agent)")
 	cmd.Flags().StringSliceVar(&encodings, "encoding", []string{tokens.O200kBase, tokens.Cl100kBase}, "tiktoken encodings: o200k_base, cl100k_base")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the figures as JSON")
+	addOutputFlags(cmd.Flags(), &asJSON)
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
 		counters := make([]*tokens.Counter, 0, len(encodings))
 		for _, e := range encodings {
