@@ -48,6 +48,14 @@ func printServers(w io.Writer, servers []*catalogv1.Server) {
 			shortState(s.GetState()), s.GetToolCount(), s.GetRestartCount(), s.GetProtocolVersion(), strings.ReplaceAll(errText, "\n", " "))
 	}
 	tw.Flush()
+	// Keys of extensions_config.json that Toolplane does not act on.
+	var warnings []string
+	for _, s := range servers {
+		warnings = append(warnings, s.GetConfigWarnings()...)
+	}
+	if len(warnings) > 0 {
+		fmt.Fprintf(w, "\nconfig warnings:\n  %s\n", strings.Join(warnings, "\n  "))
+	}
 }
 
 // newServersCmd returns `toolplane servers list|get|enable|disable|reload`,

@@ -254,6 +254,7 @@ func serverProto(st catalogmcp.Status, scoped int) *catalogv1.Server {
 		RestartCount: int32(st.Restarts), ToolCount: int32(len(st.Tools)), ProtocolVersion: st.ProtocolVersion,
 		ServerName: st.ServerInfo.Name, ServerVersion: st.ServerInfo.Version,
 		StateChangedAt: timestamppb.New(st.ChangedAt), ScopedSessions: int32(scoped),
+		ConfigWarnings: st.Config.Warnings(),
 	}
 }
 

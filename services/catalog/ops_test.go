@@ -93,6 +93,16 @@ func TestClaudeDesktopConfigFidelity(t *testing.T) {
 			t.Errorf("want one WARN line with %q, got %d:\n%s", want, len(got), logs.String())
 		}
 	}
+	// ... and on the server in ListServers.
+	if w := h.server("everything").ConfigWarnings; len(w) != 2 || !strings.HasPrefix(w[0], "mcpServers.everything.autoApprove: unknown key") {
+		t.Errorf("everything config_warnings: %q", w)
+	}
+	if w := h.server("memory").ConfigWarnings; len(w) != 1 || !strings.Contains(w[0], "use tool_call_timeout") {
+		t.Errorf("memory config_warnings: %q", w)
+	}
+	if w := h.server("needs").ConfigWarnings; len(w) != 0 {
+		t.Errorf("needs config_warnings: %q", w)
+	}
 	if r, err := h.call(ctx, h.svc, "memory_create_entities", `{"entities":[{"name":"n1","entityType":"t","observations":["o"]}]}`); err != nil || r.IsError {
 		t.Fatalf("memory call: %v %v", r, err)
 	}

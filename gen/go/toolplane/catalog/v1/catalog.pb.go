@@ -1024,6 +1024,11 @@ type Server struct {
 	StateChangedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=state_changed_at,json=stateChangedAt,proto3" json:"state_changed_at,omitempty"`
 	// Number of live per-user/per-thread children (0 for SHARED scope).
 	ScopedSessions int32 `protobuf:"varint,10,opt,name=scoped_sessions,json=scopedSessions,proto3" json:"scoped_sessions,omitempty"`
+	// What the server's extensions_config.json entry says that Toolplane does
+	// not act on, one line each with its key path, e.g.
+	// "mcpServers.github.autoApprove: unknown key, ignored (kept when the file
+	// is rewritten)". Empty when every key is understood.
+	ConfigWarnings []string `protobuf:"bytes,11,rep,name=config_warnings,json=configWarnings,proto3" json:"config_warnings,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1126,6 +1131,13 @@ func (x *Server) GetScopedSessions() int32 {
 		return x.ScopedSessions
 	}
 	return 0
+}
+
+func (x *Server) GetConfigWarnings() []string {
+	if x != nil {
+		return x.ConfigWarnings
+	}
+	return nil
 }
 
 // ServerCount is the number of tools per server, for GetCatalog.
@@ -1429,7 +1441,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
 	"\n" +
 	"\b_enabledB\x13\n" +
-	"\x11_tool_name_prefix\"\xc2\x03\n" +
+	"\x11_tool_name_prefix\"\xeb\x03\n" +
 	"\x06Server\x12:\n" +
 	"\x06config\x18\x01 \x01(\v2\".toolplane.catalog.v1.ServerConfigR\x06config\x127\n" +
 	"\x05state\x18\x02 \x01(\x0e2!.toolplane.catalog.v1.ServerStateR\x05state\x12\x1d\n" +
@@ -1444,7 +1456,8 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x0eserver_version\x18\b \x01(\tR\rserverVersion\x12D\n" +
 	"\x10state_changed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0estateChangedAt\x12'\n" +
 	"\x0fscoped_sessions\x18\n" +
-	" \x01(\x05R\x0escopedSessions\"t\n" +
+	" \x01(\x05R\x0escopedSessions\x12'\n" +
+	"\x0fconfig_warnings\x18\v \x03(\tR\x0econfigWarnings\"t\n" +
 	"\vServerCount\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x14\n" +
 	"\x05tools\x18\x02 \x01(\x05R\x05tools\x127\n" +
