@@ -79,12 +79,24 @@ func TestExampleRuns(t *testing.T) {
 	cat := catalogv1.NewCatalogServiceClient(p.Dial(t))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tp-demo-admin")
 	var servers []*catalogv1.Server
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+	deadline := time.Now().Add(90 * time.Second)
+	for first := true; ; first = false {
+		if !first {
+			time.Sleep(250 * time.Millisecond)
+		}
 		res, err := cat.ListServers(ctx, &catalogv1.ListServersRequest{})
 		if err != nil {
 			t.Fatalf("ListServers with the demo admin token: %v", err)
 		}
 		servers = res.GetServers()
+		// catalog.ready_requires: all — the suite is SERVING only once every
+		// server is past its first attempt, so the README's first
+		// `servers list` never shows CONNECTING.
+		for _, s := range servers {
+			if first && s.GetState() == catalogv1.ServerState_SERVER_STATE_CONNECTING {
+				t.Errorf("%s is CONNECTING in the first ListServers after the suite reported SERVING", s.GetConfig().GetName())
+			}
+		}
 		ready := 0
 		for _, s := range servers {
 			if s.GetState() == catalogv1.ServerState_SERVER_STATE_READY {
