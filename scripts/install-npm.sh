@@ -26,6 +26,13 @@ for p in "${pkgs[@]}"; do
   [ "$got" = "$ver" ] || need=1
 done
 if [ "$need" = 1 ]; then
-  npm install --no-audit --no-fund --loglevel=error "${pkgs[@]}"
+  if [ -t 2 ]; then
+    # On a terminal: say what is happening and let npm draw its progress.
+    echo "installing ${#pkgs[@]} pinned npm MCP servers into $dir (the first time takes a minute or two)..." >&2
+    npm install --no-audit --no-fund --progress=true --loglevel=notice "${pkgs[@]}"
+  else
+    # Piped or in CI: quiet unless something fails.
+    npm install --no-audit --no-fund --progress=false --loglevel=error "${pkgs[@]}"
+  fi
 fi
 echo "npm MCP servers ready in $dir/node_modules"

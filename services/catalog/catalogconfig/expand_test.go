@@ -166,3 +166,17 @@ func TestClaudeDesktopAndWindsurfKeys(t *testing.T) {
 		t.Fatalf("rewrite lost keys:\n%s", out)
 	}
 }
+
+// TestExampleStaticFile keeps examples/static-tools.jsonl (the file format
+// README.md documents) loadable: rows with and without the optional keys, a
+// blank line, a row without `server` (it gets the configured server's name).
+func TestExampleStaticFile(t *testing.T) {
+	rows, err := LoadStatic("../../../examples/static-tools.jsonl", "crm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || rows[0].Server != "billing" || rows[1].Title != "Refund an invoice" || len(rows[1].Annotations) == 0 ||
+		rows[2].Server != "crm" || rows[2].InputSchema != nil {
+		t.Fatalf("rows: %+v", rows)
+	}
+}
