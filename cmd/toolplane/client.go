@@ -19,6 +19,9 @@ import (
 type clientFlags struct {
 	addr, token, caFile, serverName string
 	useTLS                          bool
+	// noProgress turns the terminal progress line off (`toolplane mcp`,
+	// whose stderr carries the MCP client's log).
+	noProgress bool
 }
 
 // Connection and output flag names. The root command declares them too
@@ -120,7 +123,10 @@ func (cf *clientFlags) dial() (*grpc.ClientConn, error) {
 	hint := authHint(o.Token != "")
 	o.Extra = append(o.Extra,
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			stop := startProgress(method)
+			stop := func() {}
+			if !cf.noProgress {
+				stop = startProgress(method)
+			}
 			err := invoker(ctx, method, req, reply, cc, opts...)
 			stop()
 			return hint(err)

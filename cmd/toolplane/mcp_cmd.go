@@ -35,6 +35,7 @@ Example (Claude Desktop / any stdio MCP client):
 		Args: cobra.NoArgs,
 	}
 	cf := addClientFlags(cmd)
+	cf.noProgress = true // stderr is the MCP client's log, not a progress display
 	cmd.Flags().StringVar(&runtimeAddr, "runtime-addr", "", "gRPC address of the runtime (HOST:PORT; overrides --grpc-addr)")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent profile of the session's thread (default: the runtime's default agent)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
