@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -67,6 +68,34 @@ func TestServeWaitsForMCPServersAndLogsThem(t *testing.T) {
 		if !found {
 			t.Errorf("no log line with %q in:\n%s", want, log)
 		}
+	}
+	// The CLI against the real suite: global flags first, JSON output, the
+	// unknown key is on its server; the table prints it under the servers.
+	// (slow is not checked: after its first FAILED it retries, CONNECTING
+	// again, which readiness deliberately ignores once ready.)
+	res := testkit.Run(t, nil, "--grpc-addr", p.GRPCAddr, "-o", "json", "servers", "list")
+	var doc struct {
+		Servers []struct {
+			Config         struct{ Name string }
+			State          string
+			ConfigWarnings []string `json:"config_warnings"`
+		}
+	}
+	if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &doc) != nil || len(doc.Servers) != 3 {
+		t.Fatalf("servers list -o json: %d %q %q", res.Code, res.Stdout, res.Stderr)
+	}
+	states := map[string]string{}
+	for _, s := range doc.Servers {
+		states[s.Config.Name] = s.State
+		if s.Config.Name == "off" && (len(s.ConfigWarnings) != 1 || !strings.Contains(s.ConfigWarnings[0], "mcpServers.off.autoApprove")) {
+			t.Errorf("off config_warnings: %q", s.ConfigWarnings)
+		}
+	}
+	if states["memory"] != "SERVER_STATE_READY" || states["off"] != "SERVER_STATE_DISABLED" {
+		t.Errorf("states after readiness: %v", states)
+	}
+	if res := testkit.Run(t, nil, "servers", "list", "--grpc-addr", p.GRPCAddr); res.Code != 0 || !strings.Contains(res.Stdout, "config warnings:\n  mcpServers.off.autoApprove: unknown key") {
+		t.Errorf("servers list table: %d %q", res.Code, res.Stdout)
 	}
 	if strings.Contains(log, "e2e-secret-value") {
 		t.Errorf("a secret reached the serve log:\n%s", log)
