@@ -193,8 +193,8 @@ func (s *Server) EffectiveURL() string {
 // unknownKeyHints explains keys other MCP clients use that Toolplane does
 // not honour, so a warning can say what to write instead.
 var unknownKeyHints = map[string]string{
-	"autoApprove":   "tool approval is Toolplane's authz policy (docs/decisions/0070-config-fidelity.md)",
-	"alwaysAllow":   "tool approval is Toolplane's authz policy (docs/decisions/0070-config-fidelity.md)",
+	"autoApprove":   "approval of tool calls is Toolplane's authz policy (policies, decisions)",
+	"alwaysAllow":   "approval of tool calls is Toolplane's authz policy (policies, decisions)",
 	"timeout":       "use tool_call_timeout (seconds) or session_init_timeout",
 	"transportType": "use type (stdio, sse, http, static)",
 }
