@@ -258,6 +258,13 @@ func TestStateChangesAreLogged(t *testing.T) {
 	eventually(t, 10*time.Second, "a restart line", func() bool {
 		return len(logs.lines("level=WARN", "MCP server restarting", "server=crash", "restart=1")) == 1
 	})
+	// A tool list that changed is one info line with the new count.
+	if _, err := h.call(ctxT(t), h.svc, "good_add_tool", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "tool list changed line", func() bool {
+		return len(logs.lines("level=INFO", "MCP server tool list changed", "server=good", "tools="+strconv.Itoa(int(good.ToolCount)+1))) == 1
+	})
 	// A crash of a READY server: one warn line with the exit status.
 	killPid(int(mustPid(t, h, "good")))
 	eventually(t, 10*time.Second, "crash line", func() bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -309,8 +310,11 @@ func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
 				for i, t := range tools {
 					defs[i] = ToolDef{Tool: t, Origin: s.cfg.Name}
 				}
-				s.update(func(st *Status) { st.Tools = defs })
-				s.log.Info("catalog: MCP server tool list changed", "tools", len(defs))
+				var same bool
+				s.update(func(st *Status) { same = reflect.DeepEqual(st.Tools, defs); st.Tools = defs })
+				if !same { // servers also send list_changed for an unchanged list
+					s.log.Info("catalog: MCP server tool list changed", "tools", len(defs))
+				}
 			} else if ctx.Err() == nil {
 				s.log.Warn("catalog: MCP server tools/list after list_changed failed; keeping the last list", "err", s.mask.mask(err.Error()))
 			}
