@@ -15,6 +15,7 @@ import (
 	"time"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
@@ -294,4 +295,23 @@ func mustPid(t *testing.T, h *harness, server string) int {
 		t.Fatalf("no pid for %s", server)
 	}
 	return st.Status().Pid
+}
+
+// TestCallErrorsAreMasked: a per-thread child that fails to start prints a
+// secret on stderr; the CallTool error carries the stderr tail with the
+// server's secrets and secret-shaped text masked.
+func TestCallErrorsAreMasked(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "started")
+	t.Setenv("TP_OPS_CALL_TOKEN", "tok-zyxw-9876")
+	script := fmt.Sprintf(`if [ -e %s ]; then echo "child: token $$API_TOKEN, password=hunter22" >&2; exit 3; fi; touch %s; exec %s serve`, flag, flag, fixture)
+	ext := extJSON(fmt.Sprintf(`"fx": {"command": "sh", "args": ["-c", %q], "env": {"API_TOKEN": "${TP_OPS_CALL_TOKEN}"}, "session_scope": "per_thread"}`, script))
+	h := start(t, ext, nil)
+	if s := h.server("fx"); s.State != catalogv1.ServerState_SERVER_STATE_READY {
+		t.Fatalf("fx: %v %s", s.State, s.LastError)
+	}
+	_, err := h.svc.CallTool(ctxT(t), &catalogv1.CallToolRequest{Name: "fx_echo", Arguments: args(t, `{"message":"m"}`),
+		CallContext: &typev1.CallContext{ThreadId: "t1"}})
+	if err == nil || !strings.Contains(err.Error(), "child: token ***, password=***") || strings.Contains(err.Error(), "zyxw") || strings.Contains(err.Error(), "hunter22") {
+		t.Fatalf("call error: %v", err)
+	}
 }

@@ -93,3 +93,25 @@ func (s *Supervisor) logger() *slog.Logger {
 	}
 	return l.With("server", s.raw.Name, "type", s.st.Type)
 }
+
+// maskedError is err with its text masked; Unwrap keeps errors.As working.
+type maskedError struct {
+	err error
+	msg string
+}
+
+func (e *maskedError) Error() string { return e.msg }
+func (e *maskedError) Unwrap() error { return e.err }
+
+// maskErr returns err with the server's secrets masked in its text (err
+// itself when nothing was masked).
+func (s *Supervisor) maskErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := s.mask.mask(err.Error())
+	if msg == err.Error() {
+		return err
+	}
+	return &maskedError{err: err, msg: msg}
+}

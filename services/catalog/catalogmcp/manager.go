@@ -167,11 +167,15 @@ func (m *Manager) Pool() *Pool { return m.pool }
 // for per_user / per_thread servers (ignored for shared ones). ctx carries
 // the call's deadline. Errors: ErrUnknownServer, ErrStatic, *NotReadyError,
 // ctx errors, *SessionError, *RPCError, or transport errors.
-func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, key ScopeKey, notify func(Notification)) (*Result, error) {
+//
+// Error texts have the server's secrets masked (they can carry a child's
+// stderr); the error types are kept for errors.As / errors.Is.
+func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, key ScopeKey, notify func(Notification)) (_ *Result, err error) {
 	sup, ok := m.Supervisor(server)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownServer, server)
 	}
+	defer func() { err = sup.maskErr(err) }()
 	if sup.st.Type == catalogconfig.TypeStatic {
 		return nil, ErrStatic
 	}
@@ -194,7 +198,7 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		}
 		if errors.As(err, &se) && ctx.Err() == nil {
 			st := sup.Status()
-			return nil, &NotReadyError{Server: server, State: StateFailed, LastError: fmt.Sprint(se.Err, "; ", st.LastError)}
+			return nil, &NotReadyError{Server: server, State: StateFailed, LastError: sup.mask.mask(fmt.Sprint(se.Err, "; ", st.LastError))}
 		}
 		return res, err
 	}
