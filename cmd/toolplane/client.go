@@ -90,6 +90,11 @@ func addGlobalFlags(root *cobra.Command) {
 	var asJSON bool
 	defineClientFlags(root.PersistentFlags(), &cf)
 	addOutputFlags(root.PersistentFlags(), &asJSON)
+	// Hidden: the help of each client command lists its own declarations;
+	// `serve --help` or `config --help` must not offer flags they refuse.
+	for _, n := range append(append([]string(nil), clientFlagNames...), outputFlagNames...) {
+		root.PersistentFlags().Lookup(n).Hidden = true
+	}
 }
 
 // checkUnusedGlobals fails with a usage error when a root-level client or

@@ -26,8 +26,12 @@ func (e *exitError) Error() string { return e.err.Error() }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "toolplane",
-		Short:         "Toolplane — the capability plane for LLM agents (catalog, authz, skills, runtime)",
+		Use:   "toolplane",
+		Short: "Toolplane — the capability plane for LLM agents (catalog, authz, skills, runtime)",
+		Long: "Toolplane — the capability plane for LLM agents (catalog, authz, skills, runtime).\n\n" +
+			"`toolplane serve` runs the suite; the client commands talk to a running suite and share\n" +
+			"--grpc-addr, --token (default $TOOLPLANE_TOKEN), --tls, --tls-ca, --tls-server-name and\n" +
+			"-o table|json (--json), written before or after the sub-command.",
 		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
