@@ -152,3 +152,21 @@ func TestCLIProgressOnlyOnATerminal(t *testing.T) {
 		t.Fatalf("terminal output has no progress line:\n%q", s)
 	}
 }
+
+// TestCLITokenErrorsAgainstTheSuite: with authentication on, the real
+// suite refuses a client command without a token, and the CLI says to pass
+// --token or set TOOLPLANE_TOKEN; with the admin token the same command works.
+func TestCLITokenErrorsAgainstTheSuite(t *testing.T) {
+	p := testkit.Start(t, testkit.Options{Config: "auth:\n  enabled: true\n" + tokensYAML()})
+	r := testkit.Run(t, nil, "servers", "list", "--grpc-addr", p.GRPCAddr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "Unauthenticated") || !strings.Contains(r.Stderr, "pass --token TOKEN or set TOOLPLANE_TOKEN") {
+		t.Errorf("no token: %d %q", r.Code, r.Stderr)
+	}
+	r = testkit.Run(t, []string{"TOOLPLANE_TOKEN=not-a-known-token"}, "servers", "list", "--grpc-addr", p.GRPCAddr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "the token from --token / TOOLPLANE_TOKEN was refused") || strings.Contains(r.Stderr, "not-a-known-token") {
+		t.Errorf("unknown token: %d %q", r.Code, r.Stderr)
+	}
+	if r := testkit.Run(t, []string{"TOOLPLANE_TOKEN=" + adminToken}, "--grpc-addr", p.GRPCAddr, "-o", "json", "servers", "list"); r.Code != 0 || !strings.HasPrefix(r.Stdout, "{") {
+		t.Errorf("admin token: %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+}
