@@ -132,7 +132,7 @@ func TestCLIProgressOnlyOnATerminal(t *testing.T) {
 	if err != nil {
 		t.Skip("script(1) not installed (util-linux)")
 	}
-	addr := startSlowCatalog(t, 2500*time.Millisecond, "tok-cli")
+	addr := startSlowCatalog(t, 1500*time.Millisecond, "tok-cli")
 	bin := testkit.Binary(t)
 	piped := testkit.Run(t, nil, "servers", "list", "--grpc-addr", addr, "--token", "tok-cli")
 	if piped.Code != 0 || piped.Stderr != "" || strings.Contains(piped.Stdout, "waiting") {
