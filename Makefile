@@ -11,10 +11,10 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: generate
-generate: ## format protos and regenerate gen/ (Go, gateway, merged OpenAPI)
+generate: ## format protos and regenerate gen/ (Go, gateway, merged OpenAPI), clients/ stubs and the served spec
 	$(BUF) format -w proto
 	$(BUF) generate
-	cp gen/openapi/toolplane.swagger.json internal/gateway/openapi.json
+	$(GO) run ./internal/openapispec/postprocess gen/openapi/toolplane.swagger.json internal/gateway/openapi.json
 
 .PHONY: check-generated
 check-generated: generate ## regenerate and fail if gen/ differs from what is committed

@@ -11,7 +11,7 @@ import (
 
 // newEvalCmd returns `toolplane eval`, whose `search` sub-command runs the
 // tool-search evaluation harness (internal/evalsearch, docs/search.md) on files
-// in the neutral JSONL format of ../shared/data/toolret/*/README.md.
+// in the neutral JSONL format of testdata/toolret/*/README.md.
 func newEvalCmd() *cobra.Command {
 	eval := &cobra.Command{
 		Use:   "eval",

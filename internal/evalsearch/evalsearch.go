@@ -1,6 +1,6 @@
 // Package evalsearch is the search evaluation harness (docs/search.md): it loads
 // a tool catalog and labelled queries in the neutral JSONL format of
-// ../shared/data/toolret/*/README.md, indexes the tools in-process with
+// testdata/toolret/*/README.md, indexes the tools in-process with
 // internal/search (no per-caller result cap), and reports per mode
 // Recall@1/3/5/10, nDCG@10 (binary gains), MRR and query latency p50/p99.
 //

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolplane/toolplane/internal/testkit"
 )
 
 func writeFiles(t *testing.T) (tools, queries string) {
@@ -111,11 +113,10 @@ func TestSplit(t *testing.T) {
 	if dev == 0 || dev == 20 {
 		t.Fatalf("%d of 20 ids are DEV", dev)
 	}
-	// Every query of the shared DEV files is DEV by the rule.
-	dir := filepath.Join("..", "..", "..", "shared", "data", "toolret", "livemcpbench", "queries.jsonl")
-	qs, err := readJSONL[Query](dir)
+	// Every query of the DEV files (testdata/) is DEV by the rule.
+	qs, err := readJSONL[Query](testkit.SharedData(t, "toolret/livemcpbench/queries.jsonl"))
 	if err != nil {
-		t.Skipf("shared data not present: %v", err)
+		t.Fatal(err)
 	}
 	for _, q := range qs {
 		if !IsDev(q.ID) {

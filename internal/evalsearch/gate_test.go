@@ -3,30 +3,17 @@ package evalsearch
 import (
 	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/toolplane/toolplane/internal/testkit"
 )
 
-// dataDir returns <module root>/../shared/data, failing when CI=true and the
-// data is missing, skipping otherwise.
+// dataDir returns the repository's data folder (testdata/, see
+// testdata/README.md) through testkit's locator.
 func dataDir(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	dir := filepath.Join(root, "..", "shared", "data")
-	if _, err := os.Stat(filepath.Join(dir, "toolret", "metatool", "queries.jsonl")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("benchmark data missing under %s (required when CI=true): %v", dir, err)
-		}
-		t.Skipf("benchmark data missing under %s: %v", dir, err)
-	}
-	return dir
+	return filepath.Dir(filepath.Dir(filepath.Dir(testkit.SharedData(t, "toolret/metatool/queries.jsonl"))))
 }
 
 // TestGateAutoBeatsBaseline is the CI gate of issue 4: on the DEV part of

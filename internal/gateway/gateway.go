@@ -25,22 +25,28 @@ import (
 )
 
 // OpenAPI is the merged OpenAPI v2 spec of every service, generated from the
-// protos and http.yaml (a copy of gen/openapi/toolplane.swagger.json made by
-// `make generate`; check-generated keeps them equal).
+// protos and http.yaml: gen/openapi/toolplane.swagger.json post-processed by
+// internal/openapispec (title, release version, bearer security, unique path
+// templates, readable operation ids) in `make generate`; check-generated and
+// tests/contract keep them in step.
 //
 //go:embed openapi.json
 var OpenAPI []byte
 
 // NewMux returns a gateway mux with Toolplane's marshalling: proto field names
 // (snake_case, as in the routes), default values emitted, enums as names on
-// output and names or numbers on input, unknown fields rejected. Extra
-// options (e.g. RequireCredential) are applied last.
+// output and names or numbers on input, unknown fields rejected. A wrong
+// method answers 405 with Allow and a path variable holding ':' 400
+// (routing.go). Extra options (e.g. RequireCredential) are applied after the
+// route probe and before the ':' check, so an anonymous caller gets 401
+// before any input is judged.
 func NewMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
 	m := &runtime.JSONPb{
 		MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 	}
-	return runtime.NewServeMux(append([]runtime.ServeMuxOption{
+	var mux *runtime.ServeMux
+	opts := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, errorBodyMarshaler{m}),
 		runtime.WithIncomingHeaderMatcher(headerMatcher),
 		runtime.WithOutgoingHeaderMatcher(func(k string) (string, bool) {
@@ -49,7 +55,13 @@ func NewMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
 			}
 			return runtime.DefaultHeaderMatcher(k)
 		}),
-	}, extra...)...)
+		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		runtime.WithMiddlewares(probeMiddleware),
+	}
+	opts = append(opts, extra...)
+	opts = append(opts, runtime.WithMiddlewares(colonMiddleware(func() *runtime.ServeMux { return mux })))
+	mux = runtime.NewServeMux(opts...)
+	return mux
 }
 
 // RequireCredential refuses a REST call without a valid credential with 401
@@ -157,6 +169,9 @@ func Handler(mux http.Handler, probe Probe, gatherer prometheus.Gatherer) http.H
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json"} {
+		h.Handle(p, methodOnly("GET, HEAD"))
+	}
 	h.Handle("/", mux)
 	return h
 }

@@ -10,7 +10,7 @@ import (
 
 // isCJK reports whether r is written without spaces between words (Han,
 // Hiragana, Katakana, Hangul); such characters become one token each, as in
-// the reference BM25 of ../shared/data/toolret/*/README.md.
+// the reference BM25 of testdata/toolret/*/README.md.
 func isCJK(r rune) bool {
 	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }

@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane/internal/search/vectors"
+	"github.com/toolplane/toolplane/internal/testkit"
 )
 
 // The benchmarks of issue 4 over the 8,010-tool ToolSDK catalog
-// (../shared/data/mcp-catalog/toolsdk-registry). Run:
+// (testdata/mcp-catalog/toolsdk-registry). Run:
 //
 //	go test ./internal/search -run '^$' -bench . -benchtime 1x        # ratios, update, build, memory
 //	go test ./internal/search -run '^$' -bench Search/ -benchtime 2000x # per-mode p50/p99
@@ -36,10 +37,9 @@ var keywordQueries = []string{
 
 func loadCatalog(tb testing.TB) []Document {
 	tb.Helper()
-	path := filepath.Join("..", "..", "..", "shared", "data", "mcp-catalog", "toolsdk-registry", "tools.jsonl")
-	f, err := os.Open(path)
+	f, err := os.Open(testkit.SharedData(tb, "mcp-catalog/toolsdk-registry/tools.jsonl"))
 	if err != nil {
-		tb.Skipf("catalog data missing: %v", err)
+		tb.Fatal(err)
 	}
 	defer f.Close()
 	var docs []Document

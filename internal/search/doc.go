@@ -55,7 +55,7 @@
 //     Debian package descriptions and WordNet glosses (package vectors).
 //   - ModeAuto (default): a calibrated weighted sum of max-normalised BM25F
 //     scores and cosine similarities, the fusion measured best on the DEV
-//     sets of ../shared/data/toolret (docs/search.md).
+//     sets of testdata/toolret (docs/search.md).
 //
 // # Concurrency
 //

@@ -59,19 +59,23 @@ func NPMServer(t testing.TB, name string) string {
 	return p
 }
 
-// SharedData returns the path of rel inside the project's shared data
-// folder (../shared/data beside the checkout). When it is missing the test
-// fails under CI=true and is skipped elsewhere.
+// DataRoot is the folder, relative to the module root, that holds the data
+// sets the tests, benchmarks and `make eval` read (testdata/README.md).
+const DataRoot = "testdata"
+
+// SharedData returns the path of rel (e.g. "toolret/metatool/tools.jsonl")
+// inside the repository's data folder, testdata/ at the module root
+// (testdata/README.md). The data is part of the repository, so a missing
+// file is a broken checkout: the test fails, under CI and elsewhere.
 func SharedData(t testing.TB, rel string) string {
 	t.Helper()
 	root, err := rootFromWD()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(filepath.Dir(root), "shared", "data", filepath.FromSlash(rel))
+	p := filepath.Join(root, DataRoot, filepath.FromSlash(rel))
 	if _, err := os.Stat(p); err != nil {
-		missing(t, "shared data %s not found: %v", rel, err)
-		return ""
+		t.Fatalf("data %s not found in %s/ (part of the repository; see %s/README.md): %v", rel, DataRoot, DataRoot, err)
 	}
 	return p
 }

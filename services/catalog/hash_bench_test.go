@@ -15,17 +15,14 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/internal/testkit"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
 // toolsdk returns the path of the 8,010-tool toolsdk-registry catalog
-// (shared/data, beside the repository); missing: skipped.
+// (testdata/mcp-catalog, see testdata/README.md).
 func toolsdk(b testing.TB) string {
-	p := filepath.Join(moduleRoot(b), "..", "shared", "data", "mcp-catalog", "toolsdk-registry", "tools.jsonl")
-	if _, err := os.Stat(p); err != nil {
-		b.Skipf("toolsdk catalog not available: %v", err)
-	}
-	return p
+	return testkit.SharedData(b, "mcp-catalog/toolsdk-registry/tools.jsonl")
 }
 
 // BenchmarkCatalogHash8k hashes the 8,010-tool catalog from raw rows (every
@@ -105,10 +102,7 @@ func TestMemory10k(t *testing.T) {
 		t.Skip("short mode or race detector (which multiplies memory)")
 	}
 	a := toolsdk(t)
-	bPath := filepath.Join(filepath.Dir(filepath.Dir(a)), "mcpm-registry", "tools.jsonl")
-	if _, err := os.Stat(bPath); err != nil {
-		t.Skip(err)
-	}
+	bPath := testkit.SharedData(t, "mcp-catalog/mcpm-registry/tools.jsonl")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "TP_CATALOG_HELPER=mem", "TP_MEM_A="+a, "TP_MEM_B="+bPath)
 	out, err := cmd.Output()

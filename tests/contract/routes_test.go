@@ -24,6 +24,8 @@ import (
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	"github.com/toolplane/toolplane/internal/gateway"
+	"github.com/toolplane/toolplane/internal/openapispec"
+	"github.com/toolplane/toolplane/internal/version"
 )
 
 var update = flag.Bool("update", false, "rewrite routes.golden from http.yaml")
@@ -138,36 +140,161 @@ func TestEveryRPCHasExactlyOneRule(t *testing.T) {
 
 var pathParam = regexp.MustCompile(`\{([^}=]+)(=[^}]*)?\}`)
 
-func TestOpenAPIHasEveryRoute(t *testing.T) {
-	var spec struct {
-		Swagger string                                `json:"swagger"`
-		Paths   map[string]map[string]json.RawMessage `json:"paths"`
-	}
+// shape is a path template with its variable names dropped: two templates
+// of the same shape are the same path to OpenAPI.
+func shape(p string) string { return pathParam.ReplaceAllString(p, "{}") }
+
+type servedSpec struct {
+	Swagger string `json:"swagger"`
+	Info    struct {
+		Title   string `json:"title"`
+		Version string `json:"version"`
+	} `json:"info"`
+	SecurityDefinitions map[string]struct {
+		Type string `json:"type"`
+		In   string `json:"in"`
+		Name string `json:"name"`
+	} `json:"securityDefinitions"`
+	Security []map[string][]string `json:"security"`
+	Paths    map[string]map[string]struct {
+		OperationID string                `json:"operationId"`
+		Security    []map[string][]string `json:"security"`
+		Parameters  []struct {
+			Name string `json:"name"`
+			In   string `json:"in"`
+		} `json:"parameters"`
+		Responses map[string]json.RawMessage `json:"responses"`
+	} `json:"paths"`
+}
+
+func loadServed(t *testing.T) servedSpec {
+	t.Helper()
+	var spec servedSpec
 	if err := json.Unmarshal(gateway.OpenAPI, &spec); err != nil {
 		t.Fatal(err)
 	}
+	return spec
+}
+
+// TestOpenAPIIsProcessedGenerated: the served spec is exactly the generated
+// one run through internal/openapispec (make generate keeps them in step).
+func TestOpenAPIIsProcessedGenerated(t *testing.T) {
 	gen, err := os.ReadFile(filepath.Join("..", "..", "gen", "openapi", "toolplane.swagger.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(gen) != string(gateway.OpenAPI) {
-		t.Fatal("internal/gateway/openapi.json differs from gen/openapi/toolplane.swagger.json: run make generate")
+	want, err := openapispec.Process(gen, version.Release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != string(gateway.OpenAPI) {
+		t.Fatal("internal/gateway/openapi.json is not gen/openapi/toolplane.swagger.json post-processed: run make generate")
+	}
+}
+
+func TestOpenAPIHasEveryRoute(t *testing.T) {
+	spec := loadServed(t)
+	byShape := map[string]string{}
+	for p := range spec.Paths {
+		if prev, dup := byShape[shape(p)]; dup {
+			t.Errorf("paths %s and %s have the same template", prev, p)
+		}
+		byShape[shape(p)] = p
 	}
 	var missing []string
 	for _, r := range loadRules(t) {
 		m, p := r.methodPath()
-		key := pathParam.ReplaceAllString(p, "{$1}")
-		ops, ok := spec.Paths[key]
+		key, ok := byShape[shape(p)]
 		if !ok {
-			missing = append(missing, m+" "+key)
+			missing = append(missing, m+" "+p)
 			continue
 		}
-		if _, ok := ops[strings.ToLower(m)]; !ok {
-			missing = append(missing, m+" "+key)
+		op, ok := spec.Paths[key][strings.ToLower(m)]
+		if !ok {
+			missing = append(missing, m+" "+p)
+			continue
+		}
+		rpc := r.Selector[strings.LastIndexByte(r.Selector, '.')+1:]
+		if want := strings.ToLower(rpc[:1]) + rpc[1:]; op.OperationID != want {
+			t.Errorf("%s %s: operationId %q, want %q", m, p, op.OperationID, want)
+		}
+		// The path parameters are exactly the template's variables.
+		var declared, inTemplate []string
+		for _, prm := range op.Parameters {
+			if prm.In == "path" {
+				declared = append(declared, prm.Name)
+			}
+		}
+		for _, v := range pathParam.FindAllStringSubmatch(key, -1) {
+			inTemplate = append(inTemplate, v[1])
+		}
+		sort.Strings(declared)
+		sort.Strings(inTemplate)
+		if strings.Join(declared, ",") != strings.Join(inTemplate, ",") {
+			t.Errorf("%s %s: path parameters %v, template %s has %v", m, p, declared, key, inTemplate)
 		}
 	}
 	sort.Strings(missing)
 	if len(missing) > 0 {
 		t.Fatalf("OpenAPI spec lacks %d routes:\n%s", len(missing), strings.Join(missing, "\n"))
+	}
+}
+
+// TestOpenAPIInfoAndSecurity: a real title, the release version (the newest
+// CHANGELOG entry), and the bearer scheme required by every operation.
+func TestOpenAPIInfoAndSecurity(t *testing.T) {
+	spec := loadServed(t)
+	if spec.Swagger != "2.0" {
+		t.Errorf("swagger %q", spec.Swagger)
+	}
+	if spec.Info.Title != openapispec.Title {
+		t.Errorf("info.title %q, want %q", spec.Info.Title, openapispec.Title)
+	}
+	changelog, err := os.ReadFile(filepath.Join("..", "..", "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^## v(\d+\.\d+\.\d+)\b`).FindSubmatch(changelog)
+	if m == nil {
+		t.Fatal("CHANGELOG.md has no \"## vX.Y.Z\" entry")
+	}
+	if spec.Info.Version != version.Release || version.Release != string(m[1]) {
+		t.Errorf("info.version %q, version.Release %q, newest CHANGELOG release %q: want all equal", spec.Info.Version, version.Release, m[1])
+	}
+	sd, ok := spec.SecurityDefinitions[openapispec.SecurityScheme]
+	if !ok || sd.Type != "apiKey" || sd.In != "header" || sd.Name != "Authorization" {
+		t.Errorf("securityDefinitions.%s = %+v (ok %v), want an apiKey header Authorization", openapispec.SecurityScheme, sd, ok)
+	}
+	requires := func(sec []map[string][]string) bool {
+		for _, s := range sec {
+			if _, ok := s[openapispec.SecurityScheme]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	if !requires(spec.Security) {
+		t.Errorf("top-level security %v does not require %s", spec.Security, openapispec.SecurityScheme)
+	}
+	ids := map[string]string{}
+	n := 0
+	for p, item := range spec.Paths {
+		for meth, op := range item {
+			n++
+			where := strings.ToUpper(meth) + " " + p
+			if !requires(op.Security) {
+				t.Errorf("%s: security %v does not require %s", where, op.Security, openapispec.SecurityScheme)
+			}
+			if _, ok := op.Responses["401"]; !ok {
+				t.Errorf("%s: no 401 response", where)
+			}
+			if prev, dup := ids[op.OperationID]; dup {
+				t.Errorf("operationId %q on %s and %s", op.OperationID, prev, where)
+			}
+			ids[op.OperationID] = where
+		}
+	}
+	if n != 47 {
+		t.Errorf("%d operations in the spec, want 47 (one per RPC)", n)
 	}
 }

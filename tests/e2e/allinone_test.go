@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -141,8 +142,14 @@ func TestAllInOneDefault(t *testing.T) {
 		if len(rules) < 40 {
 			t.Errorf("only %d rules in http.yaml", len(rules))
 		}
+		// Templates that differ only in variable names are one OpenAPI path
+		// (internal/openapispec merges them): look routes up by shape.
+		byShape := map[string]string{}
+		for p := range spec.Paths {
+			byShape[openAPIShape(p)] = p
+		}
 		for sel, r := range rules {
-			ops, ok := spec.Paths[openAPIPath(r.path)]
+			ops, ok := spec.Paths[byShape[openAPIShape(r.path)]]
 			if !ok {
 				t.Errorf("%s: path %s (%s) missing from /openapi.json", sel, openAPIPath(r.path), r.path)
 				continue
@@ -153,9 +160,65 @@ func TestAllInOneDefault(t *testing.T) {
 				continue
 			}
 			rpc := sel[strings.LastIndexByte(sel, '.')+1:]
-			if !strings.HasSuffix(op.OperationID, "_"+rpc) {
-				t.Errorf("%s: %s %s has operationId %q, want ..._%s", sel, strings.ToUpper(r.method), r.path, op.OperationID, rpc)
+			if want := strings.ToLower(rpc[:1]) + rpc[1:]; op.OperationID != want {
+				t.Errorf("%s: %s %s has operationId %q, want %q", sel, strings.ToUpper(r.method), r.path, op.OperationID, want)
 			}
+		}
+	})
+
+	t.Run("rest routing errors", func(t *testing.T) {
+		// A wrong method: 405 with Allow (not 501); a ':' in an id: 400
+		// naming the field (GetThread is not reached with "<id>:assemble").
+		send := func(method, path, body string) (*http.Response, string) {
+			t.Helper()
+			req, err := http.NewRequest(method, p.URL(path), strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := p.HTTPClient().Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			return resp, string(raw)
+		}
+		for _, c := range []struct{ method, path, allow string }{
+			{http.MethodGet, "/v1/tools:search", "POST"},
+			{http.MethodDelete, "/v1/threads", "GET, POST"},
+			{http.MethodPut, "/v1/threads/x:assemble", "POST"},
+			{http.MethodPost, "/healthz", "GET, HEAD"},
+		} {
+			resp, raw := send(c.method, c.path, "")
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
+				t.Errorf("%s %s: %d Allow %q, want 405 Allow %q: %s", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), c.allow, raw)
+			}
+		}
+		resp, raw := send(http.MethodPost, "/v1/threads", "{}")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /v1/threads: %d %s", resp.StatusCode, raw)
+		}
+		var created struct {
+			Thread struct {
+				ThreadID string `json:"thread_id"`
+			} `json:"thread"`
+		}
+		if err := json.Unmarshal([]byte(raw), &created); err != nil || created.Thread.ThreadID == "" {
+			t.Fatalf("POST /v1/threads: no thread id in %s (%v)", raw, err)
+		}
+		id := created.Thread.ThreadID
+		resp, raw = send(http.MethodGet, "/v1/threads/"+id+":assemble", "")
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(raw, `"field":"thread_id"`) || !strings.Contains(raw, "google.rpc.BadRequest") {
+			t.Errorf("GET /v1/threads/<id>:assemble: %d %s; want 400 with a BadRequest for thread_id", resp.StatusCode, raw)
+		}
+		if resp, raw := send(http.MethodPost, "/v1/threads/"+id+":assemble", "{}"); resp.StatusCode != http.StatusOK {
+			t.Errorf("POST /v1/threads/<id>:assemble: %d %s", resp.StatusCode, raw)
+		}
+		if resp, raw := send(http.MethodGet, "/v1/threads/"+id, ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /v1/threads/<id>: %d %s", resp.StatusCode, raw)
 		}
 	})
 
@@ -330,6 +393,11 @@ var wildcardVar = regexp.MustCompile(`\{([a-z_.]+)=[^}]*\}`)
 // openAPIPath is the OpenAPI form of an http.yaml path template:
 // `{path=**}` becomes `{path}`; field names stay as in the proto.
 func openAPIPath(p string) string { return wildcardVar.ReplaceAllString(p, "{$1}") }
+
+var anyVar = regexp.MustCompile(`\{[^}]*\}`)
+
+// openAPIShape is a path template with its variable names dropped.
+func openAPIShape(p string) string { return anyVar.ReplaceAllString(p, "{}") }
 
 // metricsText is a scraped Prometheus text exposition.
 type metricsText []string

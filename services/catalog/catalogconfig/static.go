@@ -9,7 +9,7 @@ import (
 )
 
 // StaticTool is one row of a static tool file, in the format of
-// shared/data/mcp-catalog/*/tools.jsonl:
+// testdata/mcp-catalog/*/tools.jsonl:
 // `{"name", "description", "input_schema" (object or null), "server"}`.
 // Optional keys `title`, `output_schema` and `annotations` are read when present.
 type StaticTool struct {
