@@ -52,7 +52,7 @@ func (s *recordingRuntime) AssembleTools(_ context.Context, r *runtimev1.Assembl
 
 type liveProbe struct{}
 
-func (liveProbe) Live(context.Context) bool               { return true }
+func (liveProbe) Live(context.Context) bool              { return true }
 func (liveProbe) Ready(context.Context) map[string]error { return map[string]error{} }
 
 // startGateway serves the real gateway (every generated route of the four
