@@ -13,16 +13,23 @@ help: ## list targets
 .PHONY: generate
 generate: ## format protos and regenerate gen/ (Go, gateway, merged OpenAPI), clients/ stubs and the served spec
 	$(BUF) format -w proto
-	$(BUF) generate
+	@command -v protoc >/dev/null && command -v grpc_python_plugin >/dev/null || { \
+	  echo "generate: protoc and grpc_python_plugin are needed (apt-get install protobuf-compiler protobuf-compiler-grpc)"; exit 1; }
+	ts=$$(clients/ts/install.sh) && \
+	  $(BUF) generate && \
+	  g=$$ts/node_modules/google-proto-files && \
+	  $(BUF) generate $$g --template buf.gen.googleapis.yaml --path $$g/google/rpc/status.proto --path $$g/google/rpc/error_details.proto
 	$(GO) run ./internal/openapispec/postprocess gen/openapi/toolplane.swagger.json internal/gateway/openapi.json
 
+GENERATED := gen internal/gateway/openapi.json clients/python/toolplane_client/gen clients/ts/gen
+
 .PHONY: check-generated
-check-generated: generate ## regenerate and fail if gen/ differs from what is committed
-	@git add -N gen internal/gateway/openapi.json >/dev/null 2>&1 || true
-	@if ! git diff --quiet -- gen internal/gateway/openapi.json; then \
-	  echo "check-generated: gen/ is out of date with proto/ (run make generate and commit):"; \
-	  git diff --stat -- gen internal/gateway/openapi.json; exit 1; fi
-	@echo "check-generated: gen/ is up to date"
+check-generated: generate ## regenerate and fail if gen/ or clients/*/gen differ from what is committed
+	@git add -N $(GENERATED) >/dev/null 2>&1 || true
+	@if ! git diff --quiet -- $(GENERATED); then \
+	  echo "check-generated: generated code is out of date with proto/ (run make generate and commit):"; \
+	  git diff --stat -- $(GENERATED); exit 1; fi
+	@echo "check-generated: gen/ and clients/*/gen are up to date"
 
 .PHONY: lint
 lint: ## go vet, buf lint, buf format check
