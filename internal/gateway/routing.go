@@ -8,12 +8,11 @@ import (
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/internal/grpcx"
 )
 
 // Routing answers of the REST gateway (docs/decisions/0062-rest-routing-errors.md):
@@ -22,7 +21,8 @@ import (
 //     Allow header listing the methods that serve it (the grpc-gateway
 //     default is 501 UNIMPLEMENTED without Allow);
 //   - a path variable holding ':' is refused with 400 INVALID_ARGUMENT and a
-//     google.rpc.BadRequest naming the field: ids never contain ':', which
+//     google.rpc.BadRequest naming the field (docs/decisions/0030-error-model.md
+//     shape: ErrorInfo ERROR_REASON_INVALID_REQUEST, violation INVALID): ids never contain ':', which
 //     starts a custom method (`/v1/threads/{thread_id}:assemble`), so
 //     `GET /v1/threads/abc:assemble` no longer reaches GetThread with the id
 //     "abc:assemble".
@@ -68,13 +68,9 @@ func colonMiddleware(mux func() *runtime.ServeMux) runtime.Middleware {
 			if allow := allowedMethods(mux(), r); len(allow) > 0 {
 				msg += fmt.Sprintf("; %s is served for %s", r.URL.Path, strings.Join(allow, ", "))
 			}
-			st := status.New(codes.InvalidArgument, msg)
-			if d, err := st.WithDetails(
-				&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: name, Description: desc}}},
-				&errdetails.ErrorInfo{Reason: "INVALID_PATH_VARIABLE", Domain: auth.ErrorDomain, Metadata: map[string]string{"field": name}},
-			); err == nil {
-				st = d
-			}
+			err := grpcx.InvalidMessage(ErrorDomain, grpcx.ReasonInvalidRequest, msg, nil,
+				grpcx.Violation{Field: name, Reason: grpcx.ViolationInvalid, Description: desc})
+			st := status.Convert(err)
 			writeStatus(w, http.StatusBadRequest, st)
 		}
 	}
@@ -133,11 +129,21 @@ func routingErrorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.M
 			return
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeStatus(w, http.StatusMethodNotAllowed, status.Newf(codes.Unimplemented,
-			"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		writeStatus(w, http.StatusMethodNotAllowed, methodNotAllowed(r, strings.Join(allow, ", ")))
 		return
 	}
 	runtime.DefaultRoutingErrorHandler(ctx, mux, m, w, r, code)
+}
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of the gateway's own
+// routing errors (they belong to no service; docs/decisions/0030-error-model.md).
+const ErrorDomain = "toolplane.dev"
+
+// methodNotAllowed is the status of a 405: UNIMPLEMENTED (the gateway's
+// code for it) with an ErrorInfo whose metadata "allow" repeats the header.
+func methodNotAllowed(r *http.Request, allow string) *status.Status {
+	return grpcx.Status(codes.Unimplemented, ErrorDomain, grpcx.ReasonInvalidRequest, map[string]string{"allow": allow, "method": r.Method},
+		fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
 }
 
 // writeStatus writes st as the gateway's JSON error body ({"code",
@@ -164,6 +170,6 @@ func (discard) WriteHeader(int)             {}
 func methodOnly(allow string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeStatus(w, http.StatusMethodNotAllowed, status.Newf(codes.Unimplemented, "method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
+		writeStatus(w, http.StatusMethodNotAllowed, methodNotAllowed(r, allow))
 	}
 }

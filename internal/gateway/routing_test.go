@@ -101,8 +101,11 @@ type errBody struct {
 		FieldViolations []struct {
 			Field       string `json:"field"`
 			Description string `json:"description"`
+			Reason      string `json:"reason"`
 		} `json:"field_violations"`
-		Reason string `json:"reason"`
+		Reason   string            `json:"reason"`
+		Domain   string            `json:"domain"`
+		Metadata map[string]string `json:"metadata"`
 	} `json:"details"`
 }
 
@@ -149,6 +152,15 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 		if eb.Code != 12 || !strings.Contains(eb.Message, c.allow) {
 			t.Errorf("%s %s: body code %d message %q; want code 12 naming %q", c.method, c.path, eb.Code, eb.Message, c.allow)
 		}
+		var info string
+		for _, d := range eb.Details {
+			if d.Type == "type.googleapis.com/google.rpc.ErrorInfo" && d.Domain == ErrorDomain {
+				info = d.Metadata["allow"]
+			}
+		}
+		if info != c.allow {
+			t.Errorf("%s %s: ErrorInfo metadata allow %q, want %q (%+v)", c.method, c.path, info, c.allow, eb.Details)
+		}
 	}
 	if got := rt.reached(); len(got) != 0 {
 		t.Errorf("wrong-method calls reached RPCs: %v", got)
@@ -168,14 +180,19 @@ func TestColonInPathVariableIs400(t *testing.T) {
 	if !strings.HasPrefix(eb.Message, "thread_id: must not contain ':'") || !strings.Contains(eb.Message, "served for POST") {
 		t.Errorf("message %q: want the field named and the method that serves the path", eb.Message)
 	}
-	var field string
+	var field, reason string
 	for _, d := range eb.Details {
-		if d.Type == "type.googleapis.com/google.rpc.BadRequest" && len(d.FieldViolations) == 1 {
-			field = d.FieldViolations[0].Field
+		switch d.Type {
+		case "type.googleapis.com/google.rpc.BadRequest":
+			if len(d.FieldViolations) == 1 && d.FieldViolations[0].Reason == "INVALID" {
+				field = d.FieldViolations[0].Field
+			}
+		case "type.googleapis.com/google.rpc.ErrorInfo":
+			reason = d.Reason
 		}
 	}
-	if field != "thread_id" {
-		t.Errorf("details %+v: want a google.rpc.BadRequest for thread_id", eb.Details)
+	if field != "thread_id" || reason != "ERROR_REASON_INVALID_REQUEST" {
+		t.Errorf("details %+v: want a google.rpc.BadRequest (INVALID) for thread_id and ErrorInfo ERROR_REASON_INVALID_REQUEST", eb.Details)
 	}
 	// Percent-encoded ':' is the same id.
 	if resp, _ := do(t, srv, "GET", "/v1/threads/abc%3Aassemble", ""); resp.StatusCode != http.StatusBadRequest {
