@@ -149,9 +149,9 @@ def main():
         fields = [fv.field for b in bad for fv in b.field_violations]
         print("  %s: %s; BadRequest fields %s" % (e.code().name, e.details(), fields))
         check("a call without tool_call is INVALID_ARGUMENT", e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.details())
-        # The server adds BadRequest where it names a field; decode it when present.
-        check("BadRequest, when present, names tool_call",
-              not bad or any(f.startswith("tool_call") for f in fields), fields)
+        # Validation errors carry a google.rpc.BadRequest naming the field
+        # (docs/decisions/0030-error-model.md).
+        check("its google.rpc.BadRequest names tool_call", fields == ["tool_call"], fields)
     http_addr = os.environ.get("TOOLPLANE_HTTP")
     if http_addr:
         # The REST gateway refuses an id holding ':' with a BadRequest; the
