@@ -53,6 +53,15 @@ fi
 "$node22" "$bin/oas-validate" "$work/openapi3.json" >"$work/oas-validate.log" 2>&1 || {
   sed 's/\x1b\[[0-9;]*m//g' "$work/oas-validate.log" >&2; echo "openapi-check: oas-validate refused the OpenAPI 3 spec" >&2; exit 1; }
 echo "oas-validate: $work/openapi3.json: valid"
+# The check can fail: the generator's own output (before internal/openapispec)
+# has two identical path templates, which oas-validate must refuse.
+"$node22" "$bin/swagger2openapi" --outfile "$work/raw3.json" "$root/gen/openapi/toolplane.swagger.json"
+if "$node22" "$bin/oas-validate" "$work/raw3.json" >"$work/raw.log" 2>&1 || ! grep -q "Identical path templates" "$work/raw.log"; then
+  sed 's/\x1b\[[0-9;]*m//g' "$work/raw.log" >&2
+  echo "openapi-check: oas-validate accepted the unprocessed spec (identical templates); the check is not working" >&2
+  exit 1
+fi
+echo "oas-validate: the unprocessed generator output is refused (identical path templates), as expected"
 "$node22" "$root/clients/ts/rest/validate.cjs" "$work/openapi3.json"
 mkdir -p "$work/rest"
 cp "$root/clients/ts/rest/walkthrough.ts" "$root/clients/ts/rest/tsconfig.json" "$work/rest/"
