@@ -20,12 +20,12 @@ import (
 //   - a path that some route serves, called with another method: 405 with an
 //     Allow header listing the methods that serve it (the grpc-gateway
 //     default is 501 UNIMPLEMENTED without Allow);
-//   - a path variable holding ':' is refused with 400 INVALID_ARGUMENT and a
-//     google.rpc.BadRequest naming the field (docs/decisions/0030-error-model.md
-//     shape: ErrorInfo ERROR_REASON_INVALID_REQUEST, violation INVALID): ids never contain ':', which
-//     starts a custom method (`/v1/threads/{thread_id}:assemble`), so
-//     `GET /v1/threads/abc:assemble` no longer reaches GetThread with the id
-//     "abc:assemble".
+//   - a path variable holding ':' is refused with 400 INVALID_ARGUMENT, an
+//     ErrorInfo ERROR_REASON_INVALID_REQUEST and a google.rpc.BadRequest
+//     naming the field (violation INVALID; docs/decisions/0030-error-model.md).
+//     Ids never contain ':', which starts a custom method
+//     (`/v1/threads/{thread_id}:assemble`), so `GET /v1/threads/abc:assemble`
+//     no longer reaches GetThread with the id "abc:assemble".
 //
 // Which methods serve a path is asked of the mux itself: the request is
 // routed once per method with a probe marker in its context, and
