@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net"
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,6 +22,8 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
 )
 
 // recordingRuntime records which RPCs the gateway reached.
@@ -57,7 +62,7 @@ func (liveProbe) Ready(context.Context) map[string]error { return map[string]err
 
 // startGateway serves the real gateway (every generated route of the four
 // services) in front of a gRPC server on loopback.
-func startGateway(t *testing.T) (*httptest.Server, *recordingRuntime) {
+func startGateway(t *testing.T, opts ...runtime.ServeMuxOption) (*httptest.Server, *recordingRuntime) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +81,7 @@ func startGateway(t *testing.T) (*httptest.Server, *recordingRuntime) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	mux := NewMux()
+	mux := NewMux(opts...)
 	ctx := context.Background()
 	for _, reg := range []func(context.Context) error{
 		func(ctx context.Context) error { return runtimev1.RegisterRuntimeServiceHandler(ctx, mux, conn) },
@@ -212,5 +217,38 @@ func TestColonInPathVariableIs400(t *testing.T) {
 	got := strings.Join(rt.reached(), "; ")
 	if got != "GetThread abc; AssembleTools abc" {
 		t.Errorf("RPCs reached: %q, want only GetThread abc then AssembleTools abc", got)
+	}
+}
+
+// TestRoutingErrorsWithCredentials: with authentication on, an anonymous
+// caller gets 401 before its ':' id is judged; a wrong method is 405 for
+// anyone (routes are public in /openapi.json).
+func TestRoutingErrorsWithCredentials(t *testing.T) {
+	sum := sha256.Sum256([]byte("tp-test-token"))
+	au, err := auth.NewAuthenticator(auth.Options{Enabled: true, Tokens: []auth.TokenSpec{{
+		Name: "t", SHA256: hex.EncodeToString(sum[:]), Kind: auth.KindUser, Principal: &typev1.Principal{Subject: "alice"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, rt := startGateway(t, RequireCredential(au))
+	if resp, eb := do(t, srv, "GET", "/v1/threads/abc:assemble", ""); resp.StatusCode != http.StatusUnauthorized || eb.Code != 16 {
+		t.Errorf("anonymous GET /v1/threads/abc:assemble: %d code %d, want 401 code 16", resp.StatusCode, eb.Code)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/threads/abc:assemble", nil)
+	req.Header.Set("Authorization", "Bearer tp-test-token")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET /v1/threads/abc:assemble with a token: %d, want 400", resp.StatusCode)
+	}
+	if resp, _ := do(t, srv, "PUT", "/v1/tools:search", ""); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("anonymous PUT /v1/tools:search: %d Allow %q, want 405 Allow POST", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	if got := rt.reached(); len(got) != 0 {
+		t.Errorf("RPCs reached: %v", got)
 	}
 }
