@@ -1,0 +1,8 @@
+package pgtest
+
+import (
+	"os"
+	"syscall"
+)
+
+func statUID(fi os.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
