@@ -119,3 +119,25 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 }
+
+// Blobs is the content-addressed file store: every skill file stored once,
+// named by the hex SHA-256 of its bytes. skillsblob keeps them in a folder
+// (the default), skillspg in PostgreSQL bytea. Get verifies the digest.
+// Implementations are safe for concurrent use; the conformance suite is
+// skillstest.RunBlobSuite.
+type Blobs interface {
+	// Put stores data and returns its digest; created is false when the
+	// blob already existed.
+	Put(data []byte) (digest string, created bool, err error)
+	// Get returns the blob's bytes, verified against the digest; errors wrap
+	// skillsblob.ErrNotFound or skillsblob.ErrCorrupt.
+	Get(digest string) ([]byte, error)
+	// Has reports whether the blob exists.
+	Has(digest string) bool
+	// Delete removes a blob; deleting a missing blob is not an error.
+	Delete(digest string) error
+	// List returns every stored digest (unordered).
+	List() ([]string, error)
+	// GC deletes the blobs not in keep and returns how many it removed.
+	GC(keep map[string]bool) (int, error)
+}
