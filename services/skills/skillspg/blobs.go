@@ -44,7 +44,9 @@ func OpenBlobs(ctx context.Context, pool *pgxpool.Pool, minAge time.Duration) (*
 	return &Blobs{pool: pool, minAge: minAge, now: time.Now}, nil
 }
 
-func bctx() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), blobTimeout) }
+func bctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), blobTimeout)
+}
 
 func validDigest(d string) bool {
 	if len(d) != 64 {
