@@ -122,4 +122,3 @@ func bitsEqual(a, b []float32) bool {
 	}
 	return true
 }
-
