@@ -28,6 +28,7 @@ import (
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -50,6 +51,7 @@ import (
 	"github.com/toolplane/toolplane/services/catalog"
 	"github.com/toolplane/toolplane/services/runtime"
 	"github.com/toolplane/toolplane/services/runtime/runtimemcp"
+	"github.com/toolplane/toolplane/services/runtime/runtimepg"
 	"github.com/toolplane/toolplane/services/skills"
 )
 
@@ -61,6 +63,10 @@ type Options struct {
 	OnReady func(grpcAddr, httpAddr string)
 	// ExtraServices are registered next to the selected ones (tests).
 	ExtraServices []svckit.Service
+	// Postgres is the process's PostgreSQL pool from OpenStorage (opened
+	// and migrated before Listen); nil = sqlite in the data directory. Run
+	// closes it after every service.
+	Postgres *pgxpool.Pool
 }
 
 // Listeners are the bound listeners of a process.
@@ -259,9 +265,12 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 				log.Error("close service", "service", services[i].Name(), "error", err)
 			}
 		}
+		if opts.Postgres != nil {
+			opts.Postgres.Close()
+		}
 	}
 	env := func(name string) svckit.Env {
-		return svckit.Env{DataDir: cfg.Server.DataDir, Logger: log.With("service", name), Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"service": name}, reg), MaxMessageBytes: cfg.Server.MaxMessageBytes}
+		return svckit.Env{DataDir: cfg.Server.DataDir, Logger: log.With("service", name), Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"service": name}, reg), MaxMessageBytes: cfg.Server.MaxMessageBytes, Postgres: opts.Postgres}
 	}
 	build := func() error {
 		if selected["catalog"] {
@@ -296,7 +305,16 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 				conns = append(conns, conn)
 				e.Upstreams[up] = conn
 			}
-			s, err := runtime.New(ctx, cfg.Runtime, e)
+			var s *runtime.Server
+			var err error
+			if opts.Postgres != nil {
+				var st *runtimepg.Store
+				if st, err = runtimepg.Open(ctx, opts.Postgres); err == nil {
+					s, err = runtime.NewWithStore(cfg.Runtime, e, st)
+				}
+			} else {
+				s, err = runtime.New(ctx, cfg.Runtime, e)
+			}
 			if err != nil {
 				return serviceError("runtime", err)
 			}

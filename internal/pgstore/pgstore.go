@@ -12,6 +12,7 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,19 +47,23 @@ func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot reach the server at %s:%d: %s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, redact(err))
+		return nil, fmt.Errorf("cannot connect to the server at %s:%d: %s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, redact(err))
 	}
 	return pool, nil
 }
 
-// redact returns the error text of a pgx parse or connect error; pgx
-// already masks passwords in what it reports, this also drops a repeated
-// "failed to connect to `...`" prefix that may name the user.
+// redact returns the error text of a pgx parse or connect error without
+// the connection string (pgx masks the password in it; the rest is dropped
+// too) and without the "failed to connect to `...`" prefix.
 func redact(err error) string {
 	var pe *pgconn.ParseConfigError
 	if errors.As(err, &pe) {
 		if pe.Unwrap() != nil {
 			return pe.Unwrap().Error()
+		}
+		s := pe.Error() // "cannot parse `<DSN, password masked>`: <reason>"
+		if i := strings.LastIndex(s, "`: "); i >= 0 {
+			return s[i+3:]
 		}
 		return "cannot parse"
 	}

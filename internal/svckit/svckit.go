@@ -9,6 +9,7 @@ import (
 	"log/slog"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
@@ -30,6 +31,12 @@ type Env struct {
 	Upstreams map[string]grpc.ClientConnInterface
 	// MaxMessageBytes is the configured maximum gRPC message size.
 	MaxMessageBytes int
+	// Postgres, when non-nil, is the process's PostgreSQL pool (storage.dsn,
+	// migrated before listening by internal/app): the service keeps its
+	// state in its own schema of that database instead of sqlite files in
+	// DataDir (docs/decisions/0080-postgresql-stores.md). The pool belongs
+	// to the composition root, which closes it after every service.
+	Postgres *pgxpool.Pool
 }
 
 // Service is one Toolplane service as wired by internal/app.

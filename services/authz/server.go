@@ -2,7 +2,8 @@
 // point on Casbin that filters what a principal can see, re-checks every call and
 // audits decisions (docs/architecture.md §2.2, §5; docs/deerflow.md §3).
 //
-// The sqlite store (authzsqlite) is the only source of truth. At start the
+// The store — sqlite (authzsqlite) by default, PostgreSQL (authzpg) when
+// storage.dsn is set — is the only source of truth. At start the
 // service imports, in order: the shipped default policy (only into an empty
 // store), the DeerFlow `authorization` section of the config (replacing the
 // previous DeerFlow import and the default lines of the roles it defines),
@@ -32,6 +33,7 @@ import (
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
+	"github.com/toolplane/toolplane/services/authz/authzpg"
 	"github.com/toolplane/toolplane/services/authz/authzsqlite"
 	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
@@ -95,7 +97,12 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authz.model_file: %w", err)
 	}
-	store, err := authzsqlite.Open(filepath.Join(env.DataDir, "authz.db"))
+	var store authzstore.Store
+	if env.Postgres != nil {
+		store, err = authzpg.Open(ctx, env.Postgres)
+	} else {
+		store, err = authzsqlite.Open(filepath.Join(env.DataDir, "authz.db"))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("authz: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/toolplane/toolplane/internal/search"
+	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/catalog/catalogpg"
 	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 )
 
@@ -22,8 +24,14 @@ const queryVectorCacheSize = 4096
 type remoteEmbedder struct {
 	// embedder is the HTTP embedder behind a CachedEmbedder (tieredCache).
 	embedder search.Embedder
-	// store is DataDir/catalog.db.
-	store *catalogstore.Store
+	// vectors is the persistent tool-vector cache: DataDir/catalog.db, or
+	// the catalog schema of env.Postgres (catalogpg).
+	vectors interface {
+		search.VectorCache
+		Count(ctx context.Context) (int, error)
+	}
+	// closeStore closes the store behind vectors.
+	closeStore func() error
 	// transport is the embedder's own HTTP transport (its idle connections
 	// are closed with the service).
 	transport *http.Transport
@@ -32,7 +40,7 @@ type remoteEmbedder struct {
 // close releases the store and idle connections.
 func (r *remoteEmbedder) close() error {
 	r.transport.CloseIdleConnections()
-	return r.store.Close()
+	return r.closeStore()
 }
 
 // newEmbedder builds the search embedder configured in cfg
@@ -42,7 +50,7 @@ func (r *remoteEmbedder) close() error {
 // tieredCache). Configuration errors (bad key, unset key variable, no data
 // directory, unusable store) name the key; an unreachable endpoint is not an
 // error here.
-func newEmbedder(cfg EmbedderConfig, dataDir string, log *slog.Logger) (*remoteEmbedder, error) {
+func newEmbedder(ctx context.Context, cfg EmbedderConfig, env svckit.Env, log *slog.Logger) (*remoteEmbedder, error) {
 	if cfg.URL == "" {
 		return nil, nil
 	}
@@ -54,29 +62,40 @@ func newEmbedder(cfg EmbedderConfig, dataDir string, log *slog.Logger) (*remoteE
 	if err != nil {
 		return nil, fmt.Errorf("%s.%w", p, err)
 	}
-	if dataDir == "" {
-		return nil, fmt.Errorf("%s: a data directory is required (vectors are cached in DataDir/catalog.db)", p)
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("%s: data directory: %w", p, err)
-	}
-	store, err := catalogstore.Open(filepath.Join(dataDir, "catalog.db"))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
 	// The cache model id includes the requested dimensions: the same model
 	// asked for another length gives other vectors.
 	model := cfg.Model
 	if cfg.Dimensions > 0 {
 		model = fmt.Sprintf("%s@%d", cfg.Model, cfg.Dimensions)
 	}
+	r := &remoteEmbedder{transport: transport}
+	if env.Postgres != nil {
+		store, err := catalogpg.Open(ctx, env.Postgres)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		r.vectors, r.closeStore = store.Vectors(model), store.Close
+	} else {
+		if env.DataDir == "" {
+			return nil, fmt.Errorf("%s: a data directory is required (vectors are cached in DataDir/catalog.db)", p)
+		}
+		if err := os.MkdirAll(env.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("%s: data directory: %w", p, err)
+		}
+		store, err := catalogstore.Open(filepath.Join(env.DataDir, "catalog.db"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		r.vectors, r.closeStore = store.Vectors(model), store.Close
+	}
 	queries, err := lru.New[string, []float32](queryVectorCacheSize)
 	if err != nil {
-		store.Close()
+		_ = r.closeStore()
 		return nil, err
 	}
-	cache := &tieredCache{docs: store.Vectors(model), queries: queries, log: log}
-	return &remoteEmbedder{embedder: search.NewCachedEmbedder(inner, model, cache), store: store, transport: transport}, nil
+	cache := &tieredCache{docs: r.vectors, queries: queries, log: log}
+	r.embedder = search.NewCachedEmbedder(inner, model, cache)
+	return r, nil
 }
 
 // docsCtxKey marks a context as embedding catalog documents (tools).

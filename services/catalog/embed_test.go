@@ -210,7 +210,7 @@ func TestRemoteEmbedderSemanticRanking(t *testing.T) {
 	if f.requests.Load() != before {
 		t.Errorf("a repeated query was re-embedded")
 	}
-	if n, err := h.srv.remote.store.Vectors("").Count(ctx); err != nil || n != len(embedTools) {
+	if n, err := h.srv.remote.vectors.Count(ctx); err != nil || n != len(embedTools) {
 		t.Errorf("catalog.db holds %d vectors (%v); want exactly the %d tools", n, err, len(embedTools))
 	}
 }
@@ -343,7 +343,7 @@ func TestRemoteEmbedderStartsWhileDown(t *testing.T) {
 		res, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: "quibbit", Mode: catalogv1.SearchMode_SEARCH_MODE_SEMANTIC})
 		return err == nil && len(res.Hits) > 0 && hitNames(res)[0] == "create_invoice"
 	})
-	if n, err := h.srv.remote.store.Vectors("").Count(ctx); err != nil || n != len(embedTools)+1 {
+	if n, err := h.srv.remote.vectors.Count(ctx); err != nil || n != len(embedTools)+1 {
 		t.Fatalf("catalog.db holds %d vectors (%v); want %d", n, err, len(embedTools)+1)
 	}
 }

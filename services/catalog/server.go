@@ -79,7 +79,7 @@ var (
 // environment, loads extensions_config.json and starts discovery (in the
 // background; Ready waits for servers only as catalog.ready_requires says,
 // and a broken server never blocks the service). It starts the reload loop.
-func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
+func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func New(_ context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if s.maxMsg <= 0 {
 		s.maxMsg = DefaultMaxMessageBytes
 	}
-	remote, err := newEmbedder(cfg.Search.Embedder, env.DataDir, log)
+	remote, err := newEmbedder(ctx, cfg.Search.Embedder, env, log)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -35,6 +36,7 @@ import (
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/skills/skillsblob"
 	"github.com/toolplane/toolplane/services/skills/skillsmd"
+	"github.com/toolplane/toolplane/services/skills/skillspg"
 	"github.com/toolplane/toolplane/services/skills/skillsscan"
 	"github.com/toolplane/toolplane/services/skills/skillssqlite"
 	"github.com/toolplane/toolplane/services/skills/skillsstore"
@@ -47,7 +49,7 @@ type Server struct {
 	env   svckit.Env
 	log   *slog.Logger
 	store skillsstore.Store
-	blobs *skillsblob.Store
+	blobs skillsstore.Blobs
 	rules *skillsscan.Ruleset
 	// mu serialises every write (install, edit, rollback, delete, GC) so
 	// that blobs written for a failed write can be removed safely.
@@ -70,7 +72,8 @@ var (
 )
 
 // New builds the service from its config section and the process environment:
-// it opens DataDir/skills.db and DataDir/skills/blobs, loads the shipped
+// it opens DataDir/skills.db and DataDir/skills/blobs (or, with env.Postgres,
+// the skills schema of that database), loads the shipped
 // public skills and removes unreferenced blobs.
 func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	cfg.SetDefaults()
@@ -87,13 +90,9 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(env.DataDir, "skills"), 0o750); err != nil {
 		return nil, fmt.Errorf("skills: %w", err)
 	}
-	blobs, err := skillsblob.Open(filepath.Join(env.DataDir, "skills", "blobs"))
+	blobs, store, err := openStores(ctx, env)
 	if err != nil {
 		return nil, err
-	}
-	store, err := skillssqlite.Open(filepath.Join(env.DataDir, "skills.db"))
-	if err != nil {
-		return nil, fmt.Errorf("skills: %w", err)
 	}
 	docs, _ := lru.New[string, *parsedDoc](1024)
 	indexes, _ := lru.New[string, *search.Index](64)
@@ -107,6 +106,36 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		log.Warn("skills blob gc failed", "error", err)
 	}
 	return s, nil
+}
+
+// blobGCMinAge is the age under which the PostgreSQL blob store keeps an
+// unreferenced blob at GC: another replica may have just written it for an
+// install whose metadata is not committed yet.
+const blobGCMinAge = 10 * time.Minute
+
+// openStores opens the blob and metadata stores: DataDir/skills/blobs and
+// DataDir/skills.db, or the skills schema of env.Postgres when set.
+func openStores(ctx context.Context, env svckit.Env) (skillsstore.Blobs, skillsstore.Store, error) {
+	if env.Postgres != nil {
+		blobs, err := skillspg.OpenBlobs(ctx, env.Postgres, blobGCMinAge)
+		if err != nil {
+			return nil, nil, fmt.Errorf("skills: %w", err)
+		}
+		store, err := skillspg.Open(ctx, env.Postgres)
+		if err != nil {
+			return nil, nil, fmt.Errorf("skills: %w", err)
+		}
+		return blobs, store, nil
+	}
+	blobs, err := skillsblob.Open(filepath.Join(env.DataDir, "skills", "blobs"))
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := skillssqlite.Open(filepath.Join(env.DataDir, "skills.db"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("skills: %w", err)
+	}
+	return blobs, store, nil
 }
 
 // Name returns "skills".
