@@ -58,13 +58,21 @@ A configuration error exits 2 with one line naming the key or flag.`,
 			if err != nil {
 				return err
 			}
-			lis, err := app.Listen(cfg)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// storage.dsn: connect and migrate before listening (exit 2 on failure).
+			pool, err := app.OpenStorage(ctx, cfg.Storage.DSN, cfg.Server.Services)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return app.Run(ctx, cfg, au, lis, serveOptions(app.Options{}))
+			lis, err := app.Listen(cfg)
+			if err != nil {
+				if pool != nil {
+					pool.Close()
+				}
+				return err
+			}
+			return app.Run(ctx, cfg, au, lis, serveOptions(app.Options{Postgres: pool}))
 		},
 	}
 	fl := cmd.Flags()

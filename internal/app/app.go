@@ -64,8 +64,9 @@ type Options struct {
 	// ExtraServices are registered next to the selected ones (tests).
 	ExtraServices []svckit.Service
 	// Postgres is the process's PostgreSQL pool from OpenStorage (opened
-	// and migrated before Listen); nil = sqlite in the data directory. Run
-	// closes it after every service.
+	// and migrated before Listen); nil = Run opens storage.dsn itself when
+	// set, else sqlite in the data directory. Run closes it after every
+	// service.
 	Postgres *pgxpool.Pool
 }
 
@@ -268,6 +269,15 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 		if opts.Postgres != nil {
 			opts.Postgres.Close()
 		}
+	}
+	if opts.Postgres == nil && cfg.Storage.DSN != "" {
+		pool, err := OpenStorage(ctx, cfg.Storage.DSN, cfg.Server.Services)
+		if err != nil {
+			lis.GRPC.Close()
+			lis.HTTP.Close()
+			return err
+		}
+		opts.Postgres = pool
 	}
 	env := func(name string) svckit.Env {
 		return svckit.Env{DataDir: cfg.Server.DataDir, Logger: log.With("service", name), Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"service": name}, reg), MaxMessageBytes: cfg.Server.MaxMessageBytes, Postgres: opts.Postgres}

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/toolplane/toolplane/internal/config"
+	"github.com/toolplane/toolplane/internal/pgstore"
 	"github.com/toolplane/toolplane/services/authz"
 	"github.com/toolplane/toolplane/services/catalog"
 	"github.com/toolplane/toolplane/services/runtime"
@@ -23,6 +24,9 @@ var AllServices = []string{"catalog", "authz", "skills", "runtime"}
 // it encodes to YAML as the file it was read from.
 type Config struct {
 	config.Base
+	// Storage is the `storage` section: the PostgreSQL DSN of this process
+	// (empty = sqlite in the data directory; internal/pgstore).
+	Storage pgstore.Config
 	// Catalog is the `catalog` section.
 	Catalog catalog.Config
 	// Authz is the `authz` section.
@@ -36,7 +40,7 @@ type Config struct {
 // Sections registers the service sections with the loader, in file and
 // validation order. A new section is a field above and one entry here.
 func (c *Config) Sections() []config.Section {
-	return []config.Section{&c.Catalog, &c.Authz, &c.Skills, &c.Runtime}
+	return []config.Section{&c.Storage, &c.Catalog, &c.Authz, &c.Skills, &c.Runtime}
 }
 
 // Services returns AllServices.

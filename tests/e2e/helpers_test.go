@@ -28,11 +28,13 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pgtest.Stop() // the PostgreSQL cluster of postgres_test.go, if one was started
 	testkit.Cleanup()
 	os.Exit(code)
 }

@@ -1,10 +1,11 @@
 //go:build e2e
 
-// Package postgres runs the real toolplane binary on PostgreSQL
-// (storage.dsn): configuration errors of the storage key, and state that
-// lives in the database rather than the data directory, shared by two
-// processes. The server is a throwaway cluster of internal/pgtest.
-package postgres
+package e2e
+
+// The real binary on PostgreSQL (storage.dsn): configuration errors of the
+// storage key, and state that lives in the database rather than the data
+// directory, shared by two processes. The server is a throwaway cluster of
+// internal/pgtest (stopped by TestMain).
 
 import (
 	"bytes"
@@ -25,12 +26,6 @@ import (
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/internal/testkit"
 )
-
-func TestMain(m *testing.M) {
-	code := pgtest.Main(m)
-	testkit.Cleanup()
-	os.Exit(code)
-}
 
 // TestStorageConfigErrors: a malformed DSN, an unreachable server and a
 // failed migration each exit 2 before anything listens, with one stderr
@@ -72,7 +67,7 @@ func TestStorageConfigErrors(t *testing.T) {
 	}
 }
 
-func rest(t *testing.T, method, url string, body any, out any) int {
+func pgREST(t *testing.T, method, url string, body any, out any) int {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -112,20 +107,23 @@ func TestTwoProcessesShareOneDatabase(t *testing.T) {
 	env := []string{"TOOLPLANE_STORAGE_DSN=" + dsn}
 	a := testkit.Start(t, testkit.Options{Env: env, Wait: testkit.WaitNone})
 	b := testkit.Start(t, testkit.Options{Env: env})
-	a = waitServing(t, a, env)
-	var created struct {
-		ThreadID string `json:"threadId"`
+	a = waitReady(t, a)
+	var resp struct {
+		Thread struct {
+			ThreadID string `json:"thread_id"`
+		} `json:"thread"`
 	}
-	if code := rest(t, http.MethodPost, "http://"+a.HTTPAddr+"/v1/threads", map[string]any{}, &created); code != http.StatusOK || created.ThreadID == "" {
-		t.Fatalf("CreateThread on A: %d %+v", code, created)
+	if code := pgREST(t, http.MethodPost, "http://"+a.HTTPAddr+"/v1/threads", map[string]any{}, &resp); code != http.StatusOK || resp.Thread.ThreadID == "" {
+		t.Fatalf("CreateThread on A: %d %+v", code, resp)
 	}
+	created := resp.Thread
 	listed := func(p *testkit.Process) bool {
 		var list struct {
 			Threads []struct {
-				ThreadID string `json:"threadId"`
+				ThreadID string `json:"thread_id"`
 			} `json:"threads"`
 		}
-		if code := rest(t, http.MethodGet, "http://"+p.HTTPAddr+"/v1/threads", nil, &list); code != http.StatusOK {
+		if code := pgREST(t, http.MethodGet, "http://"+p.HTTPAddr+"/v1/threads", nil, &list); code != http.StatusOK {
 			t.Fatalf("ListThreads: %d", code)
 		}
 		for _, th := range list.Threads {
@@ -140,9 +138,9 @@ func TestTwoProcessesShareOneDatabase(t *testing.T) {
 	}
 	version := func(p *testkit.Process) int64 {
 		var pol struct {
-			PolicyVersion string `json:"policyVersion"`
+			PolicyVersion string `json:"policy_version"`
 		}
-		if code := rest(t, http.MethodGet, "http://"+p.HTTPAddr+"/v1/policies", nil, &pol); code != http.StatusOK {
+		if code := pgREST(t, http.MethodGet, "http://"+p.HTTPAddr+"/v1/policies", nil, &pol); code != http.StatusOK {
 			t.Fatalf("ListPolicies: %d", code)
 		}
 		var v int64
@@ -179,7 +177,7 @@ func TestTwoProcessesShareOneDatabase(t *testing.T) {
 
 // waitServing waits until p answers /readyz (it was started without
 // waiting, so that two processes start together).
-func waitServing(t *testing.T, p *testkit.Process, _ []string) *testkit.Process {
+func waitReady(t *testing.T, p *testkit.Process) *testkit.Process {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
