@@ -76,14 +76,10 @@ func redact(err error) string {
 
 var schemaName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
-// lockID is the advisory lock key of a schema's migrations (FNV-1a of
+// lockID is the advisory lock key of a schema's migrations (of
 // "toolplane.migrate.<schema>"), distinct per schema so that the four
 // services migrate independently.
-func lockID(schema string) int64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("toolplane.migrate." + schema))
-	return int64(h.Sum64() & (1<<63 - 1))
-}
+func lockID(schema string) int64 { return lockKey("toolplane.migrate." + schema) }
 
 // Migrate creates schema when missing and applies the goose migrations in
 // migrations (files NNN_name.sql with -- +goose Up sections) that are not
@@ -170,4 +166,36 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(p
 		}
 	}
 	return err
+}
+
+// lockKey is the advisory lock key of a name (FNV-1a, 63 bits).
+func lockKey(name string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return int64(h.Sum64() & (1<<63 - 1))
+}
+
+// WithLock runs fn while holding the session-level advisory lock named
+// name (e.g. "skills.public_sync") on one connection of pool: across every
+// process on the database, one fn of that name runs at a time. Waiting for
+// the lock ends with ctx. The lock is released when fn returns; if the
+// release fails the connection is closed, which releases it too.
+func WithLock(ctx context.Context, pool *pgxpool.Pool, name string, fn func(ctx context.Context) error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", name, err)
+	}
+	defer conn.Release()
+	key := lockKey(name)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		return fmt.Errorf("lock %s: %w", name, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+			_ = conn.Conn().Close(uctx)
+		}
+	}()
+	return fn(ctx)
 }

@@ -355,6 +355,15 @@ func relPath(root, p string) (string, bool) {
 // skills no longer shipped are removed. A shipped skill that fails strict
 // validation or has a CRITICAL finding is skipped with an error log.
 func (s *Server) syncPublic(ctx context.Context) error {
+	// Replicas sharing a store start together: one syncs at a time, the
+	// others then find the skills in place.
+	if ex, ok := s.store.(skillsstore.Exclusive); ok {
+		return ex.WithLock(ctx, "public_sync", s.syncPublicOnce)
+	}
+	return s.syncPublicOnce(ctx)
+}
+
+func (s *Server) syncPublicOnce(ctx context.Context) error {
 	pkgs, err := publicPackages(s.cfg.limits())
 	if err != nil {
 		return fmt.Errorf("skills: public skills: %w", err)

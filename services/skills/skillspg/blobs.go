@@ -21,11 +21,19 @@ const blobTimeout = time.Minute
 
 // Blobs is skillsstore.Blobs on the skills.blobs table: one row per
 // digest, the bytes in bytea (PostgreSQL's limit is 1 GiB a value, far
-// above the package limit). Put is idempotent across replicas (INSERT ...
-// ON CONFLICT DO NOTHING); Get verifies the digest.
+// above the package limit). Get verifies the digest.
+//
+// Several replicas share the table while each serialises its writes only
+// in process, so deletion is guarded by time instead: Put inserts the
+// bytes or, when they exist, refreshes their touch time; Delete and GC
+// remove a blob only when no replica has put it within the grace period
+// (minAge). A replica whose install failed "deletes" its new blobs, which
+// another replica's concurrent install of the same bytes may reference;
+// within the grace period the delete is a no-op and GC collects the blob
+// later if it stays unreferenced.
 type Blobs struct {
 	pool *pgxpool.Pool
-	// minAge is the age under which GC keeps an unreferenced blob.
+	// minAge is the grace period after a Put during which the blob is kept.
 	minAge time.Duration
 	now    func() time.Time
 }
@@ -33,10 +41,10 @@ type Blobs struct {
 var _ skillsstore.Blobs = (*Blobs)(nil)
 
 // OpenBlobs migrates the skills schema and returns the blob store over
-// pool. GC keeps unreferenced blobs younger than minAge: with several
-// replicas, a blob another replica has just written for an install whose
+// pool. Delete and GC keep a blob put within minAge: with several
+// replicas, a blob another replica has just put for an install whose
 // metadata is not committed yet is unreferenced for a moment, and must not
-// be collected (0 = collect at once, for one process).
+// be removed (0 = remove at once, for one process).
 func OpenBlobs(ctx context.Context, pool *pgxpool.Pool, minAge time.Duration) (*Blobs, error) {
 	if err := pgstore.Migrate(ctx, pool, Schema, Migrations()); err != nil {
 		return nil, err
@@ -63,11 +71,15 @@ func (b *Blobs) Put(data []byte) (string, bool, error) {
 	}
 	ctx, cancel := bctx()
 	defer cancel()
-	tag, err := b.pool.Exec(ctx, `INSERT INTO skills.blobs (digest, data, created_ns) VALUES ($1, $2, $3) ON CONFLICT (digest) DO NOTHING`, digest, data, b.now().UnixNano())
+	// xmax = 0 on the returned row: it was inserted, not updated.
+	var inserted bool
+	err := b.pool.QueryRow(ctx, `INSERT INTO skills.blobs (digest, data, touched_ns) VALUES ($1, $2, $3)
+		ON CONFLICT (digest) DO UPDATE SET touched_ns = GREATEST(skills.blobs.touched_ns, excluded.touched_ns)
+		RETURNING xmax = 0`, digest, data, b.now().UnixNano()).Scan(&inserted)
 	if err != nil {
 		return "", false, fmt.Errorf("skillspg: write blob %s: %w", digest, err)
 	}
-	return digest, tag.RowsAffected() > 0, nil
+	return digest, inserted, nil
 }
 
 // Get implements skillsstore.Blobs.
@@ -103,14 +115,15 @@ func (b *Blobs) Has(digest string) bool {
 	return err == nil && ok
 }
 
-// Delete implements skillsstore.Blobs.
+// Delete implements skillsstore.Blobs; a blob put within the grace period
+// is kept (see Blobs).
 func (b *Blobs) Delete(digest string) error {
 	if !validDigest(digest) {
 		return fmt.Errorf("skillspg: invalid digest %q", digest)
 	}
 	ctx, cancel := bctx()
 	defer cancel()
-	if _, err := b.pool.Exec(ctx, `DELETE FROM skills.blobs WHERE digest = $1`, digest); err != nil {
+	if _, err := b.pool.Exec(ctx, `DELETE FROM skills.blobs WHERE digest = $1 AND touched_ns <= $2`, digest, b.now().Add(-b.minAge).UnixNano()); err != nil {
 		return fmt.Errorf("skillspg: delete blob %s: %w", digest, err)
 	}
 	return nil
@@ -128,7 +141,7 @@ func (b *Blobs) List() ([]string, error) {
 }
 
 // GC implements skillsstore.Blobs: one statement deletes every blob not in
-// keep that is older than the store's minimum age.
+// keep that was not put within the grace period.
 func (b *Blobs) GC(keep map[string]bool) (int, error) {
 	ids := make([]string, 0, len(keep))
 	for d, k := range keep {
@@ -138,7 +151,7 @@ func (b *Blobs) GC(keep map[string]bool) (int, error) {
 	}
 	ctx, cancel := bctx()
 	defer cancel()
-	tag, err := b.pool.Exec(ctx, `DELETE FROM skills.blobs WHERE created_ns <= $1 AND NOT (digest = ANY($2))`, b.now().Add(-b.minAge).UnixNano(), ids)
+	tag, err := b.pool.Exec(ctx, `DELETE FROM skills.blobs WHERE touched_ns <= $1 AND NOT (digest = ANY($2))`, b.now().Add(-b.minAge).UnixNano(), ids)
 	if err != nil {
 		return 0, fmt.Errorf("skillspg: blob gc: %w", err)
 	}

@@ -46,7 +46,16 @@ type Store struct {
 	now  func() time.Time
 }
 
-var _ skillsstore.Store = (*Store)(nil)
+var (
+	_ skillsstore.Store     = (*Store)(nil)
+	_ skillsstore.Exclusive = (*Store)(nil)
+)
+
+// WithLock implements skillsstore.Exclusive with the advisory lock of
+// "skills.<name>".
+func (s *Store) WithLock(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	return pgstore.WithLock(ctx, s.pool, "skills."+name, fn)
+}
 
 // Open migrates the skills schema (creating it when missing) and returns
 // the store over pool. The pool stays the caller's: Close does not close it.

@@ -43,9 +43,10 @@ func TestBlobSuite(t *testing.T) {
 	}, large)
 }
 
-// TestBlobGCMinAge: GC keeps an unreferenced blob younger than the minimum
-// age (another replica's install in flight) and removes it once older;
-// a blob whose bytes were altered in the database reads as corrupt.
+// TestBlobGCMinAge: Delete and GC keep a blob put within the grace period
+// (another replica's install in flight), a second Put of existing bytes
+// renews it, and both remove it once the period is over; a blob whose
+// bytes were altered in the database reads as corrupt.
 func TestBlobGCMinAge(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
@@ -62,9 +63,25 @@ func TestBlobGCMinAge(t *testing.T) {
 	if n, err := b.GC(nil); err != nil || n != 0 || !b.Has(d) {
 		t.Fatalf("young blob collected: %d %v", n, err)
 	}
-	clock = clock.Add(2 * time.Minute)
+	if err := b.Delete(d); err != nil || !b.Has(d) {
+		t.Fatalf("young blob deleted: %v", err)
+	}
+	clock = clock.Add(50 * time.Second)
+	if _, created, err := b.Put([]byte("fresh")); err != nil || created {
+		t.Fatalf("second put: created=%v %v", created, err)
+	}
+	clock = clock.Add(50 * time.Second) // 100 s after the first put, 50 s after the second
+	if n, err := b.GC(nil); err != nil || n != 0 || !b.Has(d) {
+		t.Fatalf("blob renewed by a put collected: %d %v", n, err)
+	}
+	clock = clock.Add(time.Minute)
 	if n, err := b.GC(nil); err != nil || n != 1 || b.Has(d) {
 		t.Fatalf("old blob kept: %d %v", n, err)
+	}
+	d2, _, _ := b.Put([]byte("to delete"))
+	clock = clock.Add(2 * time.Minute)
+	if err := b.Delete(d2); err != nil || b.Has(d2) {
+		t.Fatalf("old blob not deleted: %v", err)
 	}
 	d, _, _ = b.Put([]byte("original"))
 	if _, err := pool.Exec(ctx, `UPDATE skills.blobs SET data = 'tampered' WHERE digest = $1`, d); err != nil {

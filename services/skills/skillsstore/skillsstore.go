@@ -141,3 +141,11 @@ type Blobs interface {
 	// GC deletes the blobs not in keep and returns how many it removed.
 	GC(keep map[string]bool) (int, error)
 }
+
+// Exclusive is implemented by a store that several processes share
+// (skillspg): WithLock runs fn while no other process on the store runs a
+// WithLock of the same name (a PostgreSQL advisory lock). A store of one
+// process need not implement it; in-process locks serialise there.
+type Exclusive interface {
+	WithLock(ctx context.Context, name string, fn func(ctx context.Context) error) error
+}

@@ -49,11 +49,13 @@ CREATE TABLE skills.skill_enabled (
   PRIMARY KEY (skill_id, user_key)
 );
 
--- File bytes by hex SHA-256 (skillsstore.Blobs).
+-- File bytes by hex SHA-256 (skillsstore.Blobs). touched_ns is the last
+-- Put of the bytes by any replica: a blob touched within the collection
+-- grace period may be about to be referenced and is not deleted.
 CREATE TABLE skills.blobs (
   digest     text PRIMARY KEY CHECK (digest ~ '^[0-9a-f]{64}$'),
   data       bytea NOT NULL,
-  created_ns bigint NOT NULL
+  touched_ns bigint NOT NULL
 );
 
 -- +goose Down

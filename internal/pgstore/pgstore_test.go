@@ -1,0 +1,98 @@
+package pgstore
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolplane/toolplane/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// TestWithLockExcludesAcrossPools: holders of one lock name on two pools
+// (two processes) never overlap; another name does not wait for them.
+func TestWithLockExcludesAcrossPools(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	pools := make([]*pgxpool.Pool, 3) // two holders, one free for the unrelated lock
+	for i := range pools {
+		p, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		pools[i] = p
+	}
+	var inside, maxInside atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := WithLock(ctx, pools[i%2], "test.section", func(context.Context) error {
+				n := inside.Add(1)
+				for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
+				}
+				time.Sleep(20 * time.Millisecond)
+				inside.Add(-1)
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	// While those queue, another name is free at once.
+	start := time.Now()
+	if err := WithLock(ctx, pools[2], "test.other", func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("an unrelated lock waited %v", d)
+	}
+	wg.Wait()
+	if maxInside.Load() != 1 {
+		t.Fatalf("%d holders at once, want 1", maxInside.Load())
+	}
+}
+
+// TestMigrate: migrations apply once into their schema, a second run is a
+// no-op, a broken migration fails naming the schema, and a bad schema name
+// is refused.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	fsys := fstest.MapFS{
+		"00001_a.sql": {Data: []byte("-- +goose Up\nCREATE TABLE demo.a (x int);\n-- +goose Down\nDROP TABLE demo.a;\n")},
+		"00002_b.sql": {Data: []byte("-- +goose Up\nALTER TABLE demo.a ADD COLUMN y int NOT NULL DEFAULT 0;\n")},
+	}
+	for range 2 {
+		if err := Migrate(ctx, pool, "demo", fsys); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := Version(ctx, pool, "demo", fsys); err != nil || v != 2 {
+		t.Fatalf("version %d %v", v, err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO demo.a (x) VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	fsys["00003_bad.sql"] = &fstest.MapFile{Data: []byte("-- +goose Up\nALTER TABLE demo.missing ADD COLUMN z int;\n")}
+	if err := Migrate(ctx, pool, "demo", fsys); err == nil || !strings.Contains(err.Error(), "migrate demo") {
+		t.Fatalf("broken migration: %v", err)
+	}
+	if v, _ := Version(ctx, pool, "demo", fsys); v != 2 {
+		t.Fatalf("version after a failed migration %d, want 2", v)
+	}
+	if err := Migrate(ctx, pool, "Demo; DROP", fsys); err == nil {
+		t.Fatal("bad schema name accepted")
+	}
+}
