@@ -584,7 +584,7 @@ func (p *probe) watch(ctx context.Context, log *slog.Logger, cfg *Config, lis *L
 		ready := p.check(ctx)
 		if ready && !announced {
 			announced = true
-			log.Info("serving", "grpc", lis.GRPC.Addr().String(), "http", lis.HTTP.Addr().String(), "services", strings.Join(cfg.Server.Services, ","), "data_dir", abs(cfg.Server.DataDir), "auth", cfg.Auth.Enabled)
+			log.Info("serving", "grpc", lis.GRPC.Addr().String(), "http", lis.HTTP.Addr().String(), "services", strings.Join(cfg.Server.Services, ","), "data_dir", abs(cfg.Server.DataDir), "storage", storageKind(cfg), "auth", cfg.Auth.Enabled)
 			if onReady != nil {
 				onReady(lis.GRPC.Addr().String(), lis.HTTP.Addr().String())
 			}

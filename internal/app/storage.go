@@ -67,3 +67,12 @@ func OpenStorage(ctx context.Context, dsn string, services []string) (*pgxpool.P
 
 // oneLine returns err's text on one line.
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// storageKind names the backend of cfg for the "serving" log line (never
+// the DSN).
+func storageKind(cfg *Config) string {
+	if cfg.Storage.DSN != "" {
+		return "postgresql"
+	}
+	return "sqlite"
+}

@@ -96,3 +96,31 @@ func TestMigrate(t *testing.T) {
 		t.Fatal("bad schema name accepted")
 	}
 }
+
+// TestContractingStatements: the checker flags each contracting shape, and
+// lets additive statements and annotated contract steps through.
+func TestContractingStatements(t *testing.T) {
+	fsys := fstest.MapFS{
+		"00001_init.sql": {Data: []byte("-- +goose Up\nCREATE TABLE s.t (a int NOT NULL, b text NOT NULL DEFAULT '');\nCREATE INDEX t_a ON s.t (a);\n-- +goose Down\nDROP TABLE s.t;\n")},
+		"00002_ok.sql": {Data: []byte("-- +goose Up\nALTER TABLE s.t ADD COLUMN c bigint NOT NULL DEFAULT 0;\nALTER TABLE s.t ADD COLUMN d text;\n" +
+			"ALTER TABLE s.t ADD COLUMN e bigint GENERATED ALWAYS AS IDENTITY;\nALTER TABLE s.t ALTER COLUMN c DROP NOT NULL;\n-- contract: nothing reads b since v0.3\nALTER TABLE s.t DROP COLUMN b;\n")},
+		"00003_bad.sql": {Data: []byte("-- +goose Up\nALTER TABLE s.t DROP COLUMN a;\nALTER TABLE s.t RENAME COLUMN c TO cc;\n" +
+			"ALTER TABLE s.t ALTER COLUMN d TYPE int;\nALTER TABLE s.t ALTER COLUMN d SET NOT NULL;\nALTER TABLE s.t ADD COLUMN f int NOT NULL;\n" +
+			"DROP TABLE s.t;\nTRUNCATE s.t;\n")},
+	}
+	got, err := ContractingStatements(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 7 {
+		t.Fatalf("%d findings, want the 7 statements of 00003:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for _, g := range got {
+		if !strings.HasPrefix(g, "00003_bad.sql: ") {
+			t.Fatalf("finding outside 00003: %s", g)
+		}
+	}
+	if _, err := ContractingStatements(fstest.MapFS{"x.sql": {Data: []byte("CREATE TABLE a (b int);")}}); err == nil {
+		t.Fatal("a file without an Up section was accepted")
+	}
+}

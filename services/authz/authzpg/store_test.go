@@ -16,6 +16,7 @@ import (
 	"github.com/casbin/casbin/v2/persist"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/toolplane/toolplane/internal/pgstore"
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
 	"github.com/toolplane/toolplane/services/authz/authzstore"
@@ -260,4 +261,13 @@ func TestDenyDurableAcrossKill9(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged, %d stored after SIGKILL", len(acked), len(stored))
+}
+
+// TestMigrationsExpandOnly: every migration of the schema can run while the
+// previous release still uses it (internal/pgstore.ContractingStatements).
+func TestMigrationsExpandOnly(t *testing.T) {
+	bad, err := pgstore.ContractingStatements(Migrations())
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("%v\n%s", err, strings.Join(bad, "\n"))
+	}
 }

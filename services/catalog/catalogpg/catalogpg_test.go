@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/toolplane/toolplane/internal/pgstore"
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/internal/search"
 	"github.com/toolplane/toolplane/services/catalog/catalogstore/vectortest"
@@ -88,5 +90,14 @@ func TestRowLayout(t *testing.T) {
 	}
 	if n, _ := c.Count(ctx); n != 2 {
 		t.Fatalf("%d rows after a rejected batch; want the 2 from before", n)
+	}
+}
+
+// TestMigrationsExpandOnly: every migration of the schema can run while the
+// previous release still uses it (internal/pgstore.ContractingStatements).
+func TestMigrationsExpandOnly(t *testing.T) {
+	bad, err := pgstore.ContractingStatements(Migrations())
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("%v\n%s", err, strings.Join(bad, "\n"))
 	}
 }

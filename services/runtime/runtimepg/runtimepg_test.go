@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 
+	"github.com/toolplane/toolplane/internal/pgstore"
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/services/runtime/runtimepg"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
@@ -107,5 +109,14 @@ func TestPromotionsAcrossTwoStores(t *testing.T) {
 	}
 	if got := len(th.Proto.GetPromoted().GetNames()); got != n {
 		t.Fatalf("promotions kept across two stores: %d, want %d", got, n)
+	}
+}
+
+// TestMigrationsExpandOnly: every migration of the schema can run while the
+// previous release still uses it (internal/pgstore.ContractingStatements).
+func TestMigrationsExpandOnly(t *testing.T) {
+	bad, err := pgstore.ContractingStatements(runtimepg.Migrations())
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("%v\n%s", err, strings.Join(bad, "\n"))
 	}
 }

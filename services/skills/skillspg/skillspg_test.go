@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/toolplane/toolplane/internal/pgstore"
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/services/skills/skillsblob"
 	"github.com/toolplane/toolplane/services/skills/skillsstore"
@@ -115,5 +117,14 @@ func TestReopenKeepsData(t *testing.T) {
 	}
 	if sk, err := open().Get(ctx, skillsstore.Integration, "acme", "pack"); err != nil || sk.Digest != "d" {
 		t.Fatalf("%v %+v", err, sk)
+	}
+}
+
+// TestMigrationsExpandOnly: every migration of the schema can run while the
+// previous release still uses it (internal/pgstore.ContractingStatements).
+func TestMigrationsExpandOnly(t *testing.T) {
+	bad, err := pgstore.ContractingStatements(Migrations())
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("%v\n%s", err, strings.Join(bad, "\n"))
 	}
 }
