@@ -49,6 +49,8 @@ const BinGlob = "/usr/lib/postgresql/*/bin"
 
 type cluster struct {
 	dir     string // temp dir owned by the server's user: data/, socket, log
+	bin     string // the server binaries
+	as      *runAs // the account the server runs under (nil = this user)
 	port    int
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -197,24 +199,29 @@ func start() *cluster {
 		c.err = fmt.Errorf("initdb: %v\n%s", err, out)
 		return c
 	}
+	c.bin, c.as = bin, as
 	for attempt := 0; attempt < 3; attempt++ {
-		if c.err = c.serve(bin, data, as); c.err == nil {
+		if c.err = c.serve(0); c.err == nil {
 			return c
 		}
 	}
 	return c
 }
 
-// serve starts the server on a free port and waits until it accepts
-// connections; it returns an error (after stopping the process) when the
-// server exits or does not answer within 30 s.
-func (c *cluster) serve(bin, data string, as *runAs) error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+// serve starts the server on port (0 = a free one) and waits until it
+// accepts connections; it returns an error (after stopping the process)
+// when the server exits or does not answer within 30 s.
+func (c *cluster) serve(port int) error {
+	bin, data, as := c.bin, filepath.Join(c.dir, "data"), c.as
+	if port == 0 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
 	}
-	c.port = l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	c.port = port
 	logf, err := os.OpenFile(filepath.Join(c.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -248,6 +255,9 @@ func (c *cluster) serve(bin, data string, as *runAs) error {
 		}
 		cancel()
 		if err == nil {
+			if c.admin != nil {
+				c.admin.Close()
+			}
 			c.cmd, c.exited, c.admin = cmd, exited, pool
 			return nil
 		}
@@ -335,4 +345,32 @@ func Admin(t testing.TB) string {
 func Port(t testing.TB) int {
 	t.Helper()
 	return get(t).port
+}
+
+// Crash kills the server and all its processes with SIGKILL (no shutdown:
+// what is not on the WAL is lost, as in a crash of the server host's
+// PostgreSQL), then starts it again on the same port and data, which runs
+// crash recovery, and waits until it answers. Pools reconnect on their
+// next use. Tests of durability against a server crash use it; the
+// package's other tests keep their databases.
+func Crash(t testing.TB) {
+	t.Helper()
+	c := get(t)
+	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("pgtest: kill the server: %v", err)
+	}
+	<-c.exited
+	// Backends of the process group may take a moment to be reaped.
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(-c.cmd.Process.Pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = c.serve(c.port); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // the old shared memory or port may still be held
+	}
+	t.Fatalf("pgtest: restart after the crash: %v", err)
 }
