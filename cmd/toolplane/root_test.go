@@ -13,7 +13,7 @@ func TestEverySubCommandOnce(t *testing.T) {
 	for _, c := range newRootCmd().Commands() {
 		seen[c.Name()]++
 	}
-	for _, want := range []string{"serve", "healthcheck", "version", "servers", "tools", "policies", "decisions", "skills", "threads", "agents", "mcp", "config", "eval"} {
+	for _, want := range []string{"serve", "healthcheck", "version", "servers", "tools", "policies", "decisions", "skills", "threads", "agents", "mcp", "config", "eval", "storage"} {
 		if seen[want] != 1 {
 			t.Errorf("sub-command %q registered %d times; want 1", want, seen[want])
 		}
