@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -119,4 +120,88 @@ func TestMigrationsExpandOnly(t *testing.T) {
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("%v\n%s", err, strings.Join(bad, "\n"))
 	}
+}
+
+// TestPromotionsSurviveServerCrash: promotions acknowledged by UpdateThread
+// (from four writers on one thread) are all there after the PostgreSQL
+// server is killed with SIGKILL and recovers, and each promotion has its
+// message (the state and the appended messages commit together).
+func TestPromotionsSurviveServerCrash(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	s, err := runtimepg.Open(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := timestamppb.Now()
+	if err := s.CreateThread(ctx, &runtimestore.Thread{Proto: &runtimev1.Thread{ThreadId: "t", CreateTime: now, UpdateTime: now}}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		acked []string
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := fmt.Sprintf("w%d_%05d", w, i)
+				uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := s.UpdateThread(uctx, "t", func(th *runtimestore.Thread) ([]*runtimev1.Message, error) {
+					th.Proto.Promoted = runtimestore.MergePromoted(th.Proto.Promoted, &runtimev1.Promoted{CatalogHash: "h", Names: []string{name}})
+					return []*runtimev1.Message{{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: name}}, nil
+				})
+				cancel()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				acked = append(acked, name)
+				mu.Unlock()
+			}
+		}()
+	}
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 150 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	pgtest.Crash(t)
+	close(stop)
+	wg.Wait()
+	th, err := s.GetThread(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string]bool{}
+	for _, n := range th.Proto.GetPromoted().GetNames() {
+		kept[n] = true
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range acked {
+		if !kept[n] {
+			t.Fatalf("acknowledged promotion %s lost in the server crash (%d acknowledged, %d kept)", n, len(acked), len(kept))
+		}
+	}
+	msgs, _, err := s.ListMessages(ctx, "t", runtimestore.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != len(kept) {
+		t.Fatalf("%d promotions but %d messages after the crash", len(kept), len(msgs))
+	}
+	t.Logf("%d acknowledged, %d kept after the server was killed", len(acked), len(kept))
 }
