@@ -253,11 +253,15 @@ func (s *Store) UpdateThread(ctx context.Context, id string, fn runtimestore.Upd
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE runtime.threads SET state = $1, read_marks = $2, update_ns = $3 WHERE id = $4`,
-			state, marksOf(t), ns(t.Proto.UpdateTime), id); err != nil {
+		// The write and the appended messages go in one round trip: the row
+		// lock is held for as few as possible.
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE runtime.threads SET state = $1, read_marks = $2, update_ns = $3 WHERE id = $4`,
+			state, marksOf(t), ns(t.Proto.UpdateTime), id)
+		if err := queueMessages(b, id, msgs); err != nil {
 			return err
 		}
-		if err := appendMessages(ctx, tx, id, msgs); err != nil {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 		out = t
@@ -274,6 +278,14 @@ func appendMessages(ctx context.Context, tx pgx.Tx, threadID string, msgs []*run
 		return nil
 	}
 	b := &pgx.Batch{}
+	if err := queueMessages(b, threadID, msgs); err != nil {
+		return err
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// queueMessages queues the inserts of msgs (ids and times filled) on b.
+func queueMessages(b *pgx.Batch, threadID string, msgs []*runtimev1.Message) error {
 	for _, m := range msgs {
 		c := proto.Clone(m).(*runtimev1.Message)
 		runtimestore.FillMessage(c)
@@ -283,7 +295,7 @@ func appendMessages(ctx context.Context, tx pgx.Tx, threadID string, msgs []*run
 		}
 		b.Queue(`INSERT INTO runtime.messages (thread_id, body, create_ns, role) VALUES ($1, $2, $3, $4)`, threadID, body, ns(c.GetCreateTime()), int32(c.GetRole()))
 	}
-	return tx.SendBatch(ctx, b).Close()
+	return nil
 }
 
 // ChildThreads implements runtimestore.Store.
