@@ -10,7 +10,8 @@ type Config struct {
 	// skills, runtime). Empty (the default): each service keeps its sqlite
 	// file in server.data_dir. Environment TOOLPLANE_STORAGE_DSN. It is
 	// checked, connected and migrated before the process listens; it never
-	// appears in logs or errors.
+	// appears in logs or errors. pool_max_conns=N in the DSN sets the
+	// process's connection pool size (default 20, shared by its services).
 	DSN string `yaml:"dsn"`
 }
 

@@ -26,6 +26,11 @@ import (
 // ConnectTimeout bounds connecting to the server (and the first ping).
 const ConnectTimeout = 10 * time.Second
 
+// DefaultMaxConns is the pool size when the DSN does not set
+// pool_max_conns: the four services of an all-in-one process share the
+// pool (pgx's own default, max(4, CPUs), is too small for that).
+const DefaultMaxConns = 20
+
 // Open parses dsn (a libpq URL or key=value string), opens a pool and
 // pings the server. The error never contains the DSN (it may hold a
 // password); it says whether the DSN is malformed or the server is
@@ -37,6 +42,9 @@ func Open(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > ConnectTimeout {
 		cfg.ConnConfig.ConnectTimeout = ConnectTimeout
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -179,7 +187,10 @@ func lockKey(name string) int64 {
 // name (e.g. "skills.public_sync") on one connection of pool: across every
 // process on the database, one fn of that name runs at a time. Waiting for
 // the lock ends with ctx. The lock is released when fn returns; if the
-// release fails the connection is closed, which releases it too.
+// release fails the connection is closed, which releases it too. Each
+// waiter holds a pool connection while it waits, and fn's own queries need
+// another: callers keep concurrent WithLock calls of one process well
+// below the pool size (a start-up task per service, not per request).
 func WithLock(ctx context.Context, pool *pgxpool.Pool, name string, fn func(ctx context.Context) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

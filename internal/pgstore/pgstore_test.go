@@ -124,3 +124,26 @@ func TestContractingStatements(t *testing.T) {
 		t.Fatal("a file without an Up section was accepted")
 	}
 }
+
+// TestOpenPoolSize: the pool gets DefaultMaxConns unless the DSN sets
+// pool_max_conns.
+func TestOpenPoolSize(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	p, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Config().MaxConns; got != DefaultMaxConns {
+		t.Fatalf("default pool size %d, want %d", got, DefaultMaxConns)
+	}
+	p.Close()
+	p, err = Open(ctx, dsn+"&pool_max_conns=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.Config().MaxConns; got != 3 {
+		t.Fatalf("pool_max_conns=3 gave %d", got)
+	}
+}
