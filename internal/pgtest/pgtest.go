@@ -142,6 +142,25 @@ func BinDir() string {
 	return ""
 }
 
+// traversable reports whether every directory from / down to dir may be
+// searched by other users (mode o+x), so that a server running as another
+// user reaches a directory made in dir.
+func traversable(dir string) bool {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
 func isExec(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
@@ -174,7 +193,11 @@ func start() *cluster {
 			return c
 		}
 	}
-	dir, err := os.MkdirTemp("", "toolplane-pg-")
+	base := ""
+	if as != nil && !traversable(os.TempDir()) {
+		base = "/tmp" // e.g. TMPDIR under root's 0700 home: the postgres user could not reach it
+	}
+	dir, err := os.MkdirTemp(base, "toolplane-pg-")
 	if err != nil {
 		c.err = err
 		return c

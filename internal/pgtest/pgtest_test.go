@@ -3,6 +3,7 @@ package pgtest
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,5 +54,23 @@ func TestFreshDatabases(t *testing.T) {
 		if uid := statUID(fi); uid == 0 {
 			t.Fatalf("cluster directory %s is owned by root", shared.dir)
 		}
+	}
+}
+
+// TestTraversable: a directory below a 0700 one is not reachable by
+// another user; the temp dir of this machine is.
+func TestTraversable(t *testing.T) {
+	closed := filepath.Join(t.TempDir(), "closed")
+	if err := os.MkdirAll(filepath.Join(closed, "inner"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if traversable(filepath.Join(closed, "inner")) {
+		t.Fatal("a directory under a 0700 directory reported traversable")
+	}
+	if !traversable("/tmp") {
+		t.Fatal("/tmp not traversable")
 	}
 }
