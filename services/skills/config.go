@@ -29,6 +29,11 @@ type Config struct {
 	// in time blocks the operation (fail closed, rule scan-incomplete).
 	// Default 60s.
 	ScanTimeout time.Duration `yaml:"scan_timeout"`
+	// BlobDir is a folder for the skill files (content-addressed blobs),
+	// shared by every skills process that uses it (a ReadWriteMany volume).
+	// Empty (the default): DataDir/skills/blobs on sqlite, PostgreSQL bytea
+	// when storage.dsn is set (docs/decisions/0080-postgresql-stores.md).
+	BlobDir string `yaml:"blob_dir"`
 }
 
 // LimitsConfig bounds skill packages.

@@ -13,6 +13,7 @@ import (
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/skills/skillsblob"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -119,5 +120,45 @@ func TestReplicasStartTogether(t *testing.T) {
 		if sk.GetVersion() != 1 {
 			t.Fatalf("%s at version %d, want 1 (synced once)", sk.GetName(), sk.GetVersion())
 		}
+	}
+}
+
+// TestSharedBlobDir: with skills.blob_dir set, two replicas over one
+// database keep the skill files in that folder (not in skills.blobs) and
+// read each other's.
+func TestSharedBlobDir(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	shared := t.TempDir()
+	start := func() *Server {
+		pool, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		s, err := New(context.Background(), Config{BlobDir: shared}, svckit.Env{DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Postgres: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := start(), start()
+	alice := ctxFor("alice", false)
+	if _, err := a.InstallSkill(alice, &skillsv1.InstallSkillRequest{Source: &skillsv1.InstallSkillRequest_Files{Files: &skillsv1.InlineFiles{
+		Files: []*skillsv1.SkillFile{{Path: "SKILL.md", Content: skillMD("shared", "Shared.", "", "Body.")}, {Path: "x.txt", Content: []byte("on the volume")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := b.ReadSkillFile(alice, &skillsv1.ReadSkillFileRequest{Name: "shared", Path: "x.txt"})
+	if err != nil || string(f.GetContent()) != "on the volume" {
+		t.Fatalf("file through the other replica: %q %v", f.GetContent(), err)
+	}
+	if _, err := os.Stat(filepath.Join(shared, "sha256", skillsblob.Digest([]byte("on the volume"))[:2], skillsblob.Digest([]byte("on the volume")))); err != nil {
+		t.Fatalf("file not in the shared folder: %v", err)
+	}
+	var n int
+	pool, _ := pgxpool.New(context.Background(), dsn)
+	defer pool.Close()
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM skills.blobs`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("skills.blobs has %d rows (%v) although blob_dir is set", n, err)
 	}
 }

@@ -90,7 +90,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(env.DataDir, "skills"), 0o750); err != nil {
 		return nil, fmt.Errorf("skills: %w", err)
 	}
-	blobs, store, err := openStores(ctx, env)
+	blobs, store, err := openStores(ctx, cfg, env)
 	if err != nil {
 		return nil, err
 	}
@@ -108,18 +108,32 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	return s, nil
 }
 
-// blobGCMinAge is the age under which the PostgreSQL blob store keeps an
-// unreferenced blob at GC: another replica may have just written it for an
-// install whose metadata is not committed yet.
+// blobGCMinAge is the grace period of the blob stores several processes
+// share (PostgreSQL, skills.blob_dir): a blob put within it is not deleted,
+// since another replica may have just put it for an install whose metadata
+// is not committed yet.
 const blobGCMinAge = 10 * time.Minute
 
 // openStores opens the blob and metadata stores: DataDir/skills/blobs and
-// DataDir/skills.db, or the skills schema of env.Postgres when set.
-func openStores(ctx context.Context, env svckit.Env) (skillsstore.Blobs, skillsstore.Store, error) {
-	if env.Postgres != nil {
-		blobs, err := skillspg.OpenBlobs(ctx, env.Postgres, blobGCMinAge)
+// DataDir/skills.db, or the skills schema of env.Postgres when set; a
+// configured skills.blob_dir holds the blobs in either case, as a folder
+// shared by several processes.
+func openStores(ctx context.Context, cfg Config, env svckit.Env) (skillsstore.Blobs, skillsstore.Store, error) {
+	var blobs skillsstore.Blobs
+	if cfg.BlobDir != "" {
+		b, err := skillsblob.OpenShared(cfg.BlobDir, blobGCMinAge)
 		if err != nil {
-			return nil, nil, fmt.Errorf("skills: %w", err)
+			return nil, nil, fmt.Errorf("skills.blob_dir: %w", err)
+		}
+		blobs = b
+	}
+	if env.Postgres != nil {
+		if blobs == nil {
+			b, err := skillspg.OpenBlobs(ctx, env.Postgres, blobGCMinAge)
+			if err != nil {
+				return nil, nil, fmt.Errorf("skills: %w", err)
+			}
+			blobs = b
 		}
 		store, err := skillspg.Open(ctx, env.Postgres)
 		if err != nil {
@@ -127,9 +141,12 @@ func openStores(ctx context.Context, env svckit.Env) (skillsstore.Blobs, skillss
 		}
 		return blobs, store, nil
 	}
-	blobs, err := skillsblob.Open(filepath.Join(env.DataDir, "skills", "blobs"))
-	if err != nil {
-		return nil, nil, err
+	if blobs == nil {
+		b, err := skillsblob.Open(filepath.Join(env.DataDir, "skills", "blobs"))
+		if err != nil {
+			return nil, nil, err
+		}
+		blobs = b
 	}
 	store, err := skillssqlite.Open(filepath.Join(env.DataDir, "skills.db"))
 	if err != nil {

@@ -2,7 +2,9 @@
 // service: every skill file is stored once, named by the SHA-256 of its
 // bytes, under <root>/sha256/<first two hex>/<hex>. Writes are atomic (temp
 // file in <root>/tmp, fsync, rename, fsync of the folder), so a crash never
-// leaves a partial blob under a valid name; reads verify the digest.
+// leaves a partial blob under a valid name; reads verify the digest. A
+// folder shared by several processes (skills.blob_dir) is opened with
+// OpenShared, whose deletions keep recently put blobs.
 package skillsblob
 
 import (
@@ -14,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // ErrNotFound is returned by Get for an unknown digest.
@@ -26,24 +29,49 @@ var ErrCorrupt = errors.New("skillsblob: blob content does not match its digest"
 // concurrent use (rename is atomic; identical content lands on one name).
 type Store struct {
 	root string
+	// grace > 0: the folder is shared by several processes (OpenShared).
+	grace time.Duration
+	now   func() time.Time
 }
 
 // Open creates (if needed) and opens the store at root, removing temp files
 // left by an interrupted write.
-func Open(root string) (*Store, error) {
+func Open(root string) (*Store, error) { return OpenShared(root, 0) }
+
+// OpenShared opens a store whose folder several processes share (a
+// ReadWriteMany volume under skills.blob_dir). Each serialises its writes
+// only in process, so removal is guarded by time, as in skillspg: Put of
+// existing bytes renews the file's modification time, and Delete, GC and
+// the temp-file cleanup at open leave alone whatever was written or put
+// within grace — another process's install in flight. grace 0 is Open.
+func OpenShared(root string, grace time.Duration) (*Store, error) {
 	for _, d := range []string{filepath.Join(root, "sha256"), filepath.Join(root, "tmp")} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, fmt.Errorf("skillsblob: %w", err)
 		}
 	}
+	s := &Store{root: root, grace: grace, now: time.Now}
 	ents, err := os.ReadDir(filepath.Join(root, "tmp"))
 	if err != nil {
 		return nil, fmt.Errorf("skillsblob: %w", err)
 	}
 	for _, e := range ents {
-		_ = os.Remove(filepath.Join(root, "tmp", e.Name()))
+		p := filepath.Join(root, "tmp", e.Name())
+		if !s.recent(p) {
+			_ = os.Remove(p)
+		}
 	}
-	return &Store{root: root}, nil
+	return s, nil
+}
+
+// recent reports whether the file at p was written or put within the
+// grace period (always false without one).
+func (s *Store) recent(p string) bool {
+	if s.grace <= 0 {
+		return false
+	}
+	fi, err := os.Stat(p)
+	return err == nil && s.now().Sub(fi.ModTime()) < s.grace
 }
 
 // Root returns the store folder.
@@ -73,6 +101,12 @@ func (s *Store) Put(data []byte) (digest string, created bool, err error) {
 	digest = Digest(data)
 	p := s.path(digest)
 	if _, err := os.Stat(p); err == nil {
+		if s.grace > 0 { // renew: a process about to reference it keeps it
+			now := s.now()
+			if err := os.Chtimes(p, now, now); err != nil {
+				return "", false, fmt.Errorf("skillsblob: renew %s: %w", digest, err)
+			}
+		}
 		return digest, false, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
@@ -134,10 +168,14 @@ func (s *Store) Has(digest string) bool {
 	return err == nil
 }
 
-// Delete removes a blob; deleting a missing blob is not an error.
+// Delete removes a blob; deleting a missing blob is not an error. In a
+// shared folder a blob put within the grace period is kept.
 func (s *Store) Delete(digest string) error {
 	if !validDigest(digest) {
 		return fmt.Errorf("skillsblob: invalid digest %q", digest)
+	}
+	if s.recent(s.path(digest)) {
+		return nil
 	}
 	if err := os.Remove(s.path(digest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("skillsblob: %w", err)
@@ -168,7 +206,7 @@ func (s *Store) GC(keep map[string]bool) (int, error) {
 	}
 	n := 0
 	for _, d := range all {
-		if !keep[d] {
+		if !keep[d] && !s.recent(s.path(d)) {
 			if err := s.Delete(d); err != nil {
 				return n, err
 			}

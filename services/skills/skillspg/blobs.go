@@ -16,12 +16,12 @@ import (
 )
 
 // blobTimeout bounds one blob call (skillsstore.Blobs has no context); a
-// blob is at most the package limit (skills.limits.max_archive_bytes).
+// blob is one file, at most skills.limits.max_file_bytes (64 MiB by default).
 const blobTimeout = time.Minute
 
 // Blobs is skillsstore.Blobs on the skills.blobs table: one row per
 // digest, the bytes in bytea (PostgreSQL's limit is 1 GiB a value, far
-// above the package limit). Get verifies the digest.
+// above the file limit). Get verifies the digest.
 //
 // Several replicas share the table while each serialises its writes only
 // in process, so deletion is guarded by time instead: Put inserts the

@@ -29,10 +29,10 @@ func TestStoreSuite(t *testing.T) {
 	})
 }
 
-// TestBlobSuite runs the blob suite with a blob of the default package
-// limit (skills.limits.max_archive_bytes, 50 MiB) in bytea.
+// TestBlobSuite runs the blob suite with a blob of the default limit of
+// one file (skills.limits.max_file_bytes, 64 MiB) in bytea.
 func TestBlobSuite(t *testing.T) {
-	large := 50 << 20
+	large := 64 << 20
 	if testing.Short() {
 		large = 4 << 20
 	}
