@@ -65,8 +65,8 @@ func TestWithLockExcludesAcrossPools(t *testing.T) {
 }
 
 // TestMigrate: migrations apply once into their schema, a second run is a
-// no-op, a broken migration fails naming the schema, and a bad schema name
-// is refused.
+// no-op, the previous release starts on the newer schema, a broken
+// migration fails naming the schema, and a bad schema name is refused.
 func TestMigrate(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
@@ -84,6 +84,14 @@ func TestMigrate(t *testing.T) {
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO demo.a (x) VALUES (1)`); err != nil {
 		t.Fatal(err)
+	}
+	// Rolling upgrade: the previous release (migrations up to 1) starts on
+	// the schema release N+1 migrated, and leaves it as it is.
+	if err := Migrate(ctx, pool, "demo", fstest.MapFS{"00001_a.sql": fsys["00001_a.sql"]}); err != nil {
+		t.Fatalf("the previous release on a newer schema: %v", err)
+	}
+	if v, _ := Version(ctx, pool, "demo", fsys); v != 2 {
+		t.Fatalf("version after the previous release started: %d, want 2", v)
 	}
 	fsys["00003_bad.sql"] = &fstest.MapFile{Data: []byte("-- +goose Up\nALTER TABLE demo.missing ADD COLUMN z int;\n")}
 	if err := Migrate(ctx, pool, "demo", fsys); err == nil || !strings.Contains(err.Error(), "migrate demo") {
