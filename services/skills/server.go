@@ -87,9 +87,6 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if env.DataDir == "" {
 		return nil, errors.New("skills: data dir is not set")
 	}
-	if err := os.MkdirAll(filepath.Join(env.DataDir, "skills"), 0o750); err != nil {
-		return nil, fmt.Errorf("skills: %w", err)
-	}
 	blobs, store, err := openStores(ctx, cfg, env)
 	if err != nil {
 		return nil, err
@@ -140,6 +137,9 @@ func openStores(ctx context.Context, cfg Config, env svckit.Env) (skillsstore.Bl
 			return nil, nil, fmt.Errorf("skills: %w", err)
 		}
 		return blobs, store, nil
+	}
+	if err := os.MkdirAll(filepath.Join(env.DataDir, "skills"), 0o750); err != nil {
+		return nil, nil, fmt.Errorf("skills: %w", err)
 	}
 	if blobs == nil {
 		b, err := skillsblob.Open(filepath.Join(env.DataDir, "skills", "blobs"))
