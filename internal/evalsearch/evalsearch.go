@@ -1,8 +1,22 @@
-// Package evalsearch is the search evaluation harness (docs/search.md): it loads
-// a tool catalog and labelled queries in the neutral JSONL format of
-// testdata/toolret/*/README.md, indexes the tools in-process with
-// internal/search (no per-caller result cap), and reports per mode
-// Recall@1/3/5/10, nDCG@10 (binary gains), MRR and query latency p50/p99.
+// Package evalsearch is the search evaluation harness behind
+// `toolplane eval search`: it loads a tool catalog and labelled queries in
+// the neutral JSONL format of the toolret data READMEs (see docs/search.md),
+// indexes the tools in-process with internal/search (no per-caller result
+// cap), and reports per mode Recall@1/3/5/10, nDCG@10 (binary gains), MRR,
+// query latency p50/p99, and 95% bootstrap confidence intervals for
+// Recall@5 and nDCG@10.
+//
+// Anything chosen by measurement (fusion weight, field weights, thresholds)
+// is chosen by k-fold cross-validation (CrossValidate): every candidate
+// setting of the grid is scored on every fold, the setting with the best
+// mean across folds is the choice, and the out-of-fold figures score each
+// fold with the setting chosen on the other folds only. The CI gate compares
+// those out-of-fold AUTO figures with bm25-basic (docs/search.md).
+//
+// Each query is sent as tool_search receives it: a ranked query over
+// search.MaxQueryBytes (4 KiB) is refused by the catalog with
+// INVALID_ARGUMENT, so the harness counts it as refused and scores it as a
+// miss in every mode (nothing retrieved) instead of aborting the run.
 //
 // Scoring is strict: a result counts only when its name is in the query's
 // `relevant` list (the optional `equivalent` map is ignored), and names are
@@ -23,13 +37,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/toolplane/toolplane/internal/search"
 )
@@ -60,6 +72,12 @@ type Options struct {
 	ToolsPath string
 	// QueriesPath is the queries JSONL file (id, query, relevant[], equivalent{}).
 	QueriesPath string
+	// Tools and Queries, when Tools is non-nil, are used instead of the
+	// files (e.g. the catalog benchmark of BuildCatalogBenchmark).
+	Tools   []Tool
+	Queries []Query
+	// Name labels the data set in the report (default: the tools file).
+	Name string
 	// Modes to evaluate (default AllModes): regex, bm25-basic, bm25, semantic, auto.
 	Modes []string
 	// K is the retrieval depth per query (default and minimum 10); MRR is
@@ -71,6 +89,13 @@ type Options struct {
 	Split Split
 	// Search configures the product index (zero value: product defaults).
 	Search search.Options
+	// Folds is the number of cross-validation folds (0: no cross-validation).
+	Folds int
+	// Grid is the cross-validated grid: GridFusion (default) or GridFull.
+	Grid string
+	// Resamples is the number of bootstrap resamples for the confidence
+	// intervals (default 2000).
+	Resamples int
 }
 
 // Tool is one row of tools.jsonl.
@@ -87,7 +112,7 @@ type Tool struct {
 
 // Query is one row of queries.jsonl.
 type Query struct {
-	// ID identifies the query (and decides its split).
+	// ID identifies the query (and decides its split and fold).
 	ID string `json:"id"`
 	// Query is the request text.
 	Query string `json:"query"`
@@ -98,13 +123,15 @@ type Query struct {
 	Equivalent map[string][]string `json:"equivalent,omitempty"`
 }
 
-// Metrics are the averaged results of one mode (per-query means). JSON keys
-// follow docs/search.md.
+// Metrics are the averaged results of one mode (per-query means).
 type Metrics struct {
-	// Mode is the evaluated mode.
+	// Mode is the evaluated mode (or "auto (out-of-fold)").
 	Mode string `json:"mode"`
 	// Queries is the number of scored queries.
 	Queries int `json:"queries"`
+	// Refused counts queries tool_search refuses (over 4 KiB); each is
+	// scored as a miss.
+	Refused int `json:"refused"`
 	// R1, R3, R5 and R10 are Recall@k: the share of relevant tools in the top k.
 	R1  float64 `json:"recall@1"`
 	R3  float64 `json:"recall@3"`
@@ -114,6 +141,10 @@ type Metrics struct {
 	NDCG10 float64 `json:"ndcg@10"`
 	// MRR is the mean reciprocal rank of the first relevant tool within K.
 	MRR float64 `json:"mrr"`
+	// R5CI and NDCG10CI are 95% percentile-bootstrap confidence intervals
+	// (queries resampled with replacement).
+	R5CI     [2]float64 `json:"recall@5_ci95"`
+	NDCG10CI [2]float64 `json:"ndcg@10_ci95"`
 	// P50ms and P99ms are per-query search latencies in milliseconds.
 	P50ms float64 `json:"latency_p50_ms"`
 	P99ms float64 `json:"latency_p99_ms"`
@@ -121,6 +152,8 @@ type Metrics struct {
 
 // Report is the outcome of Evaluate.
 type Report struct {
+	// Name labels the data set.
+	Name string `json:"name,omitempty"`
 	// Tools is the number of indexed tools.
 	Tools int `json:"tools"`
 	// Queries is the number of scored queries.
@@ -129,6 +162,11 @@ type Report struct {
 	Split Split `json:"split"`
 	// Modes holds one entry per evaluated mode, in request order.
 	Modes []Metrics `json:"modes"`
+	// CV is the cross-validation of AUTO's measured settings (nil when
+	// Options.Folds is 0).
+	CV *CVReport `json:"cross_validation,omitempty"`
+
+	perQuery map[string][]QueryScore
 }
 
 // Mode returns the metrics of mode, or nil.
@@ -140,6 +178,9 @@ func (r *Report) Mode(mode string) *Metrics {
 	}
 	return nil
 }
+
+// PerQuery returns the per-query scores of mode (in query order), or nil.
+func (r *Report) PerQuery(mode string) []QueryScore { return r.perQuery[mode] }
 
 // IsDev reports whether a query id is in the DEV split (toolret READMEs).
 func IsDev(id string) bool {
@@ -168,28 +209,44 @@ func Run(ctx context.Context, opts Options, w io.Writer) error {
 	return WriteTable(w, rep)
 }
 
-// WriteTable writes rep as an aligned text table.
+// WriteTable writes rep as aligned text tables: one row per mode (and the
+// out-of-fold AUTO row), then the cross-validation details.
 func WriteTable(w io.Writer, rep *Report) error {
-	fmt.Fprintf(w, "tools: %d  queries: %d  split: %s\n", rep.Tools, rep.Queries, rep.Split)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tR@1\tR@3\tR@5\tR@10\tnDCG@10\tMRR\tp50 ms\tp99 ms\t")
-	for _, m := range rep.Modes {
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n",
-			m.Mode, m.R1, m.R3, m.R5, m.R10, m.NDCG10, m.MRR, m.P50ms, m.P99ms)
+	name := ""
+	if rep.Name != "" {
+		name = rep.Name + "  "
 	}
-	return tw.Flush()
+	fmt.Fprintf(w, "%stools: %d  queries: %d  split: %s\n", name, rep.Tools, rep.Queries, rep.Split)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tR@1\tR@3\tR@5\tR@5 95% CI\tR@10\tnDCG@10\tnDCG@10 95% CI\tMRR\trefused\tp50 ms\tp99 ms\t")
+	rows := rep.Modes
+	if rep.CV != nil {
+		rows = append(slices.Clone(rows), rep.CV.OutOfFold)
+	}
+	for _, m := range rows {
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f–%.3f\t%.3f\t%.3f\t%.3f–%.3f\t%.3f\t%d\t%.3f\t%.3f\t\n",
+			m.Mode, m.R1, m.R3, m.R5, m.R5CI[0], m.R5CI[1], m.R10, m.NDCG10, m.NDCG10CI[0], m.NDCG10CI[1], m.MRR, m.Refused, m.P50ms, m.P99ms)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rep.CV != nil {
+		return writeCV(w, rep.CV)
+	}
+	return nil
 }
 
-// Evaluate loads the files, runs every mode and returns the metrics.
+// Evaluate loads the data, runs every mode and, when opts.Folds > 1,
+// cross-validates AUTO's settings over the grid.
 func Evaluate(ctx context.Context, opts Options) (*Report, error) {
-	if opts.ToolsPath == "" || opts.QueriesPath == "" {
-		return nil, errors.New("tools and queries files are required")
-	}
 	if opts.K < 10 {
 		opts.K = 10
 	}
 	if opts.Split == "" {
 		opts.Split = SplitAll
+	}
+	if opts.Resamples <= 0 {
+		opts.Resamples = 2000
 	}
 	modes := opts.Modes
 	if len(modes) == 0 {
@@ -200,13 +257,65 @@ func Evaluate(ctx context.Context, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("mode: unknown %q (want one of %s)", m, strings.Join(AllModes, ", "))
 		}
 	}
-	tools, err := readJSONL[Tool](opts.ToolsPath)
+	if opts.Folds < 0 || opts.Folds == 1 {
+		return nil, fmt.Errorf("folds: want 0 (no cross-validation) or at least 2, got %d", opts.Folds)
+	}
+	grid, err := GridByName(opts.Grid)
 	if err != nil {
 		return nil, err
 	}
-	allQ, err := readJSONL[Query](opts.QueriesPath)
+	tools, queries, err := loadData(opts)
 	if err != nil {
 		return nil, err
+	}
+	name := opts.Name
+	if name == "" {
+		name = opts.ToolsPath
+	}
+	rep := &Report{Name: name, Tools: len(tools), Queries: len(queries), Split: opts.Split, perQuery: map[string][]QueryScore{}}
+	seed := seedOf(queries)
+	var basic *basicBM25
+	for _, m := range modes {
+		var pq []QueryScore
+		var lat []float64
+		if m == ModeBM25Basic {
+			if basic == nil {
+				basic = newBasicBM25(tools)
+			}
+			pq, lat, err = runQueries(ctx, m, queries, opts.K, func(q string) ([]string, error) { return basic.search(q, opts.K), nil })
+		} else {
+			pq, lat, err = runProduct(ctx, m, tools, queries, opts.Search, opts.K)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rep.perQuery[m] = pq
+		rep.Modes = append(rep.Modes, summarise(m, pq, lat, opts.Resamples, seed))
+	}
+	if opts.Folds >= 2 {
+		cv, err := CrossValidate(ctx, tools, queries, CVOptions{Folds: opts.Folds, Grid: grid, K: opts.K, Resamples: opts.Resamples, Seed: seed})
+		if err != nil {
+			return nil, err
+		}
+		rep.CV = cv
+	}
+	return rep, nil
+}
+
+// loadData returns the tools and the labelled queries of the selected split.
+func loadData(opts Options) ([]Tool, []Query, error) {
+	tools, allQ := opts.Tools, opts.Queries
+	if tools == nil {
+		if opts.ToolsPath == "" || opts.QueriesPath == "" {
+			return nil, nil, errors.New("tools and queries files are required")
+		}
+		var err error
+		if tools, err = readJSONL[Tool](opts.ToolsPath); err != nil {
+			return nil, nil, err
+		}
+		if allQ, err = readJSONL[Query](opts.QueriesPath); err != nil {
+			return nil, nil, err
+		}
 	}
 	var queries []Query
 	for _, q := range allQ {
@@ -221,55 +330,39 @@ func Evaluate(ctx context.Context, opts Options) (*Report, error) {
 			}
 		case SplitAll:
 		default:
-			return nil, fmt.Errorf("split: unknown %q", opts.Split)
+			return nil, nil, fmt.Errorf("split: unknown %q (want all, dev or heldout)", opts.Split)
 		}
 		if len(q.Relevant) > 0 {
 			queries = append(queries, q)
 		}
 	}
 	if len(queries) == 0 {
-		return nil, errors.New("queries: no labelled queries in the selected split")
+		return nil, nil, errors.New("queries: no labelled queries in the selected split")
 	}
-	rep := &Report{Tools: len(tools), Queries: len(queries), Split: opts.Split}
+	return tools, queries, nil
+}
 
-	var ix *search.Index
-	var basic *basicBM25
-	for _, m := range modes {
-		var run func(q string) ([]string, error)
-		if m == ModeBM25Basic {
-			if basic == nil {
-				basic = newBasicBM25(tools)
-			}
-			run = func(q string) ([]string, error) { return basic.search(q, opts.K), nil }
-		} else {
-			if ix == nil {
-				if ix, err = buildIndex(ctx, tools, opts.Search); err != nil {
-					return nil, err
-				}
-			}
-			mode, err := search.ParseMode(m)
-			if err != nil {
-				return nil, err
-			}
-			run = func(q string) ([]string, error) {
-				resp, err := ix.Search(ctx, search.Request{Query: q, Mode: mode, Limit: opts.K})
-				if err != nil {
-					return nil, err
-				}
-				names := make([]string, len(resp.Results))
-				for i, r := range resp.Results {
-					names[i] = r.Name
-				}
-				return names, nil
-			}
-		}
-		met, err := score(ctx, m, queries, run)
+// runProduct indexes tools with o and runs every query in mode.
+func runProduct(ctx context.Context, m string, tools []Tool, queries []Query, o search.Options, k int) ([]QueryScore, []float64, error) {
+	ix, err := buildIndex(ctx, tools, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	mode, err := search.ParseMode(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return runQueries(ctx, m, queries, k, func(q string) ([]string, error) {
+		resp, err := ix.Search(ctx, search.Request{Query: q, Mode: mode, Limit: k})
 		if err != nil {
 			return nil, err
 		}
-		rep.Modes = append(rep.Modes, met)
-	}
-	return rep, nil
+		names := make([]string, len(resp.Results))
+		for i, r := range resp.Results {
+			names[i] = r.Name
+		}
+		return names, nil
+	})
 }
 
 // buildIndex loads tools into a product index in file (catalog) order.
@@ -300,77 +393,19 @@ func regexQuery(q string) string {
 	return q
 }
 
-func score(ctx context.Context, mode string, queries []Query, run func(string) ([]string, error)) (Metrics, error) {
-	m := Metrics{Mode: mode, Queries: len(queries)}
-	lat := make([]float64, 0, len(queries))
+// seedOf derives a deterministic bootstrap seed from the query ids, so a
+// report is the same on every machine.
+func seedOf(queries []Query) uint64 {
+	h := sha256.New()
 	for _, q := range queries {
-		if err := ctx.Err(); err != nil {
-			return m, err
-		}
-		text := q.Query
-		if mode == "regex" {
-			text = regexQuery(text)
-		}
-		start := time.Now()
-		got, err := run(text)
-		lat = append(lat, float64(time.Since(start).Nanoseconds())/1e6)
-		if err != nil {
-			return m, fmt.Errorf("mode %s, query %s: %w", mode, q.ID, err)
-		}
-		rel := make(map[string]bool, len(q.Relevant))
-		for _, r := range q.Relevant {
-			rel[r] = true
-		}
-		hitsAt := func(k int) float64 {
-			n := 0
-			for i := 0; i < k && i < len(got); i++ {
-				if rel[got[i]] {
-					n++
-				}
-			}
-			return float64(n) / float64(len(rel))
-		}
-		m.R1 += hitsAt(1)
-		m.R3 += hitsAt(3)
-		m.R5 += hitsAt(5)
-		m.R10 += hitsAt(10)
-		var dcg, idcg float64
-		for i := 0; i < 10 && i < len(got); i++ {
-			if rel[got[i]] {
-				dcg += 1 / math.Log2(float64(i+2))
-			}
-		}
-		for i := 0; i < 10 && i < len(rel); i++ {
-			idcg += 1 / math.Log2(float64(i+2))
-		}
-		m.NDCG10 += dcg / idcg
-		for i, name := range got {
-			if rel[name] {
-				m.MRR += 1 / float64(i+1)
-				break
-			}
-		}
+		h.Write([]byte(q.ID))
+		h.Write([]byte{0})
 	}
-	n := float64(len(queries))
-	m.R1 /= n
-	m.R3 /= n
-	m.R5 /= n
-	m.R10 /= n
-	m.NDCG10 /= n
-	m.MRR /= n
-	slices.Sort(lat)
-	m.P50ms = percentile(lat, 0.50)
-	m.P99ms = percentile(lat, 0.99)
-	return m, nil
-}
-
-// percentile returns the nearest-rank percentile of sorted values.
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
+	var v uint64
+	for _, b := range h.Sum(nil)[:8] {
+		v = v<<8 | uint64(b)
 	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
+	return v
 }
 
 func readJSONL[T any](path string) ([]T, error) {

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/toolplane/toolplane/internal/testkit"
 )
 
 func writeFiles(t *testing.T) (tools, queries string) {
@@ -113,8 +111,9 @@ func TestSplit(t *testing.T) {
 	if dev == 0 || dev == 20 {
 		t.Fatalf("%d of 20 ids are DEV", dev)
 	}
-	// Every query of the DEV files (testdata/) is DEV by the rule.
-	qs, err := readJSONL[Query](testkit.SharedData(t, "toolret/livemcpbench/queries.jsonl"))
+	// Every query of the shared DEV files is DEV by the rule.
+	_, path := toolret(t, "livemcpbench")
+	qs, err := readJSONL[Query](path)
 	if err != nil {
 		t.Fatal(err)
 	}
