@@ -88,8 +88,18 @@ type Options struct {
 	// MinSemanticScore is the cosine below which a document does not match
 	// semantically (default 0.2; negative means no threshold).
 	MinSemanticScore float64
-	// SemanticDepth is how many semantic results AUTO considers (default 100).
+	// SemanticDepth is how many semantic results RRF fusion considers
+	// (default 100). The weighted sum needs no depth: it scores every
+	// lexical hit's cosine and adds the semantic-only documents that can
+	// reach the top results.
 	SemanticDepth int
+	// ANNMinDocs is the number of document vectors from which AUTO finds
+	// semantic-only candidates with the IVF index instead of scanning every
+	// vector (ann.go; default 2048; negative: always scan).
+	ANNMinDocs int
+	// ANNProbes is the number of IVF cells AUTO probes (default
+	// max(8, ⌈2√cells⌉)).
+	ANNProbes int
 }
 
 func (o Options) withDefaults() Options {
@@ -107,6 +117,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SemanticDepth <= 0 {
 		o.SemanticDepth = 100
+	}
+	if o.ANNMinDocs == 0 {
+		o.ANNMinDocs = 2048
 	}
 	return o
 }
@@ -186,6 +199,8 @@ type docData struct {
 	regexText string    // "<name> <description>" (deerflow-reference §2.3)
 	lowerText string    // strings.ToLower(regexText) when it is pure ASCII, else ""
 	vec       []float32 // unit vector, nil when not embedded
+	q8        []int8    // vec quantised (ann.go), nil when not embedded
+	q8s       float32   // scale of q8: vec[i] ≈ q8[i]·q8s
 }
 
 func analyze(d Document) (*docData, error) {
@@ -257,7 +272,7 @@ func (ix *Index) prepare(ctx context.Context, cur *Snapshot, docs []Document) ([
 	for _, dd := range out {
 		if slot, ok := cur.byName[dd.doc.Name]; ok {
 			if old := cur.slots[slot]; old.hash == dd.hash && old.vec != nil {
-				dd.vec = old.vec
+				dd.vec, dd.q8, dd.q8s = old.vec, old.q8, old.q8s
 				continue
 			}
 		}
@@ -278,7 +293,9 @@ func (ix *Index) prepare(ctx context.Context, cur *Snapshot, docs []Document) ([
 		return out, &EmbedError{Op: "documents", Err: err}
 	}
 	for i, dd := range need {
-		dd.vec = unit(vecs[i])
+		if dd.vec = unit(vecs[i]); dd.vec != nil {
+			dd.q8, dd.q8s = quantize(dd.vec)
+		}
 	}
 	return out, nil
 }
@@ -436,13 +453,14 @@ func (ix *Index) apply(old *Snapshot, removes []string, ups []*docData) *Snapsho
 		empty := &Snapshot{ix: ix, byName: map[string]int32{}, postings: map[string][]posting{}}
 		return ix.apply(empty, nil, docs)
 	}
-	ns.finish()
+	ns.finish(old)
 	return ns
 }
 
 // finish computes the per-snapshot derived arrays: positions, BM25F length
-// norms and the semantic centring statistics.
-func (s *Snapshot) finish() {
+// norms, the semantic centring statistics and the IVF index (built from
+// old's where possible).
+func (s *Snapshot) finish(old *Snapshot) {
 	n := len(s.slots)
 	s.pos = make([]int32, n)
 	for i := range s.pos {
@@ -512,6 +530,7 @@ func (s *Snapshot) finish() {
 		s.dMu[slot] = dm
 		s.dNorm[slot] = float32(math.Sqrt(math.Max(0, 1-2*float64(dm)+muMu)))
 	}
+	s.buildIVF(old)
 }
 
 func dot(a, b []float32) float32 {
@@ -549,6 +568,7 @@ type Snapshot struct {
 	muMu  float32
 	dMu   []float32
 	dNorm []float32
+	ann   *ivf // nil below Options.ANNMinDocs vectors
 }
 
 // Len returns the number of documents.

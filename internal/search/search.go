@@ -442,6 +442,12 @@ func (s *Snapshot) semantic(ctx context.Context, text string, mask []bool, sc *s
 	if err != nil || !ok {
 		return false, err
 	}
+	s.scanSemantic(qv, qMu, qNorm, mask, sc)
+	return true, nil
+}
+
+// scanSemantic scores every (masked) vector against the centred query.
+func (s *Snapshot) scanSemantic(qv []float32, qMu, qNorm float32, mask []bool, sc *scratch) {
 	minScore := float32(s.ix.opts.MinSemanticScore)
 	for _, slot := range s.order {
 		if mask != nil && !mask[slot] {
@@ -459,25 +465,178 @@ func (s *Snapshot) semantic(ctx context.Context, text string, mask []bool, sc *s
 		sc.fields[slot] = semanticBit
 		sc.hits = append(sc.hits, slot)
 	}
-	return true, nil
 }
 
 // auto fuses BM25F and semantic rankings (Options.Fusion).
 func (s *Snapshot) auto(ctx context.Context, text string, mask []bool, limit int, resp *Response) error {
 	lex := s.bm25(text, mask)
 	defer lex.release()
-	sem := getScratch(len(s.slots))
-	defer sem.release()
-	ok, err := s.semantic(ctx, text, mask, sem)
+	qv, qMu, qNorm, ok, err := s.queryVector(ctx, text)
 	if err != nil {
 		resp.Degraded = err.Error()
 	} else if !ok && s.ix.embErr != nil {
 		resp.Degraded = "semantic: " + s.ix.embErr.Error()
 	}
-	if !ok || len(sem.hits) == 0 {
+	if !ok {
 		resp.Results = s.topResults(lex.hits, lex.scores, lex.fields, false, limit)
 		return nil
 	}
+	if s.ix.opts.Fusion == FusionRRF {
+		s.autoRRF(qv, qMu, qNorm, mask, limit, lex, resp)
+		return nil
+	}
+	fused, _ := s.autoWeighted(lex, qv, qMu, qNorm, mask, limit, false)
+	defer fused.release()
+	resp.Results = s.topResults(fused.hits, fused.scores, fused.fields, false, limit)
+	return nil
+}
+
+// autoWeighted computes the calibrated weighted sum
+//
+//	(1 − w) · BM25F/max(BM25F) + w · cos   (cos counted when ≥ MinSemanticScore)
+//
+// for every document that can reach the top limit. Lexical hits are scored
+// exactly. Semantic-only documents score w · cos: with exact, or without an
+// IVF index, or when a small candidate mask makes a scan cheap, every vector
+// is scanned; otherwise only those that can beat the limit-th lexical score
+// are looked for, in the IVF cells nearest the query (ann.go).
+// scanned counts the vectors compared with the query.
+func (s *Snapshot) autoWeighted(lex *scratch, qv []float32, qMu, qNorm float32, mask []bool, limit int, exact bool) (fused *scratch, scanned int) {
+	w := float32(s.ix.opts.SemanticWeight)
+	minScore := float32(s.ix.opts.MinSemanticScore)
+	cosOf := func(slot int32) (float32, bool) {
+		d := s.slots[slot]
+		if len(d.vec) != s.dim || s.dNorm[slot] == 0 {
+			return 0, false
+		}
+		cos := (dot(qv, d.vec) - qMu - s.dMu[slot] + s.muMu) / (qNorm * s.dNorm[slot])
+		if cos < minScore || cos <= 0 && minScore >= 0 {
+			return 0, false
+		}
+		return cos, true
+	}
+	fused = getScratch(len(s.slots))
+	var maxLex float32
+	for _, slot := range lex.hits {
+		maxLex = max(maxLex, lex.scores[slot])
+	}
+	addLex := func(slot int32) {
+		v, bits := (1-w)*lex.scores[slot]/maxLex, lex.fields[slot]
+		if cos, ok := cosOf(slot); ok {
+			v += w * cos
+			bits |= semanticBit
+		}
+		fused.scores[slot], fused.fields[slot] = v, bits
+		fused.hits = append(fused.hits, slot)
+		scanned++
+	}
+	if exact || w >= 1 || len(lex.hits) <= 4*limit {
+		for _, slot := range lex.hits {
+			addLex(slot)
+		}
+	} else {
+		// The limit best lexical hits, scored exactly, bound the limit-th
+		// fused score from below by tau0. Another lexical hit scores at most
+		// (1 − w)·lex/max + w, so only those above the cut can beat tau0;
+		// the others never reach the results and are not scored.
+		top := s.topSlots(lex.hits, lex.scores, limit)
+		for _, slot := range top {
+			addLex(slot)
+		}
+		tau0 := float32(math.Inf(1))
+		for _, slot := range top {
+			tau0 = min(tau0, fused.scores[slot])
+		}
+		cut := (tau0-w)/(1-w)*maxLex - 1e-6*maxLex
+		for _, slot := range lex.hits {
+			if fused.scores[slot] == 0 && lex.scores[slot] >= cut {
+				addLex(slot)
+			}
+		}
+	}
+	addSem := func(slot int32) {
+		if cos, ok := cosOf(slot); ok {
+			fused.scores[slot], fused.fields[slot] = w*cos, semanticBit
+			fused.hits = append(fused.hits, slot)
+		}
+	}
+	a := s.ann
+	if !exact && a != nil && mask != nil {
+		n := 0
+		for _, m := range mask {
+			if m {
+				n++
+			}
+		}
+		if n < s.ix.opts.ANNMinDocs {
+			a = nil // a scan of the few candidates is cheap and exact
+		}
+	}
+	if exact || a == nil {
+		for _, slot := range s.order {
+			if (mask == nil || mask[slot]) && lex.scores[slot] == 0 {
+				addSem(slot)
+				scanned++
+			}
+		}
+		return fused, scanned
+	}
+	// A semantic-only document scores w·cos ≤ w: it can only enter the top
+	// limit when w·cos beats the limit-th score of the lexical hits.
+	need := minScore
+	if len(fused.hits) >= limit {
+		top := s.topSlots(fused.hits, fused.scores, limit)
+		tau := fused.scores[top[len(top)-1]]
+		if tau >= w {
+			return fused, scanned
+		}
+		need = max(need, tau/w)
+	}
+	qq, qs := quantize(qv)
+	// Keep the best few by the int8 estimate, then score them exactly.
+	keep := limit + 8
+	type cand struct {
+		slot int32
+		est  float32
+	}
+	best := make([]cand, 0, keep+1)
+	floor := need - 0.05
+	for _, cell := range a.probe(qv, qMu, s.muMu) {
+		for _, slot := range a.lists[cell] {
+			if mask != nil && !mask[slot] || lex.scores[slot] != 0 || s.dNorm[slot] == 0 {
+				continue
+			}
+			d := s.slots[slot]
+			scanned++
+			est := (float32(dot8(qq, d.q8))*qs*d.q8s - qMu - s.dMu[slot] + s.muMu) / (qNorm * s.dNorm[slot])
+			if est < floor || len(best) == keep && est <= best[keep-1].est {
+				continue
+			}
+			j := len(best)
+			if j < keep {
+				best = append(best, cand{})
+			} else {
+				j--
+			}
+			for j > 0 && best[j-1].est < est {
+				best[j] = best[j-1]
+				j--
+			}
+			best[j] = cand{slot, est}
+		}
+	}
+	for _, c := range best {
+		addSem(c.slot)
+	}
+	return fused, scanned
+}
+
+// autoRRF is reciprocal-rank fusion of the BM25F ranking and the top
+// SemanticDepth semantic hits (a full vector scan).
+func (s *Snapshot) autoRRF(qv []float32, qMu, qNorm float32, mask []bool, limit int, lex *scratch, resp *Response) {
+	sem := getScratch(len(s.slots))
+	defer sem.release()
+	s.scanSemantic(qv, qMu, qNorm, mask, sem)
 	depth := s.ix.opts.SemanticDepth
 	semTop := s.topSlots(sem.hits, sem.scores, depth)
 	fused := getScratch(len(s.slots))
@@ -489,31 +648,15 @@ func (s *Snapshot) auto(ctx context.Context, text string, mask []bool, limit int
 		fused.scores[slot] += v
 		fused.fields[slot] |= bits
 	}
-	switch s.ix.opts.Fusion {
-	case FusionRRF:
-		k := float32(s.ix.opts.RRFK)
-		lexTop := s.topSlots(lex.hits, lex.scores, max(depth, limit))
-		for r, slot := range lexTop {
-			add(slot, 1/(k+float32(r+1)), lex.fields[slot])
-		}
-		for r, slot := range semTop {
-			add(slot, 1/(k+float32(r+1)), semanticBit)
-		}
-	default:
-		w := float32(s.ix.opts.SemanticWeight)
-		var maxLex float32
-		for _, slot := range lex.hits {
-			maxLex = max(maxLex, lex.scores[slot])
-		}
-		for _, slot := range lex.hits {
-			add(slot, (1-w)*lex.scores[slot]/maxLex, lex.fields[slot])
-		}
-		for _, slot := range semTop {
-			add(slot, w*sem.scores[slot], semanticBit)
-		}
+	k := float32(s.ix.opts.RRFK)
+	lexTop := s.topSlots(lex.hits, lex.scores, max(depth, limit))
+	for r, slot := range lexTop {
+		add(slot, 1/(k+float32(r+1)), lex.fields[slot])
+	}
+	for r, slot := range semTop {
+		add(slot, 1/(k+float32(r+1)), semanticBit)
 	}
 	resp.Results = s.topResults(fused.hits, fused.scores, fused.fields, false, limit)
-	return nil
 }
 
 // better orders by score descending, then catalog position (deterministic).
