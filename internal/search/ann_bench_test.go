@@ -74,16 +74,19 @@ func BenchmarkAutoTopK(b *testing.B) {
 				b.Fatal("no IVF index")
 			}
 			for b.Loop() {
-				var fastT, exactT []time.Duration
+				var fastT, exactT, kwT []time.Duration
 				agree, scanned := 0, 0
 				for range 3 {
-					for _, q := range queries {
+					for qi, q := range queries {
 						t0 := time.Now()
 						fast := autoOnce(s, q, DefaultLimit, false)
 						t1 := time.Now()
 						exact := autoOnce(s, q, DefaultLimit, true)
 						t2 := time.Now()
 						fastT = append(fastT, t1.Sub(t0))
+						if qi < len(keywordQueries) {
+							kwT = append(kwT, t1.Sub(t0))
+						}
 						exactT = append(exactT, t2.Sub(t1))
 						if slices.EqualFunc(fast, exact, func(a, b Result) bool { return a.Name == b.Name }) {
 							agree++
@@ -96,6 +99,9 @@ func BenchmarkAutoTopK(b *testing.B) {
 				}
 				slices.Sort(fastT)
 				slices.Sort(exactT)
+				slices.Sort(kwT)
+				b.ReportMetric(float64(pct(kwT, 0.5).Microseconds()), "topk-keyword-p50-µs")
+				b.ReportMetric(float64(pct(kwT, 0.99).Microseconds()), "topk-keyword-p99-µs")
 				b.ReportMetric(float64(pct(fastT, 0.5).Microseconds()), "topk-p50-µs")
 				b.ReportMetric(float64(pct(fastT, 0.99).Microseconds()), "topk-p99-µs")
 				b.ReportMetric(float64(pct(exactT, 0.5).Microseconds()), "exact-p50-µs")
