@@ -54,8 +54,12 @@
 //     vectors from 100-dimension static word vectors trained offline on
 //     Debian package descriptions and WordNet glosses (package vectors).
 //   - ModeAuto (default): a calibrated weighted sum of max-normalised BM25F
-//     scores and cosine similarities, the fusion measured best on the DEV
-//     sets of testdata/toolret (docs/search.md).
+//     scores and cosine similarities, its settings chosen by
+//     cross-validation (docs/search.md). Its top results are found without
+//     scanning every vector: exact bounds prune the lexical hits and the
+//     semantic-only candidates, and an int8 IVF index supplies the latter
+//     when they can still reach the top (ann.go,
+//     docs/decisions/0052-auto-topk-ivf.md).
 //
 // # Concurrency
 //
