@@ -18,7 +18,7 @@ func isCJK(r rune) bool {
 // splitWords splits s into lower-cased words: runs of letters and digits,
 // broken at every other character, at camelCase boundaries ("getHTMLPage" →
 // get, html, page) and around CJK characters, which are emitted one by one.
-// Names are therefore split on `_ - . /` and camelCase as issue 4 asks.
+// Names are therefore split on `_ - . /` and camelCase as tool names need.
 func splitWords(s string, emit func(string)) {
 	var buf []byte
 	flush := func() {

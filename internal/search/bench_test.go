@@ -17,7 +17,7 @@ import (
 	"github.com/toolplane/toolplane/internal/testkit"
 )
 
-// The benchmarks of issue 4 over the 8,010-tool ToolSDK catalog
+// The benchmarks over the 8,010-tool ToolSDK catalog
 // (testdata/mcp-catalog/toolsdk-registry). Run:
 //
 //	go test ./internal/search -run '^$' -bench . -benchtime 1x        # ratios, update, build, memory

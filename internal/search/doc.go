@@ -28,7 +28,7 @@
 // with the catalog's sqlite-backed VectorCache (MemoryCache in memory).
 // Use ix.Snapshot() to run several searches on one consistent view.
 //
-// # Query forms (deerflow-reference §2.3)
+// # Query forms (docs/deerflow.md §2.3)
 //
 //   - "select:a,b" — exact, case-sensitive names, in catalog order, unknown
 //     names ignored, Limit ignored, at most MaxSelectResults with Truncated.

@@ -22,11 +22,11 @@ type Embedder interface {
 }
 
 // SIFParameter is the a of the SIF weight a/(a+p(w)) (Arora et al. 2017;
-// recipe in SEARCH-NOTES.md).
+// recipe in docs/search.md, "Static word vectors").
 const SIFParameter = 1e-3
 
 // StaticEmbedder embeds text as the SIF-weighted mean of unit static word
-// vectors (SEARCH-NOTES.md): words are lower-cased and split like index
+// vectors (docs/search.md, "Static word vectors"): words are lower-cased and split like index
 // terms (no stemming, since the vectors were trained on surface forms),
 // Snowball English stop words and unknown words are skipped (stop-word
 // removal measured +0.08 Recall@5 on metatool DEV), and the result is L2-normalised. Centring is

@@ -196,7 +196,7 @@ type docData struct {
 	terms     []termTF
 	lens      [numFields]float32
 	lowerName string
-	regexText string    // "<name> <description>" (deerflow-reference §2.3)
+	regexText string    // "<name> <description>" (docs/deerflow.md §2.3)
 	lowerText string    // strings.ToLower(regexText) when it is pure ASCII, else ""
 	vec       []float32 // unit vector, nil when not embedded
 	q8        []int8    // vec quantised (ann.go), nil when not embedded
@@ -490,7 +490,7 @@ func (s *Snapshot) finish(old *Snapshot) {
 			s.norm[slot][f] = float32(p.Weight / den)
 		}
 	}
-	// Semantic centring (SEARCH-NOTES.md): cos(q-mu, d-mu) needs d·mu and
+	// Semantic centring (docs/search.md, "Static word vectors"): cos(q-mu, d-mu) needs d·mu and
 	// |d-mu| per document; vectors themselves stay shared.
 	var sum []float64
 	for _, d := range s.slots {

@@ -171,7 +171,7 @@ func TestRegexDeerFlowCompatible(t *testing.T) {
 	if got := names(search(t, ix, Request{Query: "^beta slack", Mode: ModeRegex})); !slices.Equal(got, []string{"beta"}) {
 		t.Fatalf("regex over name+description = %v", got)
 	}
-	// Natural language is one pattern (deerflow-reference §2.3 note).
+	// Natural language is one pattern (docs/deerflow.md §2.3 note).
 	if got := names(search(t, ix, Request{Query: "slack api", Mode: ModeRegex})); !slices.Equal(got, []string{"alpha"}) {
 		t.Fatalf("phrase pattern = %v", got)
 	}

@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// Limits on queries. Sources: issue 4 ("Ranked queries up to 4 KiB",
-// "select: … capped at 20") and deerflow-reference §2.3.
+// Limits on queries (docs/search.md "Query forms": "ranked queries up to 4 KiB",
+// "select: … capped at 20") and docs/deerflow.md §2.3.
 const (
 	// MaxQueryBytes bounds ranked and `+required` queries (4 KiB).
 	MaxQueryBytes = 4096
@@ -17,14 +17,14 @@ const (
 	// MaxSelectResults caps `select:` results; more matches set Truncated.
 	MaxSelectResults = 20
 	// MaxRegexChars bounds a REGEX-mode pattern, counted in characters
-	// (deerflow-reference §2.3 compatibility limit).
+	// (docs/deerflow.md §2.3 compatibility limit).
 	MaxRegexChars = 200
 	// DefaultLimit is the result count used when Request.Limit <= 0
-	// (deerflow-reference §2.3 MAX_RESULTS).
+	// (docs/deerflow.md §2.3 MAX_RESULTS).
 	DefaultLimit = 5
 )
 
-// QueryKind is the form of a parsed query (deerflow-reference §2.3).
+// QueryKind is the form of a parsed query (docs/deerflow.md §2.3).
 type QueryKind int
 
 const (
@@ -67,7 +67,7 @@ type Query struct {
 	Text string
 }
 
-// ParseQuery parses a raw tool_search query following deerflow-reference §2.3:
+// ParseQuery parses a raw tool_search query following docs/deerflow.md §2.3:
 // the query is whitespace-trimmed; "" → KindEmpty; `select:` prefix → names
 // split on commas and trimmed; `+` prefix → the first whitespace-separated
 // token is the required fragment (lower-cased) and the rest is ranked;

@@ -9,7 +9,7 @@ import (
 )
 
 // deerflowRegexReference is DeerFlow's regex search written plainly from
-// deerflow-reference §2.3 (compile per query, match "<name> <description>"
+// docs/deerflow.md §2.3 (compile per query, match "<name> <description>"
 // for every tool, score 2 on a name match, stable sort, cap). It is the
 // baseline of the benchmarks and the oracle of TestRegexMatchesReference.
 func deerflowRegexReference(docs []Document, query string, limit int) []Result {

@@ -11,14 +11,14 @@ import (
 	"unicode/utf8"
 )
 
-// Mode selects the ranker for ranked text (issue 4 SearchTools modes). The
+// Mode selects the ranker for ranked text (the SearchTools modes, docs/search.md "Modes"). The
 // zero value is ModeAuto, so SEARCH_MODE_UNSPECIFIED maps to the default.
 type Mode int
 
 const (
 	// ModeAuto fuses BM25F and semantic rankings (Options.Fusion).
 	ModeAuto Mode = iota
-	// ModeRegex is DeerFlow's algorithm (deerflow-reference §2.3).
+	// ModeRegex is DeerFlow's algorithm (docs/deerflow.md §2.3).
 	ModeRegex
 	// ModeBM25 is BM25F over name, title, description, parameters, server.
 	ModeBM25
@@ -239,7 +239,7 @@ func (s *Snapshot) rank(ctx context.Context, text string, mode Mode, mask []bool
 	}
 }
 
-// regexRank is DeerFlow's search (deerflow-reference §2.3): the text is a
+// regexRank is DeerFlow's search (docs/deerflow.md §2.3): the text is a
 // case-insensitive RE2 pattern over "<name> <description>", an invalid
 // pattern is matched literally; a hit scores 2 when the pattern also
 // matches the name, else 1 (countRegex: the number of matches); stable
