@@ -22,13 +22,32 @@ const (
 	GridFull = "full"
 )
 
-// Setting is one candidate configuration of the product index that
-// cross-validation may choose.
+// Setting is one candidate configuration of AUTO that cross-validation may
+// choose. It overrides three measured settings of a base search.Options
+// (which carries everything else: embedder, fusion, diversity).
 type Setting struct {
 	// Name describes the setting, e.g. "w=0.2 min=0.2 name=3".
 	Name string
-	// Options are the index options of the setting.
-	Options search.Options
+	// Weight is the semantic weight (0: lexical only).
+	Weight float64
+	// MinScore is the semantic cosine threshold.
+	MinScore float64
+	// NameWeight is the BM25F name field weight.
+	NameWeight float64
+}
+
+// Apply returns base with the setting's values.
+func (s Setting) Apply(base search.Options) search.Options {
+	o := base
+	if o.BM25.K1 == 0 {
+		o.BM25 = search.DefaultBM25Params()
+	}
+	o.BM25.Name.Weight = s.NameWeight
+	o.SemanticWeight, o.MinSemanticScore = s.Weight, s.MinScore
+	if s.Weight == 0 {
+		o.DisableSemantic = true
+	}
+	return o
 }
 
 // GridByName returns the named grid ("" is GridFusion).
@@ -47,14 +66,13 @@ var gridWeights = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5}
 // setting builds the Setting of semantic weight w (0 = lexical only),
 // semantic threshold minScore and name field weight nameW.
 func setting(w, minScore, nameW float64) Setting {
-	p := search.DefaultBM25Params()
-	p.Name.Weight = nameW
-	o := search.Options{BM25: p, SemanticWeight: w, MinSemanticScore: minScore}
+	s := Setting{Weight: w, MinScore: minScore, NameWeight: nameW}
 	if w == 0 {
-		o.DisableSemantic = true
-		return Setting{Name: fmt.Sprintf("lexical name=%g", nameW), Options: o}
+		s.Name = fmt.Sprintf("lexical name=%g", nameW)
+	} else {
+		s.Name = fmt.Sprintf("w=%g min=%g name=%g", w, minScore, nameW)
 	}
-	return Setting{Name: fmt.Sprintf("w=%g min=%g name=%g", w, minScore, nameW), Options: o}
+	return s
 }
 
 func fusionGrid() []Setting {
@@ -91,6 +109,8 @@ type CVOptions struct {
 	Resamples int
 	// Seed seeds the bootstrap.
 	Seed uint64
+	// Base holds the index options every setting starts from.
+	Base search.Options
 }
 
 // Spread summarises one figure across folds.
@@ -200,7 +220,7 @@ func CrossValidate(ctx context.Context, tools []Tool, queries []Query, o CVOptio
 	scores := make([][]QueryScore, len(o.Grid))
 	rep := &CVReport{Folds: o.Folds, Objective: "mean Recall@5 + nDCG@10"}
 	for g, s := range o.Grid {
-		pq, _, err := runProduct(ctx, "auto", tools, queries, s.Options, o.K)
+		pq, _, err := runProduct(ctx, "auto", tools, queries, s.Apply(o.Base), o.K)
 		if err != nil {
 			return nil, fmt.Errorf("setting %s: %w", s.Name, err)
 		}

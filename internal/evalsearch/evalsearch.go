@@ -293,7 +293,7 @@ func Evaluate(ctx context.Context, opts Options) (*Report, error) {
 		rep.Modes = append(rep.Modes, summarise(m, pq, lat, opts.Resamples, seed))
 	}
 	if opts.Folds >= 2 {
-		cv, err := CrossValidate(ctx, tools, queries, CVOptions{Folds: opts.Folds, Grid: grid, K: opts.K, Resamples: opts.Resamples, Seed: seed})
+		cv, err := CrossValidate(ctx, tools, queries, CVOptions{Folds: opts.Folds, Grid: grid, K: opts.K, Resamples: opts.Resamples, Seed: seed, Base: opts.Search})
 		if err != nil {
 			return nil, err
 		}

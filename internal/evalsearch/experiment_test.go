@@ -3,8 +3,15 @@ package evalsearch
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/toolplane/toolplane/internal/search"
+	"github.com/toolplane/toolplane/internal/search/vectors"
 )
 
 // TestReportAllModes prints the full tables (every mode, the full grid
@@ -38,4 +45,99 @@ func TestReportAllModes(t *testing.T) {
 		_ = WriteTable(&buf, rep)
 		t.Logf("catalog benchmark %s\n%s", part.name, buf.String())
 	}
+}
+
+// variant is one candidate change to the product's search options.
+type variant struct {
+	name  string
+	apply func(*search.Options)
+}
+
+// experimentVariants are the changes measured for docs/search.md ("What
+// each change added"). EVAL_VECTORS=FILE[,FILE...] adds the static vectors of each FILE
+// (scripts/vectors/build.sh with DOMAIN=...) as a variant.
+func experimentVariants(t *testing.T) []variant {
+	vs := []variant{
+		{"baseline", func(*search.Options) {}},
+		{"server context in the semantic text", func(o *search.Options) { o.SemanticServer = true }},
+		{"query idf^1.5", func(o *search.Options) { o.QueryIDFExponent = 1.5 }},
+		{"query idf^2", func(o *search.Options) { o.QueryIDFExponent = 2 }},
+		{"WordNet synonyms 0.2", func(o *search.Options) { o.SynonymWeight = 0.2 }},
+		{"WordNet synonyms 0.4", func(o *search.Options) { o.SynonymWeight = 0.4 }},
+		{"server diversity 0.1", func(o *search.Options) { o.ServerDiversity = 0.1 }},
+		{"server diversity 0.2", func(o *search.Options) { o.ServerDiversity = 0.2 }},
+		{"server diversity 0.4", func(o *search.Options) { o.ServerDiversity = 0.4 }},
+	}
+	for _, p := range strings.Split(os.Getenv("EVAL_VECTORS"), ",") {
+		if p == "" {
+			continue
+		}
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab, err := vectors.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb := search.NewStaticEmbedder(tab)
+		vs = append(vs, variant{"vectors " + filepath.Base(p), func(o *search.Options) { o.Embedder = emb }})
+	}
+	return vs
+}
+
+// TestExperimentVariants reports, per variant and data set, the
+// out-of-fold AUTO figures (5 folds, fusion grid) and the paired 95%
+// interval of the change against the baseline, when EVAL_EXPERIMENT=1.
+func TestExperimentVariants(t *testing.T) {
+	if os.Getenv("EVAL_EXPERIMENT") != "1" {
+		t.Skip("set EVAL_EXPERIMENT=1 to measure the candidate changes")
+	}
+	type dataset struct {
+		name string
+		opts Options
+	}
+	var sets []dataset
+	only := os.Getenv("EVAL_VARIANTS") // comma-separated substrings; empty: all
+	for _, set := range []string{"livemcpbench", "metatool"} {
+		tools, queries := toolret(t, set)
+		sets = append(sets, dataset{set + " DEV", Options{ToolsPath: tools, QueriesPath: queries, Split: SplitDev}})
+	}
+	cb := catalogBench(t)
+	sets = append(sets, dataset{"catalog train", Options{Tools: cb.Train.Tools, Queries: cb.Train.Queries}})
+	sets = append(sets, dataset{"catalog bench", Options{Tools: cb.Bench.Tools, Queries: cb.Bench.Queries}})
+	var out strings.Builder
+	for _, ds := range sets {
+		var base []QueryScore
+		fmt.Fprintf(&out, "\n%s\n%-40s %7s %7s %7s   %-22s %-22s\n", ds.name, "variant (out-of-fold AUTO)", "R@5", "R@10", "nDCG@10", "ΔR@5 95% CI", "ΔnDCG@10 95% CI")
+		for i, v := range experimentVariants(t) {
+			if i > 0 && only != "" && !slices.ContainsFunc(strings.Split(only, ","), func(p string) bool { return strings.Contains(v.name, p) }) {
+				continue
+			}
+			o := ds.opts
+			o.Modes = []string{"bm25"}
+			o.Folds = 5
+			o.Search = search.Options{}
+			v.apply(&o.Search)
+			rep, err := Evaluate(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oof := rep.CV.OutOfFoldScores()
+			if base == nil {
+				base = oof
+			}
+			m := rep.CV.OutOfFold
+			d5 := PairedDiffCI(oof, base, func(q QueryScore) float64 { return q.R5 }, 2000, 1)
+			dn := PairedDiffCI(oof, base, func(q QueryScore) float64 { return q.NDCG10 }, 2000, 1)
+			var r5, nd float64
+			for i := range oof {
+				r5 += oof[i].R5 - base[i].R5
+				nd += oof[i].NDCG10 - base[i].NDCG10
+			}
+			n := float64(len(oof))
+			fmt.Fprintf(&out, "%-40s %7.3f %7.3f %7.3f   %+.3f (%+.3f…%+.3f)  %+.3f (%+.3f…%+.3f)\n", v.name, m.R5, m.R10, m.NDCG10, r5/n, d5[0], d5[1], nd/n, dn[0], dn[1])
+		}
+	}
+	t.Log(out.String())
 }

@@ -52,7 +52,8 @@
 //     Snowball English stemming and stop words; ties in catalog order.
 //   - ModeSemantic: cosine similarity of SIF-weighted, centred sentence
 //     vectors from 100-dimension static word vectors trained offline on
-//     Debian package descriptions and WordNet glosses (package vectors).
+//     Debian package descriptions, WordNet glosses and in-domain MCP tool
+//     texts (package vectors).
 //   - ModeAuto (default): a calibrated weighted sum of max-normalised BM25F
 //     scores and cosine similarities, its settings chosen by
 //     cross-validation (docs/search.md). Its top results are found without

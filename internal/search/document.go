@@ -99,8 +99,8 @@ func (d *Document) fieldTexts() [numFields][]string {
 }
 
 // semanticText is the text an Embedder sees for d: name words, title and
-// description.
-func (d *Document) semanticText() string {
+// description, and with server the server's name words and description.
+func (d *Document) semanticText(server bool) string {
 	var b strings.Builder
 	splitWords(d.Name, func(w string) { b.WriteString(w); b.WriteByte(' ') })
 	if d.Title != "" {
@@ -110,6 +110,14 @@ func (d *Document) semanticText() string {
 	if d.Description != "" {
 		b.WriteString(". ")
 		b.WriteString(d.Description)
+	}
+	if server && d.Server != "" {
+		b.WriteString(". ")
+		splitWords(d.Server, func(w string) { b.WriteString(w); b.WriteByte(' ') })
+	}
+	if server && d.ServerDescription != "" {
+		b.WriteString(". ")
+		b.WriteString(d.ServerDescription)
 	}
 	return b.String()
 }

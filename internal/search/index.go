@@ -97,6 +97,23 @@ type Options struct {
 	// semantic-only candidates with the IVF index instead of scanning every
 	// vector (ann.go; default 2048; negative: always scan).
 	ANNMinDocs int
+	// SemanticServer adds the server's name and description to the text a
+	// tool is embedded from (docs/search.md, "What was measured").
+	SemanticServer bool
+	// QueryIDFExponent raises each query term's idf to this power in BM25F
+	// (0 or 1: plain idf); above 1 it favours the rare words of long task
+	// queries over their generic ones.
+	QueryIDFExponent float64
+	// SynonymWeight, when > 0, expands BM25F queries with the WordNet
+	// synonyms of their words (synonyms.go), each counting SynonymWeight
+	// times its idf. 0 turns it off.
+	SynonymWeight float64
+	// ServerDiversity, in [0, 1), diversifies AUTO's results across servers
+	// (MMR-style): each result's fused score is multiplied by
+	// (1 − ServerDiversity)^n, n being the number of results of the same
+	// server already chosen, greedily over the best 3·limit candidates.
+	// 0 turns it off.
+	ServerDiversity float64
 	// ANNProbes is the number of IVF cells AUTO probes (default
 	// max(8, ⌈2√cells⌉)).
 	ANNProbes int
@@ -277,7 +294,7 @@ func (ix *Index) prepare(ctx context.Context, cur *Snapshot, docs []Document) ([
 			}
 		}
 		need = append(need, dd)
-		texts = append(texts, dd.doc.semanticText())
+		texts = append(texts, dd.doc.semanticText(ix.opts.SemanticServer))
 	}
 	if len(need) == 0 {
 		return out, nil

@@ -378,13 +378,17 @@ func (s *Snapshot) bm25(text string, mask []bool) *scratch {
 	}
 	k1 := float32(s.ix.opts.BM25.K1)
 	n := float64(s.live)
-	for _, t := range queryTerms(text) {
-		list := s.postings[t]
+	for _, wt := range weightedQueryTerms(text, float32(s.ix.opts.SynonymWeight)) {
+		list := s.postings[wt.term]
 		if len(list) == 0 {
 			continue
 		}
 		df := float64(len(list))
-		idf := float32(math.Log(1 + (n-df+0.5)/(df+0.5)))
+		idf64 := math.Log(1 + (n-df+0.5)/(df+0.5))
+		if e := s.ix.opts.QueryIDFExponent; e != 0 && e != 1 {
+			idf64 = math.Pow(idf64, e)
+		}
+		idf := float32(idf64) * wt.weight
 		for _, p := range list {
 			if mask != nil && !mask[p.slot] {
 				continue
@@ -478,17 +482,64 @@ func (s *Snapshot) auto(ctx context.Context, text string, mask []bool, limit int
 		resp.Degraded = "semantic: " + s.ix.embErr.Error()
 	}
 	if !ok {
-		resp.Results = s.topResults(lex.hits, lex.scores, lex.fields, false, limit)
+		resp.Results = s.diverseResults(lex, limit)
 		return nil
 	}
 	if s.ix.opts.Fusion == FusionRRF {
 		s.autoRRF(qv, qMu, qNorm, mask, limit, lex, resp)
 		return nil
 	}
-	fused, _ := s.autoWeighted(lex, qv, qMu, qNorm, mask, limit, false)
+	depth := limit
+	if s.ix.opts.ServerDiversity > 0 {
+		depth = 3 * limit
+	}
+	fused, _ := s.autoWeighted(lex, qv, qMu, qNorm, mask, depth, false)
 	defer fused.release()
-	resp.Results = s.topResults(fused.hits, fused.scores, fused.fields, false, limit)
+	resp.Results = s.diverseResults(fused, limit)
 	return nil
+}
+
+// diverseResults returns the top limit of sc, diversified across servers
+// when Options.ServerDiversity is set.
+func (s *Snapshot) diverseResults(sc *scratch, limit int) []Result {
+	d := float32(s.ix.opts.ServerDiversity)
+	if d <= 0 {
+		return s.topResults(sc.hits, sc.scores, sc.fields, false, limit)
+	}
+	top := s.diversify(s.topSlots(sc.hits, sc.scores, 3*limit), sc.scores, limit, d)
+	out := make([]Result, len(top))
+	for i, slot := range top {
+		out[i] = Result{Name: s.slots[slot].doc.Name, Score: float64(sc.scores[slot]), Matched: matchedNames(sc.fields[slot])}
+	}
+	return out
+}
+
+// diversify picks limit of the ranked candidates greedily, each time the one
+// with the best score·(1 − d)^n, n counting the picks of its server so far
+// (documents without a server are never penalised).
+func (s *Snapshot) diversify(ranked []int32, scores []float32, limit int, d float32) []int32 {
+	picked := make([]int32, 0, min(limit, len(ranked)))
+	perServer := map[string]int{}
+	rest := slices.Clone(ranked)
+	for len(picked) < limit && len(rest) > 0 {
+		best, bestV := 0, float32(math.Inf(-1))
+		for i, slot := range rest {
+			v := scores[slot]
+			if srv := s.slots[slot].doc.Server; srv != "" {
+				v *= float32(math.Pow(float64(1-d), float64(perServer[srv])))
+			}
+			if v > bestV {
+				best, bestV = i, v
+			}
+		}
+		slot := rest[best]
+		picked = append(picked, slot)
+		if srv := s.slots[slot].doc.Server; srv != "" {
+			perServer[srv]++
+		}
+		rest = slices.Delete(rest, best, best+1)
+	}
+	return picked
 }
 
 // autoWeighted computes the calibrated weighted sum

@@ -10,13 +10,20 @@
 # 2 cores. Training with 2 threads is not bit-for-bit reproducible: the result
 # is committed; set THREADS=1 for a reproducible (about 2x slower) run.
 #
+# In-domain text: DOMAIN=FILE adds the lines of FILE (scripts/vectors/corpus
+# writes them from the training part of the MCP catalogs, never toolret text)
+# after deduplication, DOMAIN_REPEAT times (default 1) in the training input;
+# the SIF word counts see them once. OUT overrides the output file.
+#
 # Usage: scripts/vectors/build.sh [WORKDIR]   (run from the repository root)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="${1:-$(mktemp -d /tmp/toolplane-vectors.XXXXXX)}"
 THREADS="${THREADS:-2}"
-OUT="$ROOT/internal/search/vectors/words.bin"
+OUT="${OUT:-$ROOT/internal/search/vectors/words.bin}"
+DOMAIN="${DOMAIN:-}"
+DOMAIN_REPEAT="${DOMAIN_REPEAT:-1}"
 mkdir -p "$WORK"
 echo "workdir: $WORK"
 
@@ -50,14 +57,25 @@ for pos in noun verb adj adv; do
 done
 echo "with wordnet glosses: $(wc -l <"$WORK/raw.txt")"
 
+if [ -n "$DOMAIN" ]; then
+  cat "$DOMAIN" >>"$WORK/raw.txt"
+  echo "with in-domain lines: $(wc -l <"$WORK/raw.txt")"
+fi
+
 # Lowercase, split on non-alphanumerics, deduplicate lines.
 tr '[:upper:]' '[:lower:]' <"$WORK/raw.txt" | sed -E 's/[^a-z0-9]+/ /g; s/^ +//; s/ +$//' |
-  awk 'length($0) > 0 && !seen[$0]++' >"$WORK/train.txt"
+  awk 'length($0) > 0 && !seen[$0]++' >"$WORK/counts.txt"
+cp "$WORK/counts.txt" "$WORK/train.txt"
+if [ -n "$DOMAIN" ] && [ "$DOMAIN_REPEAT" -gt 1 ]; then
+  tr '[:upper:]' '[:lower:]' <"$DOMAIN" | sed -E 's/[^a-z0-9]+/ /g; s/^ +//; s/ +$//' |
+    awk 'length($0) > 0 && !seen[$0]++' >"$WORK/domain.txt"
+  for _ in $(seq 2 "$DOMAIN_REPEAT"); do cat "$WORK/domain.txt" >>"$WORK/train.txt"; done
+fi
 echo "training words: $(wc -w <"$WORK/train.txt")"
 
 fasttext skipgram -input "$WORK/train.txt" -output "$WORK/vec" \
   -dim 100 -epoch 5 -minCount 5 -maxn 0 -thread "$THREADS"
 
 cd "$ROOT"
-go run ./scripts/vectors/convert -in "$WORK/vec.vec" -corpus "$WORK/train.txt" -out "$OUT"
+go run ./scripts/vectors/convert -in "$WORK/vec.vec" -corpus "$WORK/counts.txt" -out "$OUT"
 ls -l "$OUT"

@@ -2,9 +2,10 @@
 // binary codec.
 //
 // The vectors are 100-dimension fastText skip-gram vectors trained offline on
-// "corpus A" of docs/search.md, "Static word vectors" (Debian long package descriptions and WordNet
-// glosses); scripts/vectors/build.sh rebuilds them and LICENSES.md records the
-// provenance. They are stored unit-normalised and int8-quantised with one
+// Debian long package descriptions, WordNet glosses and MCP tool texts of
+// the catalogs' training part (docs/search.md, "Static word vectors:
+// provenance"); scripts/vectors/build.sh rebuilds them and LICENSES.md
+// records the provenance. They are stored unit-normalised and int8-quantised with one
 // float32 scale per word, so the embedded file is a few MB and loads in
 // milliseconds without parsing text.
 //
