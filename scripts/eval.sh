@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Search evaluation (docs/search.md), the long form of the CI gate: every
-# mode on the DEV split of both toolret benchmarks in ../shared/data (or
+# mode on the DEV split of both toolret benchmarks in testdata/ (or
 # $TOOLPLANE_DATA), with AUTO's settings chosen by 5-fold cross-validation
 # over the full grid, then the catalog benchmark (train and bench parts)
 # synthesised from mcp-catalog/mcpm-registry. Prints the tables.

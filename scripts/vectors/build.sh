@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rebuilds internal/search/vectors/words.bin: 100-dimension static word vectors
-# trained with Debian's fasttext on "corpus A" of ../shared/design/SEARCH-NOTES.md:
+# trained with Debian's fasttext on "corpus A" (docs/search.md, "Static word vectors: provenance"):
 #   - Debian long package descriptions (apt's English translation index, main),
 #   - WordNet glosses (wordnet-base: data.{noun,verb,adj,adv}).
 # Then converts the text .vec into the compact int8 binary that internal/search
