@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolplane/toolplane/internal/evalsearch"
+	"github.com/toolplane/toolplane/internal/search"
 )
 
 // newEvalCmd returns `toolplane eval`, whose `search` sub-command runs the
@@ -21,6 +22,8 @@ func newEvalCmd() *cobra.Command {
 	var (
 		tools, queries, output, split, grid string
 		catalog, part                       string
+		embURL, embModel, embKeyEnv         string
+		embDims                             int
 		modes, exclude                      []string
 		k, folds, resamples                 int
 	)
@@ -49,6 +52,15 @@ func newEvalCmd() *cobra.Command {
 				Folds:       folds,
 				Grid:        grid,
 				Resamples:   resamples,
+			}
+			if embURL != "" {
+				emb, err := search.NewHTTPEmbedder(search.HTTPEmbedderConfig{URL: embURL, Model: embModel, APIKeyEnv: embKeyEnv, Dimensions: embDims})
+				if err != nil {
+					return fmt.Errorf("--embedder-%w", err)
+				}
+				// Tool texts are embedded once per run and reused by every
+				// cross-validated setting.
+				opts.Search.Embedder = search.NewCachedEmbedder(emb, embModel, search.NewMemoryCache(0))
 			}
 			switch {
 			case catalog != "":
@@ -92,6 +104,10 @@ func newEvalCmd() *cobra.Command {
 	f.StringVar(&catalog, "catalog", "", "build the catalog benchmark from this tools JSONL file (with input schemas)")
 	f.StringArrayVar(&exclude, "exclude", nil, "tools JSONL file whose descriptions are dropped from --catalog, repeatable")
 	f.StringVar(&part, "part", "bench", "catalog benchmark part: bench or train")
+	f.StringVar(&embURL, "embedder-url", "", "OpenAI-compatible /v1/embeddings URL to embed with instead of the static vectors")
+	f.StringVar(&embModel, "embedder-model", "", "model sent to --embedder-url (required with it)")
+	f.StringVar(&embKeyEnv, "embedder-key-env", "", "environment variable holding the bearer token for --embedder-url")
+	f.IntVar(&embDims, "embedder-dimensions", 0, "dimensions sent to --embedder-url (0: the model's own)")
 	eval.AddCommand(searchCmd)
 	return eval
 }
