@@ -205,7 +205,7 @@ func CrossValidate(ctx context.Context, tools []Tool, queries []Query, o CVOptio
 		return nil, fmt.Errorf("folds: want at least 2, got %d", o.Folds)
 	}
 	if len(queries) < o.Folds {
-		return nil, fmt.Errorf("folds: %d folds need at least as many queries, got %d", o.Folds, len(queries))
+		return nil, fmt.Errorf("folds: %d folds need at least as many queries, got %d (--folds 0 turns cross-validation off)", o.Folds, len(queries))
 	}
 	if len(o.Grid) == 0 {
 		o.Grid = fusionGrid()
