@@ -84,12 +84,12 @@ func (e *StaticEmbedder) embedOne(text string) []float32 {
 		if english.IsStopWord(w) {
 			return
 		}
-		v, p, ok := e.table.Entry(w)
+		q, scale, p, ok := e.table.Row(w)
 		if !ok {
 			return
 		}
-		wt := SIFParameter / (SIFParameter + p)
-		for j, x := range v {
+		wt := SIFParameter / (SIFParameter + p) * float64(scale)
+		for j, x := range q {
 			acc[j] += wt * float64(x)
 		}
 		n++

@@ -39,7 +39,9 @@ const magic = "TPWV1\n"
 var embedded []byte
 
 // Table is a decoded vector table. Vectors are unit length (or zero) and
-// stored row-major in Data; Table is immutable after decoding and safe for
+// stay int8-quantised in memory as in the file, row i being Q[i·Dim:] ×
+// Scales[i] (a quarter of the memory of float32 rows: 3.7 MB instead of
+// 14.8 MB for 37k words); Table is immutable after decoding and safe for
 // concurrent use.
 type Table struct {
 	// Dim is the vector dimension.
@@ -50,20 +52,39 @@ type Table struct {
 	Counts []uint64
 	// Total is the corpus token count used to turn Counts into probabilities.
 	Total uint64
-	// Data holds len(Words) × Dim float32 values, row-major.
-	Data []float32
+	// Q holds len(Words) × Dim int8 values, row-major.
+	Q []int8
+	// Scales holds one scale per row.
+	Scales []float32
 
 	index map[string]int32
 }
 
-// Lookup returns the row of word, or nil when the word is not in the
-// vocabulary.
+// Lookup returns a new float32 copy of the row of word, or nil when the word
+// is not in the vocabulary.
 func (t *Table) Lookup(word string) []float32 {
-	i, ok := t.index[word]
+	q, s, _, ok := t.Row(word)
 	if !ok {
 		return nil
 	}
-	return t.Data[int(i)*t.Dim : int(i+1)*t.Dim]
+	out := make([]float32, len(q))
+	for j, x := range q {
+		out[j] = float32(x) * s
+	}
+	return out
+}
+
+// Row returns the quantised row of word (shared, not to be modified), its
+// scale and its probability; ok is false for unknown words.
+func (t *Table) Row(word string) (q []int8, scale float32, prob float64, ok bool) {
+	i, found := t.index[word]
+	if !found {
+		return nil, 0, 0, false
+	}
+	if t.Total > 0 {
+		prob = float64(t.Counts[i]) / float64(t.Total)
+	}
+	return t.Q[int(i)*t.Dim : int(i+1)*t.Dim], t.Scales[i], prob, true
 }
 
 // Prob returns the corpus probability of word (count/total), or 0 when the
@@ -76,17 +97,14 @@ func (t *Table) Prob(word string) float64 {
 	return float64(t.Counts[i]) / float64(t.Total)
 }
 
-// Entry returns the row and probability of word in one lookup; ok is false
-// for unknown words.
+// Entry returns a float32 copy of the row and the probability of word in one
+// lookup; ok is false for unknown words.
 func (t *Table) Entry(word string) (vec []float32, prob float64, ok bool) {
-	i, found := t.index[word]
-	if !found {
+	_, _, prob, ok = t.Row(word)
+	if !ok {
 		return nil, 0, false
 	}
-	if t.Total > 0 {
-		prob = float64(t.Counts[i]) / float64(t.Total)
-	}
-	return t.Data[int(i)*t.Dim : int(i+1)*t.Dim], prob, true
+	return t.Lookup(word), prob, true
 }
 
 var (
@@ -139,14 +157,13 @@ func Decode(b []byte) (*Table, error) {
 	}
 	scales := p[:n*4]
 	q := p[n*4:]
-	t.Data = make([]float32, n*dim)
+	t.Scales = make([]float32, n)
 	for i := range n {
-		s := math.Float32frombits(binary.LittleEndian.Uint32(scales[i*4:]))
-		row := t.Data[i*dim : (i+1)*dim]
-		src := q[i*dim : (i+1)*dim]
-		for j := range row {
-			row[j] = float32(int8(src[j])) * s
-		}
+		t.Scales[i] = math.Float32frombits(binary.LittleEndian.Uint32(scales[i*4:]))
+	}
+	t.Q = make([]int8, n*dim)
+	for i, b := range q {
+		t.Q[i] = int8(b)
 	}
 	return t, nil
 }

@@ -73,7 +73,7 @@ func TestDefaultDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tab.Dim != 100 || len(tab.Words) != len(tab.Counts) || len(tab.Data) != len(tab.Words)*tab.Dim {
-		t.Fatalf("dim %d words %d data %d", tab.Dim, len(tab.Words), len(tab.Data))
+	if tab.Dim != 100 || len(tab.Words) != len(tab.Counts) || len(tab.Q) != len(tab.Words)*tab.Dim || len(tab.Scales) != len(tab.Words) {
+		t.Fatalf("dim %d words %d data %d", tab.Dim, len(tab.Words), len(tab.Q))
 	}
 }
