@@ -2,7 +2,10 @@ package authz
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
@@ -48,6 +51,13 @@ type Config struct {
 	// replace the previous DeerFlow import and the default lines of the roles
 	// it defines. Absent = none. Default absent.
 	Authorization map[string]any `yaml:"authorization"`
+	// AnnotationDefaults are the values of the MCP annotation hints
+	// (readOnlyHint, destructiveHint, idempotentHint, openWorldHint) for a
+	// tool that does not set them, as conditions read them
+	// (annotation.<hint>). Unset hints keep the MCP specification's defaults:
+	// readOnlyHint false, destructiveHint true, idempotentHint false,
+	// openWorldHint true — an unannotated tool is treated as state-changing.
+	AnnotationDefaults map[string]bool `yaml:"annotation_defaults"`
 }
 
 // SetDefaults fills unset fields with their defaults.
@@ -67,6 +77,9 @@ func (c *Config) SetDefaults() {
 	if c.MaxAuditInputBytes == 0 {
 		c.MaxAuditInputBytes = 4096
 	}
+	defaults := maps.Clone(authzcasbin.DefaultAnnotations)
+	maps.Copy(defaults, c.AnnotationDefaults)
+	c.AnnotationDefaults = defaults
 }
 
 // Validate checks the section; errors name the key path.
@@ -78,6 +91,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("authz.prune_interval: must be >= 1s, got %s", c.PruneInterval)
 	case c.MaxAuditInputBytes < 64 || c.MaxAuditInputBytes > 1<<20:
 		return fmt.Errorf("authz.max_audit_input_bytes: must be in 64..1048576, got %d", c.MaxAuditInputBytes)
+	}
+	for k := range c.AnnotationDefaults {
+		if !slices.Contains(authzcasbin.Hints, k) {
+			return fmt.Errorf("authz.annotation_defaults.%s: not an MCP annotation hint (want one of %s)", k, strings.Join(authzcasbin.Hints, ", "))
+		}
 	}
 	if c.ModelFile != "" {
 		data, err := os.ReadFile(c.ModelFile)

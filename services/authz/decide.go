@@ -61,6 +61,19 @@ func coreRequest(p *typev1.Principal, cc *typev1.CallContext) authzcasbin.Reques
 	}
 }
 
+// resourceAttributes fills the resource's server and MCP annotations into a
+// condition input: from a service credential as given (absent hints take
+// authz.annotation_defaults), from anyone else ignored — an unannotated
+// resource with no server (docs/architecture.md §5).
+func (s *Server) resourceAttributes(ctx context.Context, in *authzcasbin.CondInput, ra *authzv1.ResourceAttributes) {
+	if ra == nil || !auth.IsService(ctx) {
+		in.Server, in.Annotations = "", authzcasbin.ResolveAnnotations(nil, s.cfg.AnnotationDefaults)
+		return
+	}
+	in.Server = ra.GetServer()
+	in.Annotations = authzcasbin.ResolveAnnotations(ra.GetAnnotations().AsMap(), s.cfg.AnnotationDefaults)
+}
+
 func tenantOf(p *typev1.Principal) string {
 	if p.GetTenant() == "" {
 		return authzcasbin.DefaultTenant
@@ -84,6 +97,7 @@ func (s *Server) Authorize(ctx context.Context, req *authzv1.AuthorizeRequest) (
 	creq.Action = actionNames[req.GetAction()]
 	creq.Target = req.GetTarget()
 	creq.Cond.CallTime = true
+	s.resourceAttributes(ctx, &creq.Cond, req.GetResourceAttributes())
 	input := req.GetInput().AsMap()
 	creq.Cond.Input = input
 	d := s.engine.Decide(&creq)
@@ -132,7 +146,14 @@ func (s *Server) FilterResources(ctx context.Context, req *authzv1.FilterResourc
 	if a, ok := actionNames[req.GetAction()]; ok {
 		creq.Action = a
 	}
-	ds, version := s.engine.DecideAll(&creq, req.GetCandidates())
+	var attrs func(i int, in *authzcasbin.CondInput)
+	if ra := req.GetResourceAttributes(); len(ra) > 0 && auth.IsService(ctx) {
+		cands := req.GetCandidates()
+		attrs = func(i int, in *authzcasbin.CondInput) { s.resourceAttributes(ctx, in, ra[cands[i]]) }
+	} else {
+		s.resourceAttributes(ctx, &creq.Cond, nil)
+	}
+	ds, version := s.engine.DecideAllWith(&creq, req.GetCandidates(), attrs)
 	resp := &authzv1.FilterResourcesResponse{PolicyVersion: version, Allowed: make([]string, 0, len(ds))}
 	var deniedNames []string
 	for i, d := range ds {

@@ -38,6 +38,7 @@ func NewCasbinEnforcer(modelText string, set PolicySet) (*casbin.Enforcer, error
 	e.EnableLog(false)
 	e.AddFunction("cond", condFunction)
 	e.AddFunction("condBlocked", condBlockedFunction)
+	e.AddFunction("targetMatch", targetMatchFunction)
 	e.AddNamedDomainMatchingFunc("g", "keyMatch", util.KeyMatch)
 	if err := e.BuildRoleLinks(); err != nil {
 		return nil, fmt.Errorf("casbin role links: %w", err)
@@ -57,6 +58,22 @@ func condFunction(args ...any) (any, error) {
 	}
 	ok, _, _ := ruleApplies(c, eft, in)
 	return ok, nil
+}
+
+// targetMatchFunction is targetMatch(name, pattern) of the model: MatchTarget,
+// Casbin's globMatch plus the case-insensitive "(?i)" form. (Casbin's
+// function map cannot replace a built-in, hence the own name; a custom model
+// that keeps globMatch has no case-insensitive form.)
+func targetMatchFunction(args ...any) (any, error) {
+	if len(args) != 2 {
+		return false, fmt.Errorf("targetMatch: want 2 arguments, got %d", len(args))
+	}
+	name, ok1 := args[0].(string)
+	pattern, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		return false, errors.New("targetMatch: want (string, string)")
+	}
+	return MatchTarget(pattern, name), nil
 }
 
 // condBlockedFunction is true for an allow rule that does not apply only

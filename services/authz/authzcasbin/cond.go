@@ -26,14 +26,20 @@ import (
 //	and     := unary { "&&" unary }
 //	unary   := "!" unary | "(" expr ")" | clause
 //	clause  := "subagent" | operand op value
-//	operand := "agent" | "attr." KEY | "input." KEY { "." KEY }
+//	operand := "agent" | "server" | "attr." KEY | "annotation." KEY | "input." KEY { "." KEY }
 //	op      := "==" | "!=" | "in" | "prefix" | "under" | "glob" | "matches"
 //	value   := string | "[" string { "," string } "]"
 //	string  := 'single-quoted' (literal, no escapes; use it inside CSV lines)
 //	         | "double-quoted" (Go escapes)
 //
 // Operands: subagent is CallContext.is_subagent; agent is CallContext.agent;
-// attr.K is principal attribute K ("" when missing); input.K is call input
+// attr.K is principal attribute K ("" when missing); server is the MCP server
+// of the resource (ResourceAttributes.server, "" for built-in tools or when
+// not given by a service credential); annotation.K is MCP tool annotation K
+// (booleans as "true"/"false"; the four hints readOnlyHint, destructiveHint,
+// idempotentHint and openWorldHint take the configured default when the
+// tool does not set them, see ResolveAnnotations; other keys "" when
+// missing); input.K is call input
 // field K (a dotted path descends into nested objects; strings as is, numbers
 // and booleans in JSON form). Operators compare against one value or, with a
 // list, against any of them (!= : against none of them): == / in (equality),
@@ -47,6 +53,8 @@ import (
 //	p, user, *, tool, filesystem_write_file, call, deny, input.path under '/mnt/user-data'
 //	p, user, *, tool, bash, call, deny, !input.command matches 'rm\s+-rf'
 //	p, ops, *, tool, deploy_*, call, allow, attr.team in ['infra', 'sre'] && !subagent
+//	p, viewer, *, tool, *, call, allow, annotation.readOnlyHint == 'true'
+//	p, viewer, *, tool, *, *, deny, server != 'github' || annotation.readOnlyHint == 'true'
 //
 // Evaluation is three-valued (Kleene). Clauses over attributes, the agent and
 // the subagent flag are always known. An input clause is unknown when the
@@ -63,7 +71,64 @@ type CondInput struct {
 	IsSubagent bool              // CallContext.is_subagent
 	Input      map[string]any    // the call's input (JSON object); nil at list time
 	CallTime   bool              // true for Authorize (input clauses are decided), false for FilterResources
+	// Server is the resource's MCP server (ResourceAttributes.server), "" when
+	// absent or not given by a service credential.
+	Server string
+	// Annotations are the resource's MCP annotations in string form with the
+	// defaults applied (ResolveAnnotations); nil means DefaultAnnotations.
+	Annotations map[string]string
 }
+
+// The MCP tool annotation hints (MCP specification, Tool annotations).
+const (
+	HintReadOnly    = "readOnlyHint"
+	HintDestructive = "destructiveHint"
+	HintIdempotent  = "idempotentHint"
+	HintOpenWorld   = "openWorldHint"
+)
+
+// Hints lists the annotation hints that always have a value (the tool's or
+// the configured default).
+var Hints = []string{HintReadOnly, HintDestructive, HintIdempotent, HintOpenWorld}
+
+// DefaultAnnotations are the values an unannotated tool matches: the MCP
+// specification's defaults (a tool is assumed to change state, possibly
+// destructively, not idempotently, and to reach an open world). They are
+// the default of authz.annotation_defaults.
+var DefaultAnnotations = map[string]bool{HintReadOnly: false, HintDestructive: true, HintIdempotent: false, HintOpenWorld: true}
+
+// ResolveAnnotations turns a tool's MCP annotations (JSON object, may be
+// nil) into the string form conditions read: booleans as "true"/"false",
+// strings as is, numbers in JSON form; other values are dropped. Each hint
+// the tool does not set as a boolean takes its value from defaults (missing
+// there: DefaultAnnotations), so a non-boolean hint can never satisfy a
+// condition the tool's author did not declare.
+func ResolveAnnotations(raw map[string]any, defaults map[string]bool) map[string]string {
+	out := make(map[string]string, len(raw)+len(Hints))
+	for k, v := range raw {
+		switch x := v.(type) {
+		case bool:
+			out[k] = strconv.FormatBool(x)
+		case string:
+			out[k] = x
+		case float64:
+			out[k] = strconv.FormatFloat(x, 'g', -1, 64)
+		}
+	}
+	for _, h := range Hints {
+		if _, ok := raw[h].(bool); ok {
+			continue
+		}
+		d, ok := defaults[h]
+		if !ok {
+			d = DefaultAnnotations[h]
+		}
+		out[h] = strconv.FormatBool(d)
+	}
+	return out
+}
+
+var defaultResolved = ResolveAnnotations(nil, nil)
 
 // Tri is a three-valued truth value.
 type Tri int8
@@ -307,6 +372,14 @@ func (p *parser) clause() (node, error) {
 		return cl, nil
 	case t.text == "agent":
 		cl.kind = kindAgent
+	case t.text == "server":
+		cl.kind = kindServer
+	case strings.HasPrefix(t.text, "annotation."):
+		cl.kind = kindAnnotation
+		cl.key = []string{strings.TrimPrefix(t.text, "annotation.")}
+		if cl.key[0] == "" || strings.Contains(cl.key[0], ".") {
+			return nil, fmt.Errorf("offset %d: want annotation.<key> with a non-empty key without dots", t.off)
+		}
 	case strings.HasPrefix(t.text, "attr."):
 		cl.kind = kindAttr
 		cl.key = []string{strings.TrimPrefix(t.text, "attr.")}
@@ -322,7 +395,7 @@ func (p *parser) clause() (node, error) {
 			}
 		}
 	default:
-		return nil, fmt.Errorf("operand %q at offset %d: want subagent, agent, attr.<key> or input.<path>", t.text, t.off)
+		return nil, fmt.Errorf("operand %q at offset %d: want subagent, agent, server, attr.<key>, annotation.<key> or input.<path>", t.text, t.off)
 	}
 	if p.pos >= len(p.toks) {
 		return nil, fmt.Errorf("%s: missing operator", t.text)
@@ -443,6 +516,8 @@ const (
 	kindAgent
 	kindAttr
 	kindInput
+	kindServer
+	kindAnnotation
 )
 
 type leaf struct {
@@ -471,6 +546,16 @@ func (cl *leaf) eval(in *CondInput) (Tri, string) {
 		if in != nil {
 			got = in.Attributes[cl.key[0]]
 		}
+	case kindServer:
+		if in != nil {
+			got = in.Server
+		}
+	case kindAnnotation:
+		ann := defaultResolved
+		if in != nil && in.Annotations != nil {
+			ann = in.Annotations
+		}
+		got = ann[cl.key[0]]
 	case kindInput:
 		if in == nil || in.Input == nil {
 			return Unknown, fmt.Sprintf("%q needs the call input", cl.text)

@@ -102,3 +102,66 @@ func TestRuleAppliesRequirementSemantics(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceAttributeClauses: server and annotation.<key> read the
+// resource's attributes; an unannotated tool matches the defaults (read-only
+// false, destructive true), a non-boolean hint cannot claim read-only.
+func TestResourceAttributeClauses(t *testing.T) {
+	ro := ResolveAnnotations(map[string]any{"readOnlyHint": true, "title": "Read file"}, nil)
+	cases := []struct {
+		cond string
+		in   *CondInput
+		want Tri
+	}{
+		{"annotation.readOnlyHint == 'true'", &CondInput{Annotations: ro}, True},
+		{"annotation.destructiveHint == 'true'", &CondInput{Annotations: ro}, True}, // default: destructive
+		{"annotation.title glob 'Read*'", &CondInput{Annotations: ro}, True},
+		{"annotation.readOnlyHint == 'true'", &CondInput{}, False},   // no attributes: defaults
+		{"annotation.readOnlyHint == 'true'", nil, False},            // no input at all
+		{"annotation.destructiveHint == 'true'", &CondInput{}, True}, // MCP default
+		{"annotation.readOnlyHint == 'true'", &CondInput{Annotations: ResolveAnnotations(map[string]any{"readOnlyHint": "true"}, nil)}, False},
+		{"annotation.readOnlyHint == 'true'", &CondInput{Annotations: ResolveAnnotations(nil, map[string]bool{"readOnlyHint": true})}, True},
+		{"annotation.title == ''", &CondInput{}, True},
+		{"server == 'github'", &CondInput{Server: "github"}, True},
+		{"server in ['git', 'filesystem']", &CondInput{Server: "github"}, False},
+		{"server == 'github'", &CondInput{}, False},
+		{"server != 'github' || annotation.readOnlyHint == 'true'", &CondInput{Server: "github", Annotations: ro}, True},
+	}
+	for _, c := range cases {
+		cond, err := ParseCondition(c.cond)
+		if err != nil {
+			t.Fatalf("%s: %v", c.cond, err)
+		}
+		if got, detail := cond.Eval(c.in); got != c.want {
+			t.Errorf("%s: got %v want %v (%s)", c.cond, got, c.want, detail)
+		}
+	}
+	for _, bad := range []string{"annotation. == 'x'", "annotation.a.b == 'x'", "server", "server ~ 'x'"} {
+		if _, err := ParseCondition(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestCaseInsensitiveTarget: a "(?i)" target matches regardless of case on
+// the index and on Casbin, a plain one stays case-sensitive.
+func TestCaseInsensitiveTarget(t *testing.T) {
+	set := PolicySet{Version: 1, Rules: []Rule{
+		{Subject: "viewer", Tenant: Wildcard, Resource: ResourceTool, Target: "*", Action: Wildcard, Effect: EffectAllow},
+		{Subject: "viewer", Tenant: Wildcard, Resource: ResourceTool, Target: "(?i)*delete*", Action: Wildcard, Effect: EffectDeny},
+		{Subject: "viewer", Tenant: Wildcard, Resource: ResourceTool, Target: "*Write*", Action: Wildcard, Effect: EffectDeny},
+	}}
+	e, _ := NewEngine("")
+	if err := e.Load(set); err != nil {
+		t.Fatal(err)
+	}
+	for name, allow := range map[string]bool{"delete_x": false, "DELETE_X": false, "API-Delete-a-block": false, "Write": false, "write": true, "read": true} {
+		req := Request{Roles: []string{"viewer"}, Resource: ResourceTool, Action: ActionCall, Target: name}
+		if d, o := e.Decide(&req), e.DecideOracle(&req); d.Allow != allow || o.Allow != allow {
+			t.Errorf("%s: index %v, casbin %v, want %v", name, d.Allow, o.Allow, allow)
+		}
+	}
+	if err := (Rule{Subject: "r", Tenant: Wildcard, Resource: ResourceTool, Target: "(?i)", Action: ActionCall, Effect: EffectAllow}).Validate(); err == nil {
+		t.Error("empty case-insensitive glob accepted")
+	}
+}

@@ -13,9 +13,9 @@ var (
 	diffRoles    = []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12"}
 	diffUsers    = []string{"u0", "u1", "u2"}
 	diffTenants  = []string{"t0", "t1", "t2"}
-	diffNames    = []string{"n0_a", "n0_b", "n1_a", "n1_b", "n2_c", "web_search", "a/b", "n0_a/x"}
-	diffPatterns = []string{"n0_a", "n0_b", "n1_a", "n2_c", "web_search", "n0_*", "n1_*", "*", "**", "n?_a", "{n0,n1}_b", "a/*", "web_*", "[nw]*", `n0\_a`}
-	diffConds    = []string{"", "", "", "!subagent", "attr.team == 'infra'", "input.path under '/data'", "input.cmd matches 'rm'", "agent == 'p' && !subagent"}
+	diffNames    = []string{"n0_a", "n0_b", "n1_a", "n1_b", "n2_c", "web_search", "a/b", "n0_a/x", "Web_Search", "N0_A", "n0_A"}
+	diffPatterns = []string{"n0_a", "n0_b", "n1_a", "n2_c", "web_search", "n0_*", "n1_*", "*", "**", "n?_a", "{n0,n1}_b", "a/*", "web_*", "[nw]*", `n0\_a`, "(?i)web_*", "(?i)N0_a", "(?i)[N]?_*"}
+	diffConds    = []string{"", "", "", "!subagent", "attr.team == 'infra'", "input.path under '/data'", "input.cmd matches 'rm'", "agent == 'p' && !subagent", "annotation.readOnlyHint == 'true'", "server == 's1'", "server in ['s1', 's2'] && annotation.destructiveHint != 'true'", "annotation.title glob 'Read*'"}
 )
 
 func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
@@ -81,6 +81,24 @@ func randomRequest(r *rand.Rand) Request {
 	req.Cond.IsSubagent = r.IntN(3) == 0
 	req.Cond.Agent = pick(r, []string{"", "p", "q"})
 	req.Cond.Attributes = map[string]string{"team": pick(r, []string{"infra", "web", ""})}
+	if r.IntN(3) > 0 { // resource attributes as the authz server resolves them
+		req.Cond.Server = pick(r, []string{"", "s1", "s2", "s3"})
+		raw := map[string]any{}
+		for _, h := range Hints {
+			switch r.IntN(4) {
+			case 0:
+				raw[h] = true
+			case 1:
+				raw[h] = false
+			case 2:
+				raw[h] = "true" // not a boolean: takes the default
+			}
+		}
+		if r.IntN(2) == 0 {
+			raw["title"] = pick(r, []string{"Read file", "Write file"})
+		}
+		req.Cond.Annotations = ResolveAnnotations(raw, map[string]bool{HintReadOnly: r.IntN(4) == 0})
+	}
 	if r.IntN(3) > 0 {
 		req.Cond.CallTime = true
 		req.Cond.Input = map[string]any{}

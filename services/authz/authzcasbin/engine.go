@@ -208,6 +208,13 @@ func (e *Engine) decide(req *Request, via decisionPath) Decision {
 // returns the decisions (in target order) and the policy version used. Used
 // by FilterResources, whose response carries a single policy version.
 func (e *Engine) DecideAll(req *Request, targets []string) ([]Decision, int64) {
+	return e.DecideAllWith(req, targets, nil)
+}
+
+// DecideAllWith is DecideAll where attrs (when not nil) sets the resource
+// attributes of target i (CondInput.Server and Annotations) before it is
+// decided.
+func (e *Engine) DecideAllWith(req *Request, targets []string, attrs func(i int, in *CondInput)) ([]Decision, int64) {
 	out := make([]Decision, len(targets))
 	s := e.cur.Load()
 	if s == nil {
@@ -227,6 +234,10 @@ func (e *Engine) DecideAll(req *Request, targets []string) ([]Decision, int64) {
 			out[i] = deny(CodeInvalidRequest, "target must be a non-empty name of at most 512 bytes", s.version)
 		default:
 			r.Target = t
+			if attrs != nil {
+				r.Cond.Server, r.Cond.Annotations = req.Cond.Server, req.Cond.Annotations
+				attrs(i, &r.Cond)
+			}
 			out[i] = e.decideOn(s, tenant, subjects, &r, pathIndexed)
 		}
 	}

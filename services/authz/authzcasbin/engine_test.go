@@ -210,7 +210,7 @@ func (e errTest) Error() string { return string(e) }
 
 func TestCustomModel(t *testing.T) {
 	// Same shape, but targets use keyMatch (prefix) and there is no deny.
-	custom := strings.Replace(DefaultModel, "globMatch(r.obj, p.obj)", "keyMatch(r.obj, p.obj)", 1)
+	custom := strings.Replace(DefaultModel, "targetMatch(r.obj, p.obj)", "keyMatch(r.obj, p.obj)", 1)
 	custom = strings.Replace(custom, "e = some(where (p.eft == allow)) && !some(where (p.eft == deny))", "e = some(where (p.eft == allow))", 1)
 	e, err := NewEngine(custom)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/bmatcuk/doublestar/v4"
 )
 
 // maxClosures bounds the memoised role closures of one snapshot (many users
@@ -105,6 +104,9 @@ const (
 // classifyGlob returns the literal part of a pattern that is a plain name or a
 // plain name followed by one "*".
 func classifyGlob(p string) (string, globKind) {
+	if strings.HasPrefix(p, CaseInsensitive) {
+		return "", globOther
+	}
 	i := strings.IndexAny(p, `*?[]{}\`)
 	switch {
 	case i < 0:
@@ -206,7 +208,7 @@ func (ix *index) scan(p *partition, req *Request, m *match) {
 		}
 	}
 	for _, ord := range p.globs {
-		if ok, _ := doublestar.Match(ix.rules[ord].Target, req.Target); ok {
+		if MatchTarget(ix.rules[ord].Target, req.Target) {
 			ix.consider(ord, req, m)
 		}
 	}

@@ -222,6 +222,24 @@ func (r Rule) Expand() []Rule {
 	return out
 }
 
+// CaseInsensitive prefixes a target glob that matches regardless of case:
+// "(?i)github_*" matches "GitHub_Search" and "github_search" (both sides are
+// lower-cased with Unicode simple folding before doublestar matching).
+const CaseInsensitive = "(?i)"
+
+// MatchTarget reports whether a rule's target glob matches a resource name:
+// doublestar syntax ("*" does not cross "/"), case-insensitive with the
+// CaseInsensitive prefix. An invalid pattern matches nothing. It is the
+// globMatch of both the index and the Casbin model.
+func MatchTarget(pattern, name string) bool {
+	if g, ok := strings.CutPrefix(pattern, CaseInsensitive); ok {
+		m, _ := doublestar.Match(strings.ToLower(g), strings.ToLower(name))
+		return m
+	}
+	m, _ := doublestar.Match(pattern, name)
+	return m
+}
+
 // Validate checks every field of the rule; the error names the field.
 func (r Rule) Validate() error {
 	if err := validSubject(r.Subject); err != nil {
@@ -236,7 +254,7 @@ func (r Rule) Validate() error {
 	if r.Target == "" || len(r.Target) > 256 {
 		return fmt.Errorf("target: want a non-empty glob of at most 256 bytes")
 	}
-	if !doublestar.ValidatePattern(r.Target) {
+	if g := strings.TrimPrefix(r.Target, CaseInsensitive); g == "" || !doublestar.ValidatePattern(g) {
 		return fmt.Errorf("target: %q is not a valid glob", r.Target)
 	}
 	if r.Action != Wildcard && !oneOf(r.Action, Actions) {

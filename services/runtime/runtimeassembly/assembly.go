@@ -263,12 +263,12 @@ func (s *Builder) deferralSettings(a *runtimev1.Agent) (bool, []string) {
 // filter asks authz which candidates the principal may list. A failure is
 // fail closed unless runtime.authz.fail_open_listing is on; then every
 // candidate is kept and failOpen is true.
-func (s *Builder) filter(ctx context.Context, p *typev1.Principal, cc *typev1.CallContext, rt authzv1.ResourceType, names []string) (allowed map[string]bool, denied []*authzv1.DeniedResource, version int64, failOpen bool, err error) {
+func (s *Builder) filter(ctx context.Context, p *typev1.Principal, cc *typev1.CallContext, rt authzv1.ResourceType, names []string, attrs map[string]*authzv1.ResourceAttributes) (allowed map[string]bool, denied []*authzv1.DeniedResource, version int64, failOpen bool, err error) {
 	allowed = make(map[string]bool, len(names))
 	if len(names) == 0 {
 		return allowed, nil, 0, false, nil
 	}
-	resp, err := s.authz.FilterResources(runtimeident.ActingFor(ctx), &authzv1.FilterResourcesRequest{Principal: p, ResourceType: rt, Candidates: names, Action: authzv1.Action_ACTION_LIST, CallContext: cc})
+	resp, err := s.authz.FilterResources(runtimeident.ActingFor(ctx), &authzv1.FilterResourcesRequest{Principal: p, ResourceType: rt, Candidates: names, Action: authzv1.Action_ACTION_LIST, CallContext: cc, ResourceAttributes: attrs})
 	if err != nil {
 		if !s.cfg.FailOpenListing {
 			return nil, nil, 0, false, err
@@ -309,7 +309,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 				names = append(names, sk.GetName())
 			}
 		}
-		allowed, _, _, failOpen, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_SKILL, names)
+		allowed, _, _, failOpen, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_SKILL, names, nil)
 		if err != nil {
 			return nil, assemblyFailed("authz unreachable while filtering skills (fail closed): %s", ShortErr(err))
 		}
@@ -358,7 +358,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		return nil, assemblyFailed("catalog unreachable: %s", ShortErr(err))
 	}
 	for _, t := range mcpTools {
-		cands = append(cands, &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(), Routing: t.GetRouting()})
+		cands = append(cands, &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(), Routing: t.GetRouting(), Annotations: t.GetAnnotations()})
 	}
 	seen := make(map[string]bool, len(cands))
 	unique := make([]*Tool, 0, len(cands))
@@ -381,7 +381,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 			servers = append(servers, c.Server)
 		}
 	}
-	srvAllowed, srvDenied, v1, fo1, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER, servers)
+	srvAllowed, srvDenied, v1, fo1, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER, servers, nil)
 	if err != nil {
 		return nil, assemblyFailed("authz unreachable while filtering mcp servers (fail closed): %s", ShortErr(err))
 	}
@@ -391,6 +391,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	}
 	names := make([]string, 0, len(unique))
 	afterServers := make([]*Tool, 0, len(unique))
+	attrs := make(map[string]*authzv1.ResourceAttributes, len(unique))
 	for _, c := range unique {
 		if c.Source == SourceMCP && !srvAllowed[c.Server] {
 			b.Report.Denied = append(b.Report.Denied, c.Name+" (mcp_server "+FirstNonEmpty(deniedServer[c.Server], c.Server+" denied")+")")
@@ -398,10 +399,13 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		}
 		afterServers = append(afterServers, c)
 		names = append(names, c.Name)
+		if a := c.ResourceAttributes(); a != nil {
+			attrs[c.Name] = a
+		}
 	}
 	b.ByName = make(map[string]*Tool, len(names))
 	b.Deferred = make(map[string]*Tool, len(names))
-	toolAllowed, toolDenied, v2, fo2, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_TOOL, names)
+	toolAllowed, toolDenied, v2, fo2, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_TOOL, names, attrs)
 	if err != nil {
 		return nil, assemblyFailed("authz unreachable while filtering tools (fail closed): %s", ShortErr(err))
 	}

@@ -34,7 +34,7 @@ func (s *Builder) SkillAccess(ctx context.Context, th *runtimestore.Thread, b *B
 	if !resp.GetSkill().GetEnabled() {
 		return nil, fmt.Sprintf("Skill /%s is installed but disabled; enable it first.", name)
 	}
-	allowed, _, _, failOpen, err := s.filter(ctx, runtimeident.Principal(ctx), runtimeident.CallContext(th, b.Agent, "", ""), authzv1.ResourceType_RESOURCE_TYPE_SKILL, []string{name})
+	allowed, _, _, failOpen, err := s.filter(ctx, runtimeident.Principal(ctx), runtimeident.CallContext(th, b.Agent, "", ""), authzv1.ResourceType_RESOURCE_TYPE_SKILL, []string{name}, nil)
 	if err != nil || failOpen {
 		// Activation changes behaviour: never fail open.
 		return nil, fmt.Sprintf("Skill /%s could not be authorized right now; try again later.", name)

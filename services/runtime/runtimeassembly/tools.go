@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 )
@@ -44,6 +45,42 @@ type Tool struct {
 	Group       string // config tools
 	Server      string // MCP tools
 	Routing     *catalogv1.Routing
+	Annotations *structpb.Struct // MCP tool annotations from the catalog, verbatim; nil = none
+}
+
+// ResourceAttributes are the tool's attributes for authz conditions (server
+// and MCP annotations, services/authz/README.md "Conditions"); nil for a tool
+// with neither.
+// Built-in and config tools carry Toolplane's own annotations
+// (ownAnnotations): the read-only ones say so, the rest take authz's
+// defaults (state-changing).
+func (t *Tool) ResourceAttributes() *authzv1.ResourceAttributes {
+	if t == nil {
+		return nil
+	}
+	ann := t.Annotations
+	if t.Source != SourceMCP && ann == nil {
+		ann = ownAnnotations[t.Use]
+	}
+	if t.Server == "" && ann == nil {
+		return nil
+	}
+	return &authzv1.ResourceAttributes{Server: t.Server, Annotations: ann}
+}
+
+// readOnly is the annotation set of a tool that changes nothing outside the
+// turn (MCP readOnlyHint).
+var readOnly = &structpb.Struct{Fields: map[string]*structpb.Value{
+	"readOnlyHint": structpb.NewBoolValue(true), "destructiveHint": structpb.NewBoolValue(false),
+	"idempotentHint": structpb.NewBoolValue(true), "openWorldHint": structpb.NewBoolValue(false)}}
+
+// ownAnnotations are the MCP annotations of the built-in and config tools
+// that only read, keyed by Tool.Use. Writers (file.write, file.str_replace,
+// bash, task) are absent and so match authz.annotation_defaults.
+var ownAnnotations = map[string]*structpb.Struct{
+	"file.read": readOnly, "file.ls": readOnly,
+	ToolSearchName: readOnly, DescribeSkill: readOnly, ReviewSkillPackage: readOnly,
+	AskClarification: readOnly, PresentFiles: readOnly,
 }
 
 func mustSchema(js string) *structpb.Struct {

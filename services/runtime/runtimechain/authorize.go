@@ -10,7 +10,8 @@ import (
 )
 
 // Authorization is authz layer 2: Authorize(tool, call) for the effective
-// principal with the thread's CallContext and the arguments; any failure
+// principal with the thread's CallContext, the arguments and the tool's
+// resource attributes (server, MCP annotations from the catalog); any failure
 // denies (fail closed), every deny is audited by authz. tool_search is
 // exempt only when the assembly has a deferred set (docs/deerflow.md
 // §3.7). It sits outside the skill-policy and deferred steps, so a caller
@@ -34,6 +35,7 @@ func (s Authorization) Run(ctx context.Context, c *Call, next Next) (*Outcome, e
 	resp, err := s.Authz.Authorize(runtimeident.ActingFor(ctx), &authzv1.AuthorizeRequest{
 		Principal: runtimeident.Principal(ctx), ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Action: authzv1.Action_ACTION_CALL,
 		Target: c.Name, CallContext: runtimeident.CallContext(c.Thread, c.View.Base.Agent, c.RunID, c.CallID), Input: c.ArgsPB,
+		ResourceAttributes: c.Tool().ResourceAttributes(),
 	})
 	if err != nil {
 		return PolicyErr("authz.evaluator_error", "Guardrail denied: tool '%s' was not run (authz.evaluator_error): the authorization service could not decide (%s), so the call is refused. Choose another approach.", c.Name, status.Code(err)), nil

@@ -1025,6 +1025,68 @@ func (x *Decision) GetPolicyVersion() int64 {
 	return 0
 }
 
+// ResourceAttributes describes a resource for policy conditions: the MCP
+// server that serves a tool and the tool's MCP annotations. Conditions read
+// them as `server` and `annotation.<key>` (services/authz/README.md
+// "Conditions"). They are honoured only from service credentials (the
+// runtime fills them from the catalog); from any other caller they are
+// ignored and the configured defaults apply.
+type ResourceAttributes struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// MCP server name of the tool ("" for built-in and config tools).
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// MCP tool annotations verbatim (readOnlyHint, destructiveHint,
+	// idempotentHint, openWorldHint, title); a hint that is absent takes the
+	// configured default (authz.annotation_defaults).
+	Annotations   *structpb.Struct `protobuf:"bytes,2,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceAttributes) Reset() {
+	*x = ResourceAttributes{}
+	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceAttributes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceAttributes) ProtoMessage() {}
+
+func (x *ResourceAttributes) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceAttributes.ProtoReflect.Descriptor instead.
+func (*ResourceAttributes) Descriptor() ([]byte, []int) {
+	return file_toolplane_authz_v1_authz_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ResourceAttributes) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ResourceAttributes) GetAnnotations() *structpb.Struct {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
 // DeniedResource is a candidate FilterResources removed, with the reasons.
 type DeniedResource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1038,7 +1100,7 @@ type DeniedResource struct {
 
 func (x *DeniedResource) Reset() {
 	*x = DeniedResource{}
-	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[8]
+	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1112,7 @@ func (x *DeniedResource) String() string {
 func (*DeniedResource) ProtoMessage() {}
 
 func (x *DeniedResource) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[8]
+	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1125,7 @@ func (x *DeniedResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeniedResource.ProtoReflect.Descriptor instead.
 func (*DeniedResource) Descriptor() ([]byte, []int) {
-	return file_toolplane_authz_v1_authz_proto_rawDescGZIP(), []int{8}
+	return file_toolplane_authz_v1_authz_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeniedResource) GetName() string {
@@ -1119,7 +1181,7 @@ type DecisionRecord struct {
 
 func (x *DecisionRecord) Reset() {
 	*x = DecisionRecord{}
-	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[9]
+	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1193,7 @@ func (x *DecisionRecord) String() string {
 func (*DecisionRecord) ProtoMessage() {}
 
 func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[9]
+	mi := &file_toolplane_authz_v1_authz_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1206,7 @@ func (x *DecisionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionRecord.ProtoReflect.Descriptor instead.
 func (*DecisionRecord) Descriptor() ([]byte, []int) {
-	return file_toolplane_authz_v1_authz_proto_rawDescGZIP(), []int{9}
+	return file_toolplane_authz_v1_authz_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DecisionRecord) GetId() string {
@@ -1306,7 +1368,10 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\tpolicy_id\x18\x03 \x01(\tR\bpolicyId\x12\x1f\n" +
 	"\vdecision_id\x18\x04 \x01(\tR\n" +
 	"decisionId\x12%\n" +
-	"\x0epolicy_version\x18\x05 \x01(\x03R\rpolicyVersion\"Z\n" +
+	"\x0epolicy_version\x18\x05 \x01(\x03R\rpolicyVersion\"g\n" +
+	"\x12ResourceAttributes\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x129\n" +
+	"\vannotations\x18\x02 \x01(\v2\x17.google.protobuf.StructR\vannotations\"Z\n" +
 	"\x0eDeniedResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
 	"\areasons\x18\x02 \x03(\v2\x1a.toolplane.authz.v1.ReasonR\areasons\"\xa0\x05\n" +
@@ -1376,7 +1441,7 @@ func file_toolplane_authz_v1_authz_proto_rawDescGZIP() []byte {
 }
 
 var file_toolplane_authz_v1_authz_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_toolplane_authz_v1_authz_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolplane_authz_v1_authz_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_toolplane_authz_v1_authz_proto_goTypes = []any{
 	(ResourceType)(0),             // 0: toolplane.authz.v1.ResourceType
 	(Action)(0),                   // 1: toolplane.authz.v1.Action
@@ -1392,12 +1457,13 @@ var file_toolplane_authz_v1_authz_proto_goTypes = []any{
 	(*RoleLink)(nil),              // 11: toolplane.authz.v1.RoleLink
 	(*Reason)(nil),                // 12: toolplane.authz.v1.Reason
 	(*Decision)(nil),              // 13: toolplane.authz.v1.Decision
-	(*DeniedResource)(nil),        // 14: toolplane.authz.v1.DeniedResource
-	(*DecisionRecord)(nil),        // 15: toolplane.authz.v1.DecisionRecord
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*v1.Principal)(nil),          // 17: toolplane.type.v1.Principal
-	(*v1.CallContext)(nil),        // 18: toolplane.type.v1.CallContext
-	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
+	(*ResourceAttributes)(nil),    // 14: toolplane.authz.v1.ResourceAttributes
+	(*DeniedResource)(nil),        // 15: toolplane.authz.v1.DeniedResource
+	(*DecisionRecord)(nil),        // 16: toolplane.authz.v1.DecisionRecord
+	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*v1.Principal)(nil),          // 19: toolplane.type.v1.Principal
+	(*v1.CallContext)(nil),        // 20: toolplane.type.v1.CallContext
 }
 var file_toolplane_authz_v1_authz_proto_depIdxs = []int32{
 	7,  // 0: toolplane.authz.v1.Condition.path_prefix:type_name -> toolplane.authz.v1.PathPrefix
@@ -1410,20 +1476,21 @@ var file_toolplane_authz_v1_authz_proto_depIdxs = []int32{
 	3,  // 7: toolplane.authz.v1.Policy.source:type_name -> toolplane.authz.v1.PolicySource
 	3,  // 8: toolplane.authz.v1.RoleLink.source:type_name -> toolplane.authz.v1.PolicySource
 	12, // 9: toolplane.authz.v1.Decision.reasons:type_name -> toolplane.authz.v1.Reason
-	12, // 10: toolplane.authz.v1.DeniedResource.reasons:type_name -> toolplane.authz.v1.Reason
-	5,  // 11: toolplane.authz.v1.DecisionRecord.kind:type_name -> toolplane.authz.v1.DecisionKind
-	16, // 12: toolplane.authz.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
-	17, // 13: toolplane.authz.v1.DecisionRecord.principal:type_name -> toolplane.type.v1.Principal
-	0,  // 14: toolplane.authz.v1.DecisionRecord.resource_type:type_name -> toolplane.authz.v1.ResourceType
-	1,  // 15: toolplane.authz.v1.DecisionRecord.action:type_name -> toolplane.authz.v1.Action
-	18, // 16: toolplane.authz.v1.DecisionRecord.call_context:type_name -> toolplane.type.v1.CallContext
-	19, // 17: toolplane.authz.v1.DecisionRecord.input:type_name -> google.protobuf.Struct
-	12, // 18: toolplane.authz.v1.DecisionRecord.reasons:type_name -> toolplane.authz.v1.Reason
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	17, // 10: toolplane.authz.v1.ResourceAttributes.annotations:type_name -> google.protobuf.Struct
+	12, // 11: toolplane.authz.v1.DeniedResource.reasons:type_name -> toolplane.authz.v1.Reason
+	5,  // 12: toolplane.authz.v1.DecisionRecord.kind:type_name -> toolplane.authz.v1.DecisionKind
+	18, // 13: toolplane.authz.v1.DecisionRecord.time:type_name -> google.protobuf.Timestamp
+	19, // 14: toolplane.authz.v1.DecisionRecord.principal:type_name -> toolplane.type.v1.Principal
+	0,  // 15: toolplane.authz.v1.DecisionRecord.resource_type:type_name -> toolplane.authz.v1.ResourceType
+	1,  // 16: toolplane.authz.v1.DecisionRecord.action:type_name -> toolplane.authz.v1.Action
+	20, // 17: toolplane.authz.v1.DecisionRecord.call_context:type_name -> toolplane.type.v1.CallContext
+	17, // 18: toolplane.authz.v1.DecisionRecord.input:type_name -> google.protobuf.Struct
+	12, // 19: toolplane.authz.v1.DecisionRecord.reasons:type_name -> toolplane.authz.v1.Reason
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_authz_v1_authz_proto_init() }
@@ -1444,7 +1511,7 @@ func file_toolplane_authz_v1_authz_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_authz_v1_authz_proto_rawDesc), len(file_toolplane_authz_v1_authz_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -36,9 +36,13 @@ type FilterResourcesRequest struct {
 	// Action; UNSPECIFIED = LIST.
 	Action Action `protobuf:"varint,4,opt,name=action,proto3,enum=toolplane.authz.v1.Action" json:"action,omitempty"`
 	// Call context (agent, subagent), trusted only from service credentials.
-	CallContext   *v1.CallContext `protobuf:"bytes,5,opt,name=call_context,json=callContext,proto3" json:"call_context,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CallContext *v1.CallContext `protobuf:"bytes,5,opt,name=call_context,json=callContext,proto3" json:"call_context,omitempty"`
+	// Attributes per candidate name (server, MCP annotations) for conditions,
+	// honoured only from service credentials; a candidate without an entry
+	// has no server and the default annotations.
+	ResourceAttributes map[string]*ResourceAttributes `protobuf:"bytes,6,rep,name=resource_attributes,json=resourceAttributes,proto3" json:"resource_attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *FilterResourcesRequest) Reset() {
@@ -102,6 +106,13 @@ func (x *FilterResourcesRequest) GetAction() Action {
 func (x *FilterResourcesRequest) GetCallContext() *v1.CallContext {
 	if x != nil {
 		return x.CallContext
+	}
+	return nil
+}
+
+func (x *FilterResourcesRequest) GetResourceAttributes() map[string]*ResourceAttributes {
+	if x != nil {
+		return x.ResourceAttributes
 	}
 	return nil
 }
@@ -193,9 +204,12 @@ type AuthorizeRequest struct {
 	// Call context, trusted only from service credentials.
 	CallContext *v1.CallContext `protobuf:"bytes,5,opt,name=call_context,json=callContext,proto3" json:"call_context,omitempty"`
 	// The call's input (tool arguments), for conditions.
-	Input         *structpb.Struct `protobuf:"bytes,6,opt,name=input,proto3" json:"input,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Input *structpb.Struct `protobuf:"bytes,6,opt,name=input,proto3" json:"input,omitempty"`
+	// Attributes of the target (server, MCP annotations) for conditions,
+	// honoured only from service credentials.
+	ResourceAttributes *ResourceAttributes `protobuf:"bytes,7,opt,name=resource_attributes,json=resourceAttributes,proto3" json:"resource_attributes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AuthorizeRequest) Reset() {
@@ -266,6 +280,13 @@ func (x *AuthorizeRequest) GetCallContext() *v1.CallContext {
 func (x *AuthorizeRequest) GetInput() *structpb.Struct {
 	if x != nil {
 		return x.Input
+	}
+	return nil
+}
+
+func (x *AuthorizeRequest) GetResourceAttributes() *ResourceAttributes {
+	if x != nil {
+		return x.ResourceAttributes
 	}
 	return nil
 }
@@ -915,7 +936,7 @@ var File_toolplane_authz_v1_authz_service_proto protoreflect.FileDescriptor
 
 const file_toolplane_authz_v1_authz_service_proto_rawDesc = "" +
 	"\n" +
-	"&toolplane/authz/v1/authz_service.proto\x12\x12toolplane.authz.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1etoolplane/authz/v1/authz.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xb2\x02\n" +
+	"&toolplane/authz/v1/authz_service.proto\x12\x12toolplane.authz.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1etoolplane/authz/v1/authz.proto\x1a\x1ctoolplane/type/v1/type.proto\"\x96\x04\n" +
 	"\x16FilterResourcesRequest\x12:\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x1c.toolplane.type.v1.PrincipalR\tprincipal\x12E\n" +
 	"\rresource_type\x18\x02 \x01(\x0e2 .toolplane.authz.v1.ResourceTypeR\fresourceType\x12\x1e\n" +
@@ -923,19 +944,24 @@ const file_toolplane_authz_v1_authz_service_proto_rawDesc = "" +
 	"candidates\x18\x03 \x03(\tR\n" +
 	"candidates\x122\n" +
 	"\x06action\x18\x04 \x01(\x0e2\x1a.toolplane.authz.v1.ActionR\x06action\x12A\n" +
-	"\fcall_context\x18\x05 \x01(\v2\x1e.toolplane.type.v1.CallContextR\vcallContext\"\xb3\x01\n" +
+	"\fcall_context\x18\x05 \x01(\v2\x1e.toolplane.type.v1.CallContextR\vcallContext\x12s\n" +
+	"\x13resource_attributes\x18\x06 \x03(\v2B.toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntryR\x12resourceAttributes\x1am\n" +
+	"\x17ResourceAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
+	"\x05value\x18\x02 \x01(\v2&.toolplane.authz.v1.ResourceAttributesR\x05value:\x028\x01\"\xb3\x01\n" +
 	"\x17FilterResourcesResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x03(\tR\aallowed\x12:\n" +
 	"\x06denied\x18\x02 \x03(\v2\".toolplane.authz.v1.DeniedResourceR\x06denied\x12%\n" +
 	"\x0epolicy_version\x18\x03 \x01(\x03R\rpolicyVersion\x12\x1b\n" +
-	"\tfail_open\x18\x04 \x01(\bR\bfailOpen\"\xd3\x02\n" +
+	"\tfail_open\x18\x04 \x01(\bR\bfailOpen\"\xac\x03\n" +
 	"\x10AuthorizeRequest\x12:\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x1c.toolplane.type.v1.PrincipalR\tprincipal\x12E\n" +
 	"\rresource_type\x18\x02 \x01(\x0e2 .toolplane.authz.v1.ResourceTypeR\fresourceType\x122\n" +
 	"\x06action\x18\x03 \x01(\x0e2\x1a.toolplane.authz.v1.ActionR\x06action\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12A\n" +
 	"\fcall_context\x18\x05 \x01(\v2\x1e.toolplane.type.v1.CallContextR\vcallContext\x12-\n" +
-	"\x05input\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x05input\"M\n" +
+	"\x05input\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x05input\x12W\n" +
+	"\x13resource_attributes\x18\a \x01(\v2&.toolplane.authz.v1.ResourceAttributesR\x12resourceAttributes\"M\n" +
 	"\x11AuthorizeResponse\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.toolplane.authz.v1.DecisionR\bdecision\"\x14\n" +
 	"\x12WatchPolicyRequest\"l\n" +
@@ -1000,7 +1026,7 @@ func file_toolplane_authz_v1_authz_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_authz_v1_authz_service_proto_rawDescData
 }
 
-var file_toolplane_authz_v1_authz_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_toolplane_authz_v1_authz_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_toolplane_authz_v1_authz_service_proto_goTypes = []any{
 	(*FilterResourcesRequest)(nil),  // 0: toolplane.authz.v1.FilterResourcesRequest
 	(*FilterResourcesResponse)(nil), // 1: toolplane.authz.v1.FilterResourcesResponse
@@ -1016,62 +1042,67 @@ var file_toolplane_authz_v1_authz_service_proto_goTypes = []any{
 	(*RemovePoliciesResponse)(nil),  // 11: toolplane.authz.v1.RemovePoliciesResponse
 	(*ListDecisionsRequest)(nil),    // 12: toolplane.authz.v1.ListDecisionsRequest
 	(*ListDecisionsResponse)(nil),   // 13: toolplane.authz.v1.ListDecisionsResponse
-	(*v1.Principal)(nil),            // 14: toolplane.type.v1.Principal
-	(ResourceType)(0),               // 15: toolplane.authz.v1.ResourceType
-	(Action)(0),                     // 16: toolplane.authz.v1.Action
-	(*v1.CallContext)(nil),          // 17: toolplane.type.v1.CallContext
-	(*DeniedResource)(nil),          // 18: toolplane.authz.v1.DeniedResource
-	(*structpb.Struct)(nil),         // 19: google.protobuf.Struct
-	(*Decision)(nil),                // 20: toolplane.authz.v1.Decision
-	(*timestamppb.Timestamp)(nil),   // 21: google.protobuf.Timestamp
-	(*Policy)(nil),                  // 22: toolplane.authz.v1.Policy
-	(*RoleLink)(nil),                // 23: toolplane.authz.v1.RoleLink
-	(DecisionKind)(0),               // 24: toolplane.authz.v1.DecisionKind
-	(*DecisionRecord)(nil),          // 25: toolplane.authz.v1.DecisionRecord
+	nil,                             // 14: toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry
+	(*v1.Principal)(nil),            // 15: toolplane.type.v1.Principal
+	(ResourceType)(0),               // 16: toolplane.authz.v1.ResourceType
+	(Action)(0),                     // 17: toolplane.authz.v1.Action
+	(*v1.CallContext)(nil),          // 18: toolplane.type.v1.CallContext
+	(*DeniedResource)(nil),          // 19: toolplane.authz.v1.DeniedResource
+	(*structpb.Struct)(nil),         // 20: google.protobuf.Struct
+	(*ResourceAttributes)(nil),      // 21: toolplane.authz.v1.ResourceAttributes
+	(*Decision)(nil),                // 22: toolplane.authz.v1.Decision
+	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
+	(*Policy)(nil),                  // 24: toolplane.authz.v1.Policy
+	(*RoleLink)(nil),                // 25: toolplane.authz.v1.RoleLink
+	(DecisionKind)(0),               // 26: toolplane.authz.v1.DecisionKind
+	(*DecisionRecord)(nil),          // 27: toolplane.authz.v1.DecisionRecord
 }
 var file_toolplane_authz_v1_authz_service_proto_depIdxs = []int32{
-	14, // 0: toolplane.authz.v1.FilterResourcesRequest.principal:type_name -> toolplane.type.v1.Principal
-	15, // 1: toolplane.authz.v1.FilterResourcesRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
-	16, // 2: toolplane.authz.v1.FilterResourcesRequest.action:type_name -> toolplane.authz.v1.Action
-	17, // 3: toolplane.authz.v1.FilterResourcesRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	18, // 4: toolplane.authz.v1.FilterResourcesResponse.denied:type_name -> toolplane.authz.v1.DeniedResource
-	14, // 5: toolplane.authz.v1.AuthorizeRequest.principal:type_name -> toolplane.type.v1.Principal
-	15, // 6: toolplane.authz.v1.AuthorizeRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
-	16, // 7: toolplane.authz.v1.AuthorizeRequest.action:type_name -> toolplane.authz.v1.Action
-	17, // 8: toolplane.authz.v1.AuthorizeRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	19, // 9: toolplane.authz.v1.AuthorizeRequest.input:type_name -> google.protobuf.Struct
-	20, // 10: toolplane.authz.v1.AuthorizeResponse.decision:type_name -> toolplane.authz.v1.Decision
-	21, // 11: toolplane.authz.v1.WatchPolicyResponse.time:type_name -> google.protobuf.Timestamp
-	22, // 12: toolplane.authz.v1.ListPoliciesResponse.policies:type_name -> toolplane.authz.v1.Policy
-	23, // 13: toolplane.authz.v1.ListPoliciesResponse.role_links:type_name -> toolplane.authz.v1.RoleLink
-	22, // 14: toolplane.authz.v1.AddPoliciesRequest.policies:type_name -> toolplane.authz.v1.Policy
-	23, // 15: toolplane.authz.v1.AddPoliciesRequest.role_links:type_name -> toolplane.authz.v1.RoleLink
-	22, // 16: toolplane.authz.v1.AddPoliciesResponse.policies:type_name -> toolplane.authz.v1.Policy
-	22, // 17: toolplane.authz.v1.RemovePoliciesRequest.policies:type_name -> toolplane.authz.v1.Policy
-	23, // 18: toolplane.authz.v1.RemovePoliciesRequest.role_links:type_name -> toolplane.authz.v1.RoleLink
-	15, // 19: toolplane.authz.v1.ListDecisionsRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
-	21, // 20: toolplane.authz.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	24, // 21: toolplane.authz.v1.ListDecisionsRequest.kind:type_name -> toolplane.authz.v1.DecisionKind
-	25, // 22: toolplane.authz.v1.ListDecisionsResponse.decisions:type_name -> toolplane.authz.v1.DecisionRecord
-	0,  // 23: toolplane.authz.v1.AuthzService.FilterResources:input_type -> toolplane.authz.v1.FilterResourcesRequest
-	2,  // 24: toolplane.authz.v1.AuthzService.Authorize:input_type -> toolplane.authz.v1.AuthorizeRequest
-	4,  // 25: toolplane.authz.v1.AuthzService.WatchPolicy:input_type -> toolplane.authz.v1.WatchPolicyRequest
-	6,  // 26: toolplane.authz.v1.AuthzService.ListPolicies:input_type -> toolplane.authz.v1.ListPoliciesRequest
-	8,  // 27: toolplane.authz.v1.AuthzService.AddPolicies:input_type -> toolplane.authz.v1.AddPoliciesRequest
-	10, // 28: toolplane.authz.v1.AuthzService.RemovePolicies:input_type -> toolplane.authz.v1.RemovePoliciesRequest
-	12, // 29: toolplane.authz.v1.AuthzService.ListDecisions:input_type -> toolplane.authz.v1.ListDecisionsRequest
-	1,  // 30: toolplane.authz.v1.AuthzService.FilterResources:output_type -> toolplane.authz.v1.FilterResourcesResponse
-	3,  // 31: toolplane.authz.v1.AuthzService.Authorize:output_type -> toolplane.authz.v1.AuthorizeResponse
-	5,  // 32: toolplane.authz.v1.AuthzService.WatchPolicy:output_type -> toolplane.authz.v1.WatchPolicyResponse
-	7,  // 33: toolplane.authz.v1.AuthzService.ListPolicies:output_type -> toolplane.authz.v1.ListPoliciesResponse
-	9,  // 34: toolplane.authz.v1.AuthzService.AddPolicies:output_type -> toolplane.authz.v1.AddPoliciesResponse
-	11, // 35: toolplane.authz.v1.AuthzService.RemovePolicies:output_type -> toolplane.authz.v1.RemovePoliciesResponse
-	13, // 36: toolplane.authz.v1.AuthzService.ListDecisions:output_type -> toolplane.authz.v1.ListDecisionsResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	15, // 0: toolplane.authz.v1.FilterResourcesRequest.principal:type_name -> toolplane.type.v1.Principal
+	16, // 1: toolplane.authz.v1.FilterResourcesRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
+	17, // 2: toolplane.authz.v1.FilterResourcesRequest.action:type_name -> toolplane.authz.v1.Action
+	18, // 3: toolplane.authz.v1.FilterResourcesRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	14, // 4: toolplane.authz.v1.FilterResourcesRequest.resource_attributes:type_name -> toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry
+	19, // 5: toolplane.authz.v1.FilterResourcesResponse.denied:type_name -> toolplane.authz.v1.DeniedResource
+	15, // 6: toolplane.authz.v1.AuthorizeRequest.principal:type_name -> toolplane.type.v1.Principal
+	16, // 7: toolplane.authz.v1.AuthorizeRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
+	17, // 8: toolplane.authz.v1.AuthorizeRequest.action:type_name -> toolplane.authz.v1.Action
+	18, // 9: toolplane.authz.v1.AuthorizeRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	20, // 10: toolplane.authz.v1.AuthorizeRequest.input:type_name -> google.protobuf.Struct
+	21, // 11: toolplane.authz.v1.AuthorizeRequest.resource_attributes:type_name -> toolplane.authz.v1.ResourceAttributes
+	22, // 12: toolplane.authz.v1.AuthorizeResponse.decision:type_name -> toolplane.authz.v1.Decision
+	23, // 13: toolplane.authz.v1.WatchPolicyResponse.time:type_name -> google.protobuf.Timestamp
+	24, // 14: toolplane.authz.v1.ListPoliciesResponse.policies:type_name -> toolplane.authz.v1.Policy
+	25, // 15: toolplane.authz.v1.ListPoliciesResponse.role_links:type_name -> toolplane.authz.v1.RoleLink
+	24, // 16: toolplane.authz.v1.AddPoliciesRequest.policies:type_name -> toolplane.authz.v1.Policy
+	25, // 17: toolplane.authz.v1.AddPoliciesRequest.role_links:type_name -> toolplane.authz.v1.RoleLink
+	24, // 18: toolplane.authz.v1.AddPoliciesResponse.policies:type_name -> toolplane.authz.v1.Policy
+	24, // 19: toolplane.authz.v1.RemovePoliciesRequest.policies:type_name -> toolplane.authz.v1.Policy
+	25, // 20: toolplane.authz.v1.RemovePoliciesRequest.role_links:type_name -> toolplane.authz.v1.RoleLink
+	16, // 21: toolplane.authz.v1.ListDecisionsRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
+	23, // 22: toolplane.authz.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	26, // 23: toolplane.authz.v1.ListDecisionsRequest.kind:type_name -> toolplane.authz.v1.DecisionKind
+	27, // 24: toolplane.authz.v1.ListDecisionsResponse.decisions:type_name -> toolplane.authz.v1.DecisionRecord
+	21, // 25: toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry.value:type_name -> toolplane.authz.v1.ResourceAttributes
+	0,  // 26: toolplane.authz.v1.AuthzService.FilterResources:input_type -> toolplane.authz.v1.FilterResourcesRequest
+	2,  // 27: toolplane.authz.v1.AuthzService.Authorize:input_type -> toolplane.authz.v1.AuthorizeRequest
+	4,  // 28: toolplane.authz.v1.AuthzService.WatchPolicy:input_type -> toolplane.authz.v1.WatchPolicyRequest
+	6,  // 29: toolplane.authz.v1.AuthzService.ListPolicies:input_type -> toolplane.authz.v1.ListPoliciesRequest
+	8,  // 30: toolplane.authz.v1.AuthzService.AddPolicies:input_type -> toolplane.authz.v1.AddPoliciesRequest
+	10, // 31: toolplane.authz.v1.AuthzService.RemovePolicies:input_type -> toolplane.authz.v1.RemovePoliciesRequest
+	12, // 32: toolplane.authz.v1.AuthzService.ListDecisions:input_type -> toolplane.authz.v1.ListDecisionsRequest
+	1,  // 33: toolplane.authz.v1.AuthzService.FilterResources:output_type -> toolplane.authz.v1.FilterResourcesResponse
+	3,  // 34: toolplane.authz.v1.AuthzService.Authorize:output_type -> toolplane.authz.v1.AuthorizeResponse
+	5,  // 35: toolplane.authz.v1.AuthzService.WatchPolicy:output_type -> toolplane.authz.v1.WatchPolicyResponse
+	7,  // 36: toolplane.authz.v1.AuthzService.ListPolicies:output_type -> toolplane.authz.v1.ListPoliciesResponse
+	9,  // 37: toolplane.authz.v1.AuthzService.AddPolicies:output_type -> toolplane.authz.v1.AddPoliciesResponse
+	11, // 38: toolplane.authz.v1.AuthzService.RemovePolicies:output_type -> toolplane.authz.v1.RemovePoliciesResponse
+	13, // 39: toolplane.authz.v1.AuthzService.ListDecisions:output_type -> toolplane.authz.v1.ListDecisionsResponse
+	33, // [33:40] is the sub-list for method output_type
+	26, // [26:33] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_authz_v1_authz_service_proto_init() }
@@ -1087,7 +1118,7 @@ func file_toolplane_authz_v1_authz_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_authz_v1_authz_service_proto_rawDesc), len(file_toolplane_authz_v1_authz_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -17,7 +17,7 @@ from toolplane.authz.v1 import authz_pb2 as toolplane_dot_authz_dot_v1_dot_authz
 from toolplane.type.v1 import type_pb2 as toolplane_dot_type_dot_v1_dot_type__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&toolplane/authz/v1/authz_service.proto\x12\x12toolplane.authz.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1etoolplane/authz/v1/authz.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xb2\x02\n\x16\x46ilterResourcesRequest\x12:\n\tprincipal\x18\x01 \x01(\x0b\x32\x1c.toolplane.type.v1.PrincipalR\tprincipal\x12\x45\n\rresource_type\x18\x02 \x01(\x0e\x32 .toolplane.authz.v1.ResourceTypeR\x0cresourceType\x12\x1e\n\ncandidates\x18\x03 \x03(\tR\ncandidates\x12\x32\n\x06\x61\x63tion\x18\x04 \x01(\x0e\x32\x1a.toolplane.authz.v1.ActionR\x06\x61\x63tion\x12\x41\n\x0c\x63\x61ll_context\x18\x05 \x01(\x0b\x32\x1e.toolplane.type.v1.CallContextR\x0b\x63\x61llContext\"\xb3\x01\n\x17\x46ilterResourcesResponse\x12\x18\n\x07\x61llowed\x18\x01 \x03(\tR\x07\x61llowed\x12:\n\x06\x64\x65nied\x18\x02 \x03(\x0b\x32\".toolplane.authz.v1.DeniedResourceR\x06\x64\x65nied\x12%\n\x0epolicy_version\x18\x03 \x01(\x03R\rpolicyVersion\x12\x1b\n\tfail_open\x18\x04 \x01(\x08R\x08\x66\x61ilOpen\"\xd3\x02\n\x10\x41uthorizeRequest\x12:\n\tprincipal\x18\x01 \x01(\x0b\x32\x1c.toolplane.type.v1.PrincipalR\tprincipal\x12\x45\n\rresource_type\x18\x02 \x01(\x0e\x32 .toolplane.authz.v1.ResourceTypeR\x0cresourceType\x12\x32\n\x06\x61\x63tion\x18\x03 \x01(\x0e\x32\x1a.toolplane.authz.v1.ActionR\x06\x61\x63tion\x12\x16\n\x06target\x18\x04 \x01(\tR\x06target\x12\x41\n\x0c\x63\x61ll_context\x18\x05 \x01(\x0b\x32\x1e.toolplane.type.v1.CallContextR\x0b\x63\x61llContext\x12-\n\x05input\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x05input\"M\n\x11\x41uthorizeResponse\x12\x38\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x1c.toolplane.authz.v1.DecisionR\x08\x64\x65\x63ision\"\x14\n\x12WatchPolicyRequest\"l\n\x13WatchPolicyResponse\x12%\n\x0epolicy_version\x18\x01 \x01(\x03R\rpolicyVersion\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"A\n\x13ListPoliciesRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n\x04role\x18\x02 \x01(\tR\x04role\"\xb2\x01\n\x14ListPoliciesResponse\x12\x36\n\x08policies\x18\x01 \x03(\x0b\x32\x1a.toolplane.authz.v1.PolicyR\x08policies\x12;\n\nrole_links\x18\x02 \x03(\x0b\x32\x1c.toolplane.authz.v1.RoleLinkR\troleLinks\x12%\n\x0epolicy_version\x18\x03 \x01(\x03R\rpolicyVersion\"\x89\x01\n\x12\x41\x64\x64PoliciesRequest\x12\x36\n\x08policies\x18\x01 \x03(\x0b\x32\x1a.toolplane.authz.v1.PolicyR\x08policies\x12;\n\nrole_links\x18\x02 \x03(\x0b\x32\x1c.toolplane.authz.v1.RoleLinkR\troleLinks\"t\n\x13\x41\x64\x64PoliciesResponse\x12%\n\x0epolicy_version\x18\x01 \x01(\x03R\rpolicyVersion\x12\x36\n\x08policies\x18\x02 \x03(\x0b\x32\x1a.toolplane.authz.v1.PolicyR\x08policies\"\xab\x01\n\x15RemovePoliciesRequest\x12\x1d\n\npolicy_ids\x18\x01 \x03(\tR\tpolicyIds\x12\x36\n\x08policies\x18\x02 \x03(\x0b\x32\x1a.toolplane.authz.v1.PolicyR\x08policies\x12;\n\nrole_links\x18\x03 \x03(\x0b\x32\x1c.toolplane.authz.v1.RoleLinkR\troleLinks\"Y\n\x16RemovePoliciesResponse\x12%\n\x0epolicy_version\x18\x01 \x01(\x03R\rpolicyVersion\x12\x18\n\x07removed\x18\x02 \x01(\x05R\x07removed\"\xc0\x02\n\x14ListDecisionsRequest\x12\x18\n\x07subject\x18\x01 \x01(\tR\x07subject\x12\x19\n\x05\x61llow\x18\x02 \x01(\x08H\x00R\x05\x61llow\x88\x01\x01\x12\x45\n\rresource_type\x18\x03 \x01(\x0e\x32 .toolplane.authz.v1.ResourceTypeR\x0cresourceType\x12\x30\n\x05since\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05since\x12\x1b\n\tpage_size\x18\x05 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x06 \x01(\tR\tpageToken\x12\x34\n\x04kind\x18\x07 \x01(\x0e\x32 .toolplane.authz.v1.DecisionKindR\x04kindB\x08\n\x06_allow\"\x81\x01\n\x15ListDecisionsResponse\x12@\n\tdecisions\x18\x01 \x03(\x0b\x32\".toolplane.authz.v1.DecisionRecordR\tdecisions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xdc\x05\n\x0c\x41uthzService\x12o\n\x0f\x46ilterResources\x12*.toolplane.authz.v1.FilterResourcesRequest\x1a+.toolplane.authz.v1.FilterResourcesResponse\"\x03\x90\x02\x01\x12X\n\tAuthorize\x12$.toolplane.authz.v1.AuthorizeRequest\x1a%.toolplane.authz.v1.AuthorizeResponse\x12\x65\n\x0bWatchPolicy\x12&.toolplane.authz.v1.WatchPolicyRequest\x1a\'.toolplane.authz.v1.WatchPolicyResponse\"\x03\x90\x02\x01\x30\x01\x12\x66\n\x0cListPolicies\x12\'.toolplane.authz.v1.ListPoliciesRequest\x1a(.toolplane.authz.v1.ListPoliciesResponse\"\x03\x90\x02\x01\x12^\n\x0b\x41\x64\x64Policies\x12&.toolplane.authz.v1.AddPoliciesRequest\x1a\'.toolplane.authz.v1.AddPoliciesResponse\x12g\n\x0eRemovePolicies\x12).toolplane.authz.v1.RemovePoliciesRequest\x1a*.toolplane.authz.v1.RemovePoliciesResponse\x12i\n\rListDecisions\x12(.toolplane.authz.v1.ListDecisionsRequest\x1a).toolplane.authz.v1.ListDecisionsResponse\"\x03\x90\x02\x01\x42\x42Z@github.com/toolplane/toolplane/gen/go/toolplane/authz/v1;authzv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&toolplane/authz/v1/authz_service.proto\x12\x12toolplane.authz.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1etoolplane/authz/v1/authz.proto\x1a\x1ctoolplane/type/v1/type.proto\"\x96\x04\n\x16\x46ilterResourcesRequest\x12:\n\tprincipal\x18\x01 \x01(\x0b\x32\x1c.toolplane.type.v1.PrincipalR\tprincipal\x12\x45\n\rresource_type\x18\x02 \x01(\x0e\x32 .toolplane.authz.v1.ResourceTypeR\x0cresourceType\x12\x1e\n\ncandidates\x18\x03 \x03(\tR\ncandidates\x12\x32\n\x06\x61\x63tion\x18\x04 \x01(\x0e\x32\x1a.toolplane.authz.v1.ActionR\x06\x61\x63tion\x12\x41\n\x0c\x63\x61ll_context\x18\x05 \x01(\x0b\x32\x1e.toolplane.type.v1.CallContextR\x0b\x63\x61llContext\x12s\n\x13resource_attributes\x18\x06 \x03(\x0b\x32\x42.toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntryR\x12resourceAttributes\x1am\n\x17ResourceAttributesEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12<\n\x05value\x18\x02 \x01(\x0b\x32&.toolplane.authz.v1.ResourceAttributesR\x05value:\x02\x38\x01\"\xb3\x01\n\x17\x46ilterResourcesResponse\x12\x18\n\x07\x61llowed\x18\x01 \x03(\tR\x07\x61llowed\x12:\n\x06\x64\x65nied\x18\x02 \x03(\x0b\x32\".toolplane.authz.v1.DeniedResourceR\x06\x64\x65nied\x12%\n\x0epolicy_version\x18\x03 \x01(\x03R\rpolicyVersion\x12\x1b\n\tfail_open\x18\x04 \x01(\x08R\x08\x66\x61ilOpen\"\xac\x03\n\x10\x41uthorizeRequest\x12:\n\tprincipal\x18\x01 \x01(\x0b\x32\x1c.toolplane.type.v1.PrincipalR\tprincipal\x12\x45\n\rresource_type\x18\x02 \x01(\x0e\x32 .toolplane.authz.v1.ResourceTypeR\x0cresourceType\x12\x32\n\x06\x61\x63tion\x18\x03 \x01(\x0e\x32\x1a.toolplane.authz.v1.ActionR\x06\x61\x63tion\x12\x16\n\x06target\x18\x04 \x01(\tR\x06target\x12\x41\n\x0c\x63\x61ll_context\x18\x05 \x01(\x0b\x32\x1e.toolplane.type.v1.CallContextR\x0b\x63\x61llContext\x12-\n\x05input\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x05input\x12W\n\x13resource_attributes\x18\x07 \x01(\x0b\x32&.toolplane.authz.v1.ResourceAttributesR\x12resourceAttributes\"M\n\x11\x41uthorizeResponse\x12\x38\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x1c.toolplane.authz.v1.DecisionR\x08\x64\x65\x63ision\"\x14\n\x12WatchPolicyRequest\"l\n\x13WatchPolicyResponse\x12%\n\x0epolicy_version\x18\x01 \x01(\x03R\rpolicyVersion\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"A\n\x13ListPoliciesRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n\x04role\x18\x02 \x01(\tR\x04role\"\xb2\x01\n\x14ListPoliciesResponse\x12\x36\n\x08policies\x18\x01 \x03(\x0b\x32\x1a.toolplane.authz.v1.PolicyR\x08policies\x12;\n\nrole_links\x18\x02 \x03(\x0b\x32\x1c.toolplane.authz.v1.RoleLinkR\troleLinks\x12%\n\x0epolicy_version\x18\x03 \x01(\x03R\rpolicyVersion\"\x89\x01\n\x12\x41\x64\x64PoliciesRequest\x12\x36\n\x08policies\x18\x01 \x03(\x0b\x32\x1a.toolplane.authz.v1.PolicyR\x08policies\x12;\n\nrole_links\x18\x02 \x03(\x0b\x32\x1c.toolplane.authz.v1.RoleLinkR\troleLinks\"t\n\x13\x41\x64\x64PoliciesResponse\x12%\n\x0epolicy_version\x18\x01 \x01(\x03R\rpolicyVersion\x12\x36\n\x08policies\x18\x02 \x03(\x0b\x32\x1a.toolplane.authz.v1.PolicyR\x08policies\"\xab\x01\n\x15RemovePoliciesRequest\x12\x1d\n\npolicy_ids\x18\x01 \x03(\tR\tpolicyIds\x12\x36\n\x08policies\x18\x02 \x03(\x0b\x32\x1a.toolplane.authz.v1.PolicyR\x08policies\x12;\n\nrole_links\x18\x03 \x03(\x0b\x32\x1c.toolplane.authz.v1.RoleLinkR\troleLinks\"Y\n\x16RemovePoliciesResponse\x12%\n\x0epolicy_version\x18\x01 \x01(\x03R\rpolicyVersion\x12\x18\n\x07removed\x18\x02 \x01(\x05R\x07removed\"\xc0\x02\n\x14ListDecisionsRequest\x12\x18\n\x07subject\x18\x01 \x01(\tR\x07subject\x12\x19\n\x05\x61llow\x18\x02 \x01(\x08H\x00R\x05\x61llow\x88\x01\x01\x12\x45\n\rresource_type\x18\x03 \x01(\x0e\x32 .toolplane.authz.v1.ResourceTypeR\x0cresourceType\x12\x30\n\x05since\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05since\x12\x1b\n\tpage_size\x18\x05 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x06 \x01(\tR\tpageToken\x12\x34\n\x04kind\x18\x07 \x01(\x0e\x32 .toolplane.authz.v1.DecisionKindR\x04kindB\x08\n\x06_allow\"\x81\x01\n\x15ListDecisionsResponse\x12@\n\tdecisions\x18\x01 \x03(\x0b\x32\".toolplane.authz.v1.DecisionRecordR\tdecisions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xdc\x05\n\x0c\x41uthzService\x12o\n\x0f\x46ilterResources\x12*.toolplane.authz.v1.FilterResourcesRequest\x1a+.toolplane.authz.v1.FilterResourcesResponse\"\x03\x90\x02\x01\x12X\n\tAuthorize\x12$.toolplane.authz.v1.AuthorizeRequest\x1a%.toolplane.authz.v1.AuthorizeResponse\x12\x65\n\x0bWatchPolicy\x12&.toolplane.authz.v1.WatchPolicyRequest\x1a\'.toolplane.authz.v1.WatchPolicyResponse\"\x03\x90\x02\x01\x30\x01\x12\x66\n\x0cListPolicies\x12\'.toolplane.authz.v1.ListPoliciesRequest\x1a(.toolplane.authz.v1.ListPoliciesResponse\"\x03\x90\x02\x01\x12^\n\x0b\x41\x64\x64Policies\x12&.toolplane.authz.v1.AddPoliciesRequest\x1a\'.toolplane.authz.v1.AddPoliciesResponse\x12g\n\x0eRemovePolicies\x12).toolplane.authz.v1.RemovePoliciesRequest\x1a*.toolplane.authz.v1.RemovePoliciesResponse\x12i\n\rListDecisions\x12(.toolplane.authz.v1.ListDecisionsRequest\x1a).toolplane.authz.v1.ListDecisionsResponse\"\x03\x90\x02\x01\x42\x42Z@github.com/toolplane/toolplane/gen/go/toolplane/authz/v1;authzv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolplane.authz.v1.authz_service_pb2', globals())
@@ -25,6 +25,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z@github.com/toolplane/toolplane/gen/go/toolplane/authz/v1;authzv1'
+  _FILTERRESOURCESREQUEST_RESOURCEATTRIBUTESENTRY._options = None
+  _FILTERRESOURCESREQUEST_RESOURCEATTRIBUTESENTRY._serialized_options = b'8\001'
   _AUTHZSERVICE.methods_by_name['FilterResources']._options = None
   _AUTHZSERVICE.methods_by_name['FilterResources']._serialized_options = b'\220\002\001'
   _AUTHZSERVICE.methods_by_name['WatchPolicy']._options = None
@@ -34,33 +36,35 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _AUTHZSERVICE.methods_by_name['ListDecisions']._options = None
   _AUTHZSERVICE.methods_by_name['ListDecisions']._serialized_options = b'\220\002\001'
   _FILTERRESOURCESREQUEST._serialized_start=188
-  _FILTERRESOURCESREQUEST._serialized_end=494
-  _FILTERRESOURCESRESPONSE._serialized_start=497
-  _FILTERRESOURCESRESPONSE._serialized_end=676
-  _AUTHORIZEREQUEST._serialized_start=679
-  _AUTHORIZEREQUEST._serialized_end=1018
-  _AUTHORIZERESPONSE._serialized_start=1020
-  _AUTHORIZERESPONSE._serialized_end=1097
-  _WATCHPOLICYREQUEST._serialized_start=1099
-  _WATCHPOLICYREQUEST._serialized_end=1119
-  _WATCHPOLICYRESPONSE._serialized_start=1121
-  _WATCHPOLICYRESPONSE._serialized_end=1229
-  _LISTPOLICIESREQUEST._serialized_start=1231
-  _LISTPOLICIESREQUEST._serialized_end=1296
-  _LISTPOLICIESRESPONSE._serialized_start=1299
-  _LISTPOLICIESRESPONSE._serialized_end=1477
-  _ADDPOLICIESREQUEST._serialized_start=1480
-  _ADDPOLICIESREQUEST._serialized_end=1617
-  _ADDPOLICIESRESPONSE._serialized_start=1619
-  _ADDPOLICIESRESPONSE._serialized_end=1735
-  _REMOVEPOLICIESREQUEST._serialized_start=1738
-  _REMOVEPOLICIESREQUEST._serialized_end=1909
-  _REMOVEPOLICIESRESPONSE._serialized_start=1911
-  _REMOVEPOLICIESRESPONSE._serialized_end=2000
-  _LISTDECISIONSREQUEST._serialized_start=2003
-  _LISTDECISIONSREQUEST._serialized_end=2323
-  _LISTDECISIONSRESPONSE._serialized_start=2326
-  _LISTDECISIONSRESPONSE._serialized_end=2455
-  _AUTHZSERVICE._serialized_start=2458
-  _AUTHZSERVICE._serialized_end=3190
+  _FILTERRESOURCESREQUEST._serialized_end=722
+  _FILTERRESOURCESREQUEST_RESOURCEATTRIBUTESENTRY._serialized_start=613
+  _FILTERRESOURCESREQUEST_RESOURCEATTRIBUTESENTRY._serialized_end=722
+  _FILTERRESOURCESRESPONSE._serialized_start=725
+  _FILTERRESOURCESRESPONSE._serialized_end=904
+  _AUTHORIZEREQUEST._serialized_start=907
+  _AUTHORIZEREQUEST._serialized_end=1335
+  _AUTHORIZERESPONSE._serialized_start=1337
+  _AUTHORIZERESPONSE._serialized_end=1414
+  _WATCHPOLICYREQUEST._serialized_start=1416
+  _WATCHPOLICYREQUEST._serialized_end=1436
+  _WATCHPOLICYRESPONSE._serialized_start=1438
+  _WATCHPOLICYRESPONSE._serialized_end=1546
+  _LISTPOLICIESREQUEST._serialized_start=1548
+  _LISTPOLICIESREQUEST._serialized_end=1613
+  _LISTPOLICIESRESPONSE._serialized_start=1616
+  _LISTPOLICIESRESPONSE._serialized_end=1794
+  _ADDPOLICIESREQUEST._serialized_start=1797
+  _ADDPOLICIESREQUEST._serialized_end=1934
+  _ADDPOLICIESRESPONSE._serialized_start=1936
+  _ADDPOLICIESRESPONSE._serialized_end=2052
+  _REMOVEPOLICIESREQUEST._serialized_start=2055
+  _REMOVEPOLICIESREQUEST._serialized_end=2226
+  _REMOVEPOLICIESRESPONSE._serialized_start=2228
+  _REMOVEPOLICIESRESPONSE._serialized_end=2317
+  _LISTDECISIONSREQUEST._serialized_start=2320
+  _LISTDECISIONSREQUEST._serialized_end=2640
+  _LISTDECISIONSRESPONSE._serialized_start=2643
+  _LISTDECISIONSRESPONSE._serialized_end=2772
+  _AUTHZSERVICE._serialized_start=2775
+  _AUTHZSERVICE._serialized_end=3507
 # @@protoc_insertion_point(module_scope)
