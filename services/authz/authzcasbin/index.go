@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
 )
 
 // maxClosures bounds the memoised role closures of one snapshot (many users
