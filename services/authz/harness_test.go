@@ -32,11 +32,13 @@ const (
 	tokUser  = "user-token"
 	tokAdmin = "admin-token"
 	tokBob   = "bob-token"
+	tokVera  = "vera-token"
 )
 
 var (
 	alice = &typev1.Principal{Subject: "alice", Tenant: "default", Roles: []string{"user"}, Attributes: map[string]string{"team": "web"}}
 	bob   = &typev1.Principal{Subject: "bob", Tenant: "acme", Roles: []string{"user"}}
+	vera  = &typev1.Principal{Subject: "vera", Tenant: "default", Roles: []string{"viewer"}}
 )
 
 type policyTable struct{ s *Server }
@@ -59,6 +61,7 @@ type harness struct {
 	user  authzv1.AuthzServiceClient
 	admin authzv1.AuthzServiceClient
 	bob   authzv1.AuthzServiceClient
+	vera  authzv1.AuthzServiceClient // a user credential of role viewer
 }
 
 func quietLogger() *slog.Logger {
@@ -88,6 +91,7 @@ func startIn(t *testing.T, dir string, mut func(*Config)) *harness {
 	a.AddToken("svc", tokSvc, auth.KindService, &typev1.Principal{Subject: "runtime", Tenant: "default", Roles: []string{"service"}})
 	a.AddToken("user", tokUser, auth.KindUser, alice)
 	a.AddToken("bob", tokBob, auth.KindUser, bob)
+	a.AddToken("vera", tokVera, auth.KindUser, vera)
 	a.AddToken("admin", tokAdmin, auth.KindUser, &typev1.Principal{Subject: "root", Tenant: "default", Roles: []string{"admin"}})
 	opts := grpcx.ServerOptions(grpcx.ChainOptions{Logger: quietLogger(), Metrics: grpcprom.NewServerMetrics(), Authenticator: a, Policy: policyTable{srv}})
 	gs := grpc.NewServer(opts...)
@@ -106,7 +110,7 @@ func startIn(t *testing.T, dir string, mut func(*Config)) *harness {
 		t.Cleanup(func() { cc.Close() })
 		return authzv1.NewAuthzServiceClient(cc)
 	}
-	h.svc, h.user, h.admin, h.bob = dial(tokSvc), dial(tokUser), dial(tokAdmin), dial(tokBob)
+	h.svc, h.user, h.admin, h.bob, h.vera = dial(tokSvc), dial(tokUser), dial(tokAdmin), dial(tokBob), dial(tokVera)
 	// REST gateway forwarding to the gRPC listener (the caller's bearer token is forwarded).
 	gwConn, err := grpcx.Dial(h.addr, grpcx.DialOptions{})
 	if err != nil {

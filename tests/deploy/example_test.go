@@ -124,6 +124,8 @@ func TestExampleRuns(t *testing.T) {
 	if len(servers) != len(want) || got != total {
 		t.Errorf("%d servers with %d tools; examples/README.md says %d with %d", len(servers), got, len(want), total)
 	}
+	checkExampleAnnotations(t, cat, ctx, root)
+	checkViewerScope(t, p, root)
 	// A user token works, and a user is not an admin.
 	user := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tp-demo-viewer")
 	if _, err := cat.ListServers(user, &catalogv1.ListServersRequest{}); err == nil {
