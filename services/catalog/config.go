@@ -40,6 +40,13 @@ type Config struct {
 	// reloads do not withdraw it (docs/decisions/0071-catalog-ready-requires.md).
 	// Default "none".
 	ReadyRequires string `yaml:"ready_requires"`
+	// FileCommandPolicy applies the stdio command policy (stdio_allowlist
+	// and the refused argument patterns, docs/architecture.md §10.4) to the
+	// servers of extensions_config.json too, not only to API writes: a
+	// refused server is FAILED with the reason and never started.
+	// "enforce" or "off" (the operator's own local binaries by path).
+	// Default "enforce".
+	FileCommandPolicy string `yaml:"file_command_policy"`
 	// Sessions configures per_user / per_thread children.
 	Sessions SessionsConfig `yaml:"sessions"`
 	// Search configures SearchTools.
@@ -116,6 +123,9 @@ func (c *Config) SetDefaults() {
 	if c.ReadyRequires == "" {
 		c.ReadyRequires = ReadyNone
 	}
+	if c.FileCommandPolicy == "" {
+		c.FileCommandPolicy = "enforce"
+	}
 	if c.Sessions.MaxScoped == 0 {
 		c.Sessions.MaxScoped = 32
 	}
@@ -138,6 +148,9 @@ func (c *Config) SetDefaults() {
 
 // Validate checks the section; errors name the key path.
 func (c *Config) Validate() error {
+	if c.FileCommandPolicy != "enforce" && c.FileCommandPolicy != "off" {
+		return fmt.Errorf("catalog.file_command_policy: %q: want enforce or off", c.FileCommandPolicy)
+	}
 	for i, cmd := range c.StdioAllowlist {
 		probe := catalogconfig.Server{Name: "probe", Command: cmd}
 		if err := catalogconfig.ValidateCommand(&probe, []string{cmd}); err != nil || cmd == "" {

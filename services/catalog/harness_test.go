@@ -116,7 +116,9 @@ func start(t testing.TB, ext string, mut func(*Config, *svckit.Env)) *harness {
 			t.Fatal(err)
 		}
 	}
-	cfg := Config{ExtensionsConfig: path, CloseGrace: 500 * time.Millisecond, ReloadInterval: 100 * time.Millisecond}
+	// Fixture servers run by absolute path (and some by sh -c): the file's
+	// command policy is off here; command_policy_test.go turns it on.
+	cfg := Config{ExtensionsConfig: path, CloseGrace: 500 * time.Millisecond, ReloadInterval: 100 * time.Millisecond, FileCommandPolicy: "off"}
 	env := svckit.Env{DataDir: dir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
 	if mut != nil {
 		mut(&cfg, &env)

@@ -161,7 +161,7 @@ func TestReadyRequires(t *testing.T) {
 			os.WriteFile(path, []byte(ext), 0o600)
 			var logs logBuf
 			begin := time.Now()
-			srv, err := New(context.Background(), Config{ExtensionsConfig: path, CloseGrace: 300 * time.Millisecond, ReadyRequires: mode},
+			srv, err := New(context.Background(), Config{ExtensionsConfig: path, CloseGrace: 300 * time.Millisecond, ReadyRequires: mode, FileCommandPolicy: "off"},
 				svckit.Env{DataDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)

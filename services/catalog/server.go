@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,7 +110,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	s.index.init(emb, log)
 	s.met = newMetrics(s, env.Metrics)
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
-		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log},
+		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg)},
 		PoolCap:     cfg.Sessions.MaxScoped,
 		PoolIdleTTL: cfg.Sessions.IdleTTL,
 		OnChange:    s.rebuild,
@@ -357,4 +358,15 @@ func (s *Server) loadLocked() (*catalogconfig.File, error) {
 		return &catalogconfig.File{}, nil
 	}
 	return catalogconfig.Parse(raw)
+}
+
+// commandPolicy is the stdio command policy applied before any server is
+// started, whatever wrote its configuration (docs/architecture.md §10.4);
+// nil with catalog.file_command_policy off (API writes are still checked).
+func commandPolicy(cfg Config) func(*catalogconfig.Server) error {
+	if cfg.FileCommandPolicy == "off" {
+		return nil
+	}
+	allow := slices.Clone(cfg.StdioAllowlist)
+	return func(s *catalogconfig.Server) error { return catalogconfig.ValidateCommand(s, allow) }
 }

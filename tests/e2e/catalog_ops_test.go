@@ -32,7 +32,7 @@ func TestServeWaitsForMCPServersAndLogsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	p := testkit.Start(t, testkit.Options{Wait: testkit.WaitLive, Config: "catalog:\n  extensions_config: " + ext + "\n  ready_requires: all\n"})
+	p := testkit.Start(t, testkit.Options{Wait: testkit.WaitLive, Config: "catalog:\n  extensions_config: " + ext + "\n  ready_requires: all\n  file_command_policy: off\n"}) // slow runs sh -c
 	testkit.Eventually(t, 10*time.Second, "/readyz 503 naming slow", func() error {
 		// "starting" until the first probe round; then the catalog's reason.
 		if r := rest(t, p, "GET", "/readyz", "", ""); r.Status != 503 || !strings.Contains(r.Raw, "ready_requires all: 1 of 2 enabled MCP servers still CONNECTING: slow") {

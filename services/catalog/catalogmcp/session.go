@@ -90,6 +90,10 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives the transports' own log lines (nil = slog.Default()).
 	Logger *slog.Logger
+	// CommandPolicy, when set, checks a stdio server's configuration before
+	// it is started (catalogconfig.ValidateCommand); a refusal is a
+	// configuration failure: FAILED, not retried until the entry changes.
+	CommandPolicy func(*catalogconfig.Server) error
 }
 
 func (o Options) grace() time.Duration {

@@ -134,6 +134,11 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 	if err := s.raw.Validate(); err != nil {
 		return fail(err)
 	}
+	if s.opts.CommandPolicy != nil {
+		if err := s.opts.CommandPolicy(&s.raw); err != nil {
+			return fail(err)
+		}
+	}
 	vars := map[string]string{}
 	cfg, err := catalogconfig.Expand(s.raw, func(k string) (string, bool) {
 		v, ok := lookup(k)
