@@ -38,10 +38,10 @@ var nodeFlags = []string{"-e", "--eval", "-p", "--print", "-r", "--require", "--
 	"--experimental-loader", "--experimental-policy", "-i", "--interactive", "--run", "--input-type", "-"}
 
 var interpreters = map[string]interp{
-	"node": {flags: nodeFlags, prefixes: []string{"--inspect", "--env-file", "--experimental-loader", "--loader", "--import", "--require", "--eval", "--print"}, shortCodes: "epri"},
-	"bun":  {flags: append(slices.Clone(nodeFlags), "repl"), prefixes: []string{"--inspect", "--env-file", "--preload", "--eval", "--print"}, shortCodes: "epri", subcmds: []string{"repl", "exec"}, runner: true},
-	"deno": {flags: []string{"--eval", "-", "--env-file", "--import-map"}, prefixes: []string{"--inspect", "--env-file", "--eval", "--preload"}, subcmds: []string{"eval", "repl", "jupyter", "task"}, runner: true},
-	"tsx":  {flags: nodeFlags, prefixes: []string{"--inspect", "--env-file", "--import", "--require", "--eval", "--print"}, shortCodes: "epri"},
+	"node":   {flags: nodeFlags, prefixes: []string{"--inspect", "--env-file", "--experimental-loader", "--loader", "--import", "--require", "--eval", "--print"}, shortCodes: "epri"},
+	"bun":    {flags: append(slices.Clone(nodeFlags), "repl"), prefixes: []string{"--inspect", "--env-file", "--preload", "--eval", "--print"}, shortCodes: "epri", subcmds: []string{"repl", "exec"}, runner: true},
+	"deno":   {flags: []string{"--eval", "-", "--env-file", "--import-map"}, prefixes: []string{"--inspect", "--env-file", "--eval", "--preload"}, subcmds: []string{"eval", "repl", "jupyter", "task"}, runner: true},
+	"tsx":    {flags: nodeFlags, prefixes: []string{"--inspect", "--env-file", "--import", "--require", "--eval", "--print"}, shortCodes: "epri"},
 	"python": {flags: []string{"-c", "-i", "-"}, shortCodes: "ci", pyModule: true},
 	"sh":     {flags: []string{"-c", "-s", "-i", "--rcfile", "--init-file", "-"}, prefixes: []string{"--rcfile", "--init-file"}, shortCodes: "cis"},
 	"perl":   {flags: []string{"-e", "-E", "-M", "-m", "-x", "-"}, shortCodes: "eEMmx"},
