@@ -34,12 +34,29 @@ type Config struct {
 	// failed (store or evaluator error), marked fail_open. Authorize always
 	// fails closed. Default false.
 	FilterFailOpen bool `yaml:"filter_fail_open"`
-	// DecisionRetention deletes decision records older than this; a negative
-	// value keeps them forever. Default 720h (30 days).
+	// DecisionRetention deletes allow records and FilterResources summaries
+	// older than this; a negative value keeps them forever. Default 720h (30
+	// days).
 	DecisionRetention time.Duration `yaml:"decision_retention"`
-	// DecisionMaxRows keeps at most this many decision records (the newest); a
-	// negative value means no limit. Default 1000000.
+	// DenyRetention deletes Authorize denies older than this; until then no
+	// cap evicts them. A negative value keeps them forever. Default 720h.
+	DenyRetention time.Duration `yaml:"deny_retention"`
+	// DecisionMaxRows caps each tenant's decision records: over it, that
+	// tenant's oldest allows and summaries are deleted first, never its
+	// denies younger than deny_retention and never another tenant's
+	// records. A negative value means no cap. Default 1000000.
 	DecisionMaxRows int64 `yaml:"decision_max_rows"`
+	// DecisionRate bounds the decision records one principal (tenant and
+	// subject) writes per second (token bucket, burst DecisionBurst). Over
+	// it, its records are counted, not stored, and one authz.audit_flood
+	// record per DecisionFloodWindow says so; an audited allow that is not
+	// stored is denied. A negative value = no limit. Default 50.
+	DecisionRate float64 `yaml:"decision_rate"`
+	// DecisionBurst is the token bucket's size. Default 500.
+	DecisionBurst int `yaml:"decision_burst"`
+	// DecisionFloodWindow is how often a flooding principal gets one
+	// authz.audit_flood record. Default 1m.
+	DecisionFloodWindow time.Duration `yaml:"decision_flood_window"`
 	// PruneInterval is how often retention runs. Default 10m.
 	PruneInterval time.Duration `yaml:"prune_interval"`
 	// MaxAuditInputBytes bounds the copy of the call input kept in a decision
@@ -68,6 +85,18 @@ func (c *Config) SetDefaults() {
 	if c.DecisionRetention == 0 {
 		c.DecisionRetention = 720 * time.Hour
 	}
+	if c.DenyRetention == 0 {
+		c.DenyRetention = 720 * time.Hour
+	}
+	if c.DecisionRate == 0 {
+		c.DecisionRate = 50
+	}
+	if c.DecisionBurst == 0 {
+		c.DecisionBurst = 500
+	}
+	if c.DecisionFloodWindow == 0 {
+		c.DecisionFloodWindow = time.Minute
+	}
 	if c.DecisionMaxRows == 0 {
 		c.DecisionMaxRows = 1_000_000
 	}
@@ -89,6 +118,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("authz.reload_interval: must be >= 50ms, got %s", c.ReloadInterval)
 	case c.PruneInterval < time.Second:
 		return fmt.Errorf("authz.prune_interval: must be >= 1s, got %s", c.PruneInterval)
+	case c.DecisionRate < 0:
+		return fmt.Errorf("authz.decision_rate: must be >= 0, got %v", c.DecisionRate)
+	case c.DecisionBurst < 1:
+		return fmt.Errorf("authz.decision_burst: must be >= 1, got %d", c.DecisionBurst)
+	case c.DecisionFloodWindow < time.Second:
+		return fmt.Errorf("authz.decision_flood_window: must be >= 1s, got %s", c.DecisionFloodWindow)
 	case c.MaxAuditInputBytes < 64 || c.MaxAuditInputBytes > 1<<20:
 		return fmt.Errorf("authz.max_audit_input_bytes: must be in 64..1048576, got %d", c.MaxAuditInputBytes)
 	}

@@ -111,7 +111,22 @@ func (s *Server) Authorize(ctx context.Context, req *authzv1.AuthorizeRequest) (
 			CallContext: callContextFromProto(cc), Input: authzstore.BoundInput(input, 512, s.cfg.MaxAuditInputBytes),
 			Allow: d.Allow, Reasons: d.Reasons, PolicyID: d.PolicyID, PolicyVersion: d.PolicyVersion,
 		}
-		if err := s.dlog.Append(ctx, rec, true); err != nil {
+		ok, flood := s.flood.admit(rec.Tenant, rec.Subject, rec.Roles, rec.Time)
+		if flood != nil {
+			if err := s.dlog.Append(ctx, flood, true); err != nil {
+				s.log.ErrorContext(ctx, "authz flood record not written", "err", err)
+			}
+			s.log.InfoContext(ctx, "authz decision records of a principal rate-limited", "tenant", rec.Tenant, "subject", rec.Subject)
+		}
+		if !ok {
+			floodReason := authzcasbin.Reason{Code: authzcasbin.CodeAuditFlood, Message: "this decision was not recorded individually: the principal exceeds authz.decision_rate"}
+			if d.Allow { // an audited allow that is not stored becomes a deny
+				reasons = append([]authzcasbin.Reason{floodReason}, d.Reasons...)
+				d.Allow = false
+			} else {
+				reasons = append(slices.Clone(d.Reasons), floodReason)
+			}
+		} else if err := s.dlog.Append(ctx, rec, true); err != nil {
 			s.log.ErrorContext(ctx, "authz decision not recorded; denying", "decision_id", id, "err", err)
 			auditErr := authzcasbin.Reason{Code: authzcasbin.CodeAuditError, Message: "the decision could not be committed to the audit log: " + err.Error()}
 			if d.Allow { // an audited allow that cannot be logged becomes a deny
@@ -180,8 +195,17 @@ func (s *Server) FilterResources(ctx context.Context, req *authzv1.FilterResourc
 	if resp.FailOpen {
 		rec.Reasons = []authzcasbin.Reason{{Code: authzcasbin.CodeFailOpen, Message: "evaluation failed; candidates kept (authz.filter_fail_open)"}}
 	}
-	if err := s.dlog.Append(ctx, rec, false); err != nil {
-		s.log.WarnContext(ctx, "authz filter summary not recorded", "err", err)
+	ok, flood := s.flood.admit(rec.Tenant, rec.Subject, rec.Roles, rec.Time)
+	if flood != nil {
+		if err := s.dlog.Append(ctx, flood, false); err != nil {
+			s.log.WarnContext(ctx, "authz flood record not written", "err", err)
+		}
+		s.log.InfoContext(ctx, "authz decision records of a principal rate-limited", "tenant", rec.Tenant, "subject", rec.Subject)
+	}
+	if ok {
+		if err := s.dlog.Append(ctx, rec, false); err != nil {
+			s.log.WarnContext(ctx, "authz filter summary not recorded", "err", err)
+		}
 	}
 	s.decisions.WithLabelValues("FilterResources", strconv.FormatBool(len(deniedNames) == 0), "summary").Inc()
 	return resp, nil

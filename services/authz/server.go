@@ -47,6 +47,7 @@ type Server struct {
 	store  authzstore.Store
 	engine *authzcasbin.Engine
 	dlog   *authzstore.Log
+	flood  *floodGuard // per-principal decision-record rate (flood.go)
 	now    func() time.Time
 
 	reloadMu   sync.Mutex
@@ -133,6 +134,7 @@ func newWithStore(ctx context.Context, cfg Config, env svckit.Env, log *slog.Log
 		return nil, fmt.Errorf("authz: load policy: %w", err)
 	}
 	s.dlog = authzstore.NewLog(store, 512)
+	s.flood = newFloodGuard(s.cfg)
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	s.wg.Add(2)
@@ -284,15 +286,17 @@ func (s *Server) pruneLoop(ctx context.Context) {
 }
 
 func (s *Server) prune(ctx context.Context) {
-	var before time.Time
+	var r authzstore.Retention
 	if s.cfg.DecisionRetention > 0 {
-		before = s.now().Add(-s.cfg.DecisionRetention)
+		r.AllowsBefore = s.now().Add(-s.cfg.DecisionRetention)
 	}
-	maxRows := s.cfg.DecisionMaxRows
-	if maxRows < 0 {
-		maxRows = 0
+	if s.cfg.DenyRetention > 0 {
+		r.DeniesBefore = s.now().Add(-s.cfg.DenyRetention)
 	}
-	if n, err := s.store.Prune(ctx, before, maxRows); err != nil {
+	if s.cfg.DecisionMaxRows > 0 {
+		r.MaxRowsPerTenant = s.cfg.DecisionMaxRows
+	}
+	if n, err := s.store.Prune(ctx, r); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("authz decision retention failed", "err", err)
 		}

@@ -34,6 +34,11 @@ const (
 	// CodeAuditError: the decision could not be written to the decision log
 	// before answering; the call is denied.
 	CodeAuditError = "authz.audit_error"
+	// CodeAuditFlood: the principal exceeded its decision-record rate
+	// (authz.decision_rate); its records are counted, not stored, and one
+	// record per window says so. An audited allow that is not stored is
+	// denied with this code.
+	CodeAuditFlood = "authz.audit_flood"
 	// CodeFailOpen: FilterResources kept a candidate although the evaluation
 	// failed, because fail-open is configured for FilterResources.
 	CodeFailOpen = "authz.fail_open"

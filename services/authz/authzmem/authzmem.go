@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
 	"github.com/toolplane/toolplane/services/authz/authzstore"
@@ -262,18 +261,38 @@ func (s *Store) ListDecisions(_ context.Context, f authzstore.Filter, limit int,
 }
 
 // Prune applies retention (see authzstore.Store).
-func (s *Store) Prune(_ context.Context, olderThan time.Time, maxRows int64) (int64, error) {
+func (s *Store) Prune(_ context.Context, ret authzstore.Retention) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(); err != nil {
 		return 0, err
 	}
 	n0 := len(s.decisions)
-	if !olderThan.IsZero() {
-		s.decisions = slices.DeleteFunc(s.decisions, func(r *authzstore.DecisionRecord) bool { return r.Time.Before(olderThan) })
-	}
-	if maxRows > 0 && int64(len(s.decisions)) > maxRows {
-		s.decisions = slices.Clone(s.decisions[int64(len(s.decisions))-maxRows:])
+	s.decisions = slices.DeleteFunc(s.decisions, func(r *authzstore.DecisionRecord) bool {
+		if r.Evictable() {
+			return !ret.AllowsBefore.IsZero() && r.Time.Before(ret.AllowsBefore)
+		}
+		return !ret.DeniesBefore.IsZero() && r.Time.Before(ret.DeniesBefore)
+	})
+	if ret.MaxRowsPerTenant > 0 {
+		count := map[string]int64{}
+		for _, r := range s.decisions {
+			count[r.Tenant]++
+		}
+		excess := map[string]int64{}
+		for t, c := range count {
+			if c > ret.MaxRowsPerTenant {
+				excess[t] = c - ret.MaxRowsPerTenant
+			}
+		}
+		// s.decisions is in append (sequence) order: oldest first.
+		s.decisions = slices.DeleteFunc(s.decisions, func(r *authzstore.DecisionRecord) bool {
+			if excess[r.Tenant] > 0 && r.Evictable() {
+				excess[r.Tenant]--
+				return true
+			}
+			return false
+		})
 	}
 	return int64(n0 - len(s.decisions)), nil
 }

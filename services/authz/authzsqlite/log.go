@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/toolplane/toolplane/services/authz/authzstore"
 )
@@ -111,28 +110,58 @@ func (s *Store) ListDecisions(ctx context.Context, f authzstore.Filter, limit in
 	return out, next, nil
 }
 
-// Prune deletes records older than olderThan (zero = no age limit) and then
-// all but the newest maxRows records (0 = no row limit). It returns the
-// number of records deleted.
-func (s *Store) Prune(ctx context.Context, olderThan time.Time, maxRows int64) (int64, error) {
+// Prune applies retention (authzstore.Retention): by age, allows and
+// summaries and denies each with their own bound; then per tenant over the
+// cap, that tenant's oldest allows and summaries.
+func (s *Store) Prune(ctx context.Context, r authzstore.Retention) (int64, error) {
 	var n int64
+	evictable := fmt.Sprintf("(allow = 1 OR kind = %d)", authzstore.KindFilter)
 	err := s.db.WithTx(ctx, func(tx *sql.Tx) error {
 		n = 0
-		if !olderThan.IsZero() {
-			res, err := tx.ExecContext(ctx, `DELETE FROM decisions WHERE time_ns < ?`, olderThan.UnixNano())
+		exec := func(q string, args ...any) error {
+			res, err := tx.ExecContext(ctx, q, args...)
 			if err != nil {
 				return err
 			}
 			k, _ := res.RowsAffected()
 			n += k
+			return nil
 		}
-		if maxRows > 0 {
-			res, err := tx.ExecContext(ctx, `DELETE FROM decisions WHERE seq <= (SELECT seq FROM decisions ORDER BY seq DESC LIMIT 1 OFFSET ?)`, maxRows)
-			if err != nil {
+		if !r.AllowsBefore.IsZero() {
+			if err := exec(`DELETE FROM decisions WHERE time_ns < ? AND `+evictable, r.AllowsBefore.UnixNano()); err != nil {
 				return err
 			}
-			k, _ := res.RowsAffected()
-			n += k
+		}
+		if !r.DeniesBefore.IsZero() {
+			if err := exec(`DELETE FROM decisions WHERE time_ns < ? AND NOT `+evictable, r.DeniesBefore.UnixNano()); err != nil {
+				return err
+			}
+		}
+		if r.MaxRowsPerTenant <= 0 {
+			return nil
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT tenant, COUNT(*) FROM decisions GROUP BY tenant HAVING COUNT(*) > ?`, r.MaxRowsPerTenant)
+		if err != nil {
+			return err
+		}
+		over := map[string]int64{}
+		for rows.Next() {
+			var t string
+			var c int64
+			if err := rows.Scan(&t, &c); err != nil {
+				rows.Close()
+				return err
+			}
+			over[t] = c - r.MaxRowsPerTenant
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for t, excess := range over {
+			if err := exec(`DELETE FROM decisions WHERE seq IN (SELECT seq FROM decisions WHERE tenant = ? AND `+evictable+` ORDER BY seq LIMIT ?)`, t, excess); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

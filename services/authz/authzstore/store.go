@@ -48,9 +48,9 @@ type Store interface {
 	// required), newest first, with sequence below before (0 = newest), and
 	// the before value of the next page (0 on the last page).
 	ListDecisions(ctx context.Context, f Filter, limit int, before int64) ([]*DecisionRecord, int64, error)
-	// Prune deletes records older than olderThan (zero = no age limit), then
-	// all but the newest maxRows (0 = no limit); it returns how many.
-	Prune(ctx context.Context, olderThan time.Time, maxRows int64) (int64, error)
+	// Prune applies retention (see Retention); it returns how many records
+	// it deleted.
+	Prune(ctx context.Context, r Retention) (int64, error)
 	// Ready returns nil when the store answers.
 	Ready(ctx context.Context) error
 	// Close releases the store.
@@ -151,6 +151,27 @@ type DecisionRecord struct {
 	AllowedCount   int                  `json:"allowed_count,omitempty"`
 	Denied         []string             `json:"denied,omitempty"`
 }
+
+// Retention says which decision records Prune deletes
+// (docs/architecture.md §5, "decision log"). A flood of one tenant's
+// records never evicts another tenant's, and never a deny younger than
+// DeniesBefore.
+type Retention struct {
+	// AllowsBefore: allows and FilterResources summaries older than this are
+	// deleted (zero = no age limit).
+	AllowsBefore time.Time
+	// DeniesBefore: Authorize denies older than this are deleted (zero = no
+	// age limit).
+	DeniesBefore time.Time
+	// MaxRowsPerTenant caps each tenant's records (0 = no cap): over it, the
+	// tenant's oldest allows and summaries are deleted first; its denies are
+	// kept (they are bounded by DeniesBefore and the per-principal record
+	// rate).
+	MaxRowsPerTenant int64
+}
+
+// Evictable reports whether the cap may delete r (an allow or a summary).
+func (r *DecisionRecord) Evictable() bool { return r.Allow || r.Kind == KindFilter }
 
 // Filter selects decision records. Tenant is required (the log is
 // tenant-scoped); the other fields are optional.

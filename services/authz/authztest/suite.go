@@ -244,16 +244,56 @@ func testDecisionLog(t *testing.T, s authzstore.Store) {
 	if _, _, err := s.ListDecisions(ctx, authzstore.Filter{}, 10, 0); err == nil {
 		t.Fatal("list without tenant accepted")
 	}
-	// Retention: by age, then by count.
-	k, err := s.Prune(ctx, base.Add(100*time.Second), 0)
-	if err != nil || k != 100 {
-		t.Fatalf("prune by age: %d %v", k, err)
+	// Retention (authzstore.Retention): clear, then a deterministic log.
+	far := base.Add(1000 * time.Hour)
+	if _, err := s.Prune(ctx, authzstore.Retention{AllowsBefore: far, DeniesBefore: far}); err != nil || count("acme")+count("globex") != 0 {
+		t.Fatalf("prune everything: %v, %d left", err, count("acme")+count("globex"))
 	}
-	k, err = s.Prune(ctx, time.Time{}, 50)
-	if err != nil || k != 250 {
-		t.Fatalf("prune by count: %d %v", k, err)
+	var batch []*authzstore.DecisionRecord
+	add := func(tenant string, i int, allow bool, kind authzstore.Kind) {
+		batch = append(batch, &authzstore.DecisionRecord{ID: fmt.Sprintf("%s-%d-%v", tenant, i, allow), Kind: kind, Time: base.Add(time.Duration(i) * time.Second),
+			Tenant: tenant, Subject: "u", Resource: "tool", Action: "call", Allow: allow})
 	}
-	if n := count("acme") + count("globex"); n != 50 {
-		t.Fatalf("after prune %d", n)
+	for i := 0; i < 10; i++ {
+		add("acme", i, false, authzstore.KindAuthorize) // denies, oldest
+	}
+	for i := 10; i < 110; i++ {
+		kind := authzstore.KindAuthorize
+		if i%10 == 0 {
+			kind = authzstore.KindFilter // a summary with denied names counts as evictable
+			add("acme", i, false, kind)
+			continue
+		}
+		add("acme", i, true, kind)
+	}
+	for i := 0; i < 5; i++ {
+		add("globex", i, true, authzstore.KindAuthorize)
+	}
+	if err := s.AppendDecisions(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	// Denies have their own age bound; allows younger than theirs stay.
+	if k, err := s.Prune(ctx, authzstore.Retention{AllowsBefore: base.Add(-time.Second), DeniesBefore: base.Add(5 * time.Second)}); err != nil || k != 5 {
+		t.Fatalf("prune denies by age: %d %v", k, err)
+	}
+	// The cap is per tenant and evicts the oldest allows and summaries first.
+	if k, err := s.Prune(ctx, authzstore.Retention{MaxRowsPerTenant: 20}); err != nil || k != 85 || count("acme") != 20 || count("globex") != 5 {
+		t.Fatalf("cap 20: deleted %d (%v), acme %d, globex %d; want 85, 20, 5", k, err, count("acme"), count("globex"))
+	}
+	// Over the cap with only denies left: denies stay; the other tenant loses only its own oldest.
+	if k, err := s.Prune(ctx, authzstore.Retention{MaxRowsPerTenant: 3}); err != nil || k != 17 {
+		t.Fatalf("cap 3: deleted %d %v, want 17", k, err)
+	}
+	left, _, _ := s.ListDecisions(ctx, authzstore.Filter{Tenant: "acme"}, 1000, 0)
+	if len(left) != 5 {
+		t.Fatalf("acme keeps %d records, want its 5 denies", len(left))
+	}
+	for i, r := range left {
+		if r.Allow || r.ID != fmt.Sprintf("acme-%d-false", 9-i) {
+			t.Fatalf("acme record %d is %s", i, r.ID)
+		}
+	}
+	if g, _, _ := s.ListDecisions(ctx, authzstore.Filter{Tenant: "globex"}, 1000, 0); len(g) != 3 || g[2].ID != "globex-2-true" {
+		t.Fatalf("globex keeps %d records (want its newest 3)", len(g))
 	}
 }
