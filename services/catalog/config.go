@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolplane/toolplane/internal/egress"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
@@ -49,6 +50,12 @@ type Config struct {
 	FileCommandPolicy string `yaml:"file_command_policy"`
 	// Sessions configures per_user / per_thread children.
 	Sessions SessionsConfig `yaml:"sessions"`
+	// Egress is the network policy of sse/http MCP servers (internal/egress):
+	// loopback, private, link-local and metadata addresses are refused
+	// unless listed in egress.allow — checked when a server is written
+	// through the API (after DNS resolution), at every dial and on every
+	// redirect.
+	Egress EgressConfig `yaml:"egress"`
 	// Search configures SearchTools.
 	Search SearchConfig `yaml:"search"`
 }
@@ -123,6 +130,15 @@ func (c *Config) SetDefaults() {
 	if c.ReadyRequires == "" {
 		c.ReadyRequires = ReadyNone
 	}
+	if c.Egress.Allow == nil {
+		c.Egress.Allow = []string{}
+	}
+	if c.Egress.MaxResponseBytes == 0 {
+		c.Egress.MaxResponseBytes = 16 << 20
+	}
+	if c.Egress.DialTimeout == 0 {
+		c.Egress.DialTimeout = 10 * time.Second
+	}
 	if c.FileCommandPolicy == "" {
 		c.FileCommandPolicy = "enforce"
 	}
@@ -148,6 +164,15 @@ func (c *Config) SetDefaults() {
 
 // Validate checks the section; errors name the key path.
 func (c *Config) Validate() error {
+	if _, err := egress.ParsePrefixes("catalog.egress.allow", c.Egress.Allow); err != nil {
+		return err
+	}
+	if c.Egress.MaxResponseBytes < 1024 {
+		return fmt.Errorf("catalog.egress.max_response_bytes: must be >= 1024, got %d", c.Egress.MaxResponseBytes)
+	}
+	if c.Egress.DialTimeout < 100*time.Millisecond {
+		return fmt.Errorf("catalog.egress.dial_timeout: must be >= 100ms, got %s", c.Egress.DialTimeout)
+	}
 	if c.FileCommandPolicy != "enforce" && c.FileCommandPolicy != "off" {
 		return fmt.Errorf("catalog.file_command_policy: %q: want enforce or off", c.FileCommandPolicy)
 	}
@@ -222,3 +247,24 @@ func (e *EmbedderConfig) validate(p string) error {
 
 // envName is a POSIX environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// EgressConfig is catalog.egress (docs/architecture.md §10.5, internal/egress).
+type EgressConfig struct {
+	// Allow lists CIDR prefixes or addresses reachable although they are
+	// loopback, private, link-local or reserved (e.g. 127.0.0.0/8 for local
+	// MCP servers). Only the configuration (a global admin) sets it. Default [].
+	Allow []string `yaml:"allow"`
+	// MaxResponseBytes bounds one non-streaming HTTP response of an MCP
+	// server (SSE streams are bounded per message by the MCP client).
+	// Default 16777216 (16 MiB).
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// DialTimeout bounds one connection attempt (and TLS handshake and
+	// response headers). Default 10s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+}
+
+// policy builds the egress policy (Validate checked Allow).
+func (e EgressConfig) policy() *egress.Policy {
+	allow, _ := egress.ParsePrefixes("catalog.egress.allow", e.Allow)
+	return &egress.Policy{Allow: allow, MaxResponseBytes: e.MaxResponseBytes, DialTimeout: e.DialTimeout, Timeout: e.DialTimeout}
+}

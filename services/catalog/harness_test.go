@@ -117,8 +117,11 @@ func start(t testing.TB, ext string, mut func(*Config, *svckit.Env)) *harness {
 		}
 	}
 	// Fixture servers run by absolute path (and some by sh -c): the file's
-	// command policy is off here; command_policy_test.go turns it on.
-	cfg := Config{ExtensionsConfig: path, CloseGrace: 500 * time.Millisecond, ReloadInterval: 100 * time.Millisecond, FileCommandPolicy: "off"}
+	// command policy is off here; command_policy_test.go turns it on. The
+	// sse/http fixtures listen on loopback, which the egress policy allows
+	// only when configured (egress_test.go checks the default).
+	cfg := Config{ExtensionsConfig: path, CloseGrace: 500 * time.Millisecond, ReloadInterval: 100 * time.Millisecond, FileCommandPolicy: "off",
+		Egress: EgressConfig{Allow: []string{"127.0.0.0/8", "::1"}}}
 	env := svckit.Env{DataDir: dir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
 	if mut != nil {
 		mut(&cfg, &env)

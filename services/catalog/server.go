@@ -110,7 +110,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	s.index.init(emb, log)
 	s.met = newMetrics(s, env.Metrics)
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
-		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg)},
+		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), HTTPClient: cfg.Egress.policy().StreamingClient()},
 		PoolCap:     cfg.Sessions.MaxScoped,
 		PoolIdleTTL: cfg.Sessions.IdleTTL,
 		OnChange:    s.rebuild,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -135,6 +136,9 @@ func (s *Server) buildServers(in []*catalogv1.ServerConfig, cur *catalogconfig.F
 		if err := catalogconfig.ValidateCommand(&srv, s.cfg.StdioAllowlist); err != nil {
 			return nil, invalidServerConfig(i, err)
 		}
+		if err := s.checkEgress(&srv); err != nil {
+			return nil, invalidServerConfig(i, err)
+		}
 		out = append(out, srv)
 	}
 	return out, nil
@@ -148,4 +152,25 @@ func (s *Server) ReloadServers(context.Context, *catalogv1.ReloadServersRequest)
 		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}
 	return &catalogv1.ReloadServersResponse{Servers: s.serverList(), Restarted: restarted, Unchanged: unchanged}, nil
+}
+
+// checkEgress refuses an sse/http server written through the API whose URL
+// the egress policy denies (after DNS resolution; a URL with ${VAR}
+// placeholders is checked at dial time only). The dial-time and redirect
+// checks apply to every sse/http server (catalog.egress).
+func (s *Server) checkEgress(srv *catalogconfig.Server) error {
+	t := srv.EffectiveType()
+	if t != catalogconfig.TypeHTTP && t != catalogconfig.TypeSSE {
+		return nil
+	}
+	u := srv.EffectiveURL()
+	if strings.Contains(u, "${") {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Egress.DialTimeout)
+	defer cancel()
+	if err := s.cfg.Egress.policy().CheckURL(ctx, u); err != nil {
+		return fmt.Errorf("mcpServers.%s.url: %w", srv.Name, err)
+	}
+	return nil
 }
