@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -111,26 +110,57 @@ func (s *Store) ListDecisions(ctx context.Context, f authzstore.Filter, limit in
 	return out, next, nil
 }
 
-// Prune deletes records older than olderThan (zero = no age limit) and then
-// all but the newest maxRows records (0 = no row limit), in one
-// transaction. It returns the number of records deleted.
-func (s *Store) Prune(ctx context.Context, olderThan time.Time, maxRows int64) (int64, error) {
+// Prune applies retention (authzstore.Retention): by age, allows and
+// summaries and denies each with their own bound; then per tenant over the
+// cap, that tenant's oldest allows and summaries.
+func (s *Store) Prune(ctx context.Context, r authzstore.Retention) (int64, error) {
 	var n int64
+	evictable := fmt.Sprintf("(allow OR kind = %d)", authzstore.KindFilter)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		n = 0
-		if !olderThan.IsZero() {
-			tag, err := tx.Exec(ctx, `DELETE FROM authz.decisions WHERE time_ns < $1`, olderThan.UnixNano())
+		exec := func(q string, args ...any) error {
+			tag, err := tx.Exec(ctx, q, args...)
 			if err != nil {
 				return err
 			}
 			n += tag.RowsAffected()
+			return nil
 		}
-		if maxRows > 0 {
-			tag, err := tx.Exec(ctx, `DELETE FROM authz.decisions WHERE seq <= (SELECT seq FROM authz.decisions ORDER BY seq DESC LIMIT 1 OFFSET $1)`, maxRows)
-			if err != nil {
+		if !r.AllowsBefore.IsZero() {
+			if err := exec(`DELETE FROM authz.decisions WHERE time_ns < $1 AND `+evictable, r.AllowsBefore.UnixNano()); err != nil {
 				return err
 			}
-			n += tag.RowsAffected()
+		}
+		if !r.DeniesBefore.IsZero() {
+			if err := exec(`DELETE FROM authz.decisions WHERE time_ns < $1 AND NOT `+evictable, r.DeniesBefore.UnixNano()); err != nil {
+				return err
+			}
+		}
+		if r.MaxRowsPerTenant <= 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, `SELECT tenant, COUNT(*) FROM authz.decisions GROUP BY tenant HAVING COUNT(*) > $1`, r.MaxRowsPerTenant)
+		if err != nil {
+			return err
+		}
+		over := map[string]int64{}
+		for rows.Next() {
+			var t string
+			var c int64
+			if err := rows.Scan(&t, &c); err != nil {
+				rows.Close()
+				return err
+			}
+			over[t] = c - r.MaxRowsPerTenant
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for t, excess := range over {
+			if err := exec(`DELETE FROM authz.decisions WHERE seq IN (SELECT seq FROM authz.decisions WHERE tenant = $1 AND `+evictable+` ORDER BY seq LIMIT $2)`, t, excess); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
