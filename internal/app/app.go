@@ -111,7 +111,7 @@ func Prepare(cfg *Config) (*auth.Authenticator, error) {
 }
 
 func newAuthenticator(a config.Auth) (*auth.Authenticator, error) {
-	o := auth.Options{Enabled: a.Enabled}
+	o := auth.Options{Enabled: a.Enabled, GlobalAdminTenants: a.GlobalAdminTenants}
 	for _, t := range a.Tokens {
 		o.Tokens = append(o.Tokens, auth.TokenSpec{Name: t.Name, SHA256: t.SHA256, Kind: auth.Kind(t.Kind),
 			Principal: &typev1.Principal{Subject: t.Subject, Tenant: t.Tenant, Roles: t.Roles, Attributes: t.Attributes}})

@@ -84,6 +84,21 @@ type Identity struct {
 	Kind Kind
 	// ActingFor is the end user named by a service credential, or nil.
 	ActingFor *typev1.Principal
+	// GlobalAdmin is set by Authenticate for an admin of a tenant listed in
+	// auth.global_admin_tenants (default [default]; the auth-off local caller
+	// is one). An admin of any other tenant is a tenant admin: its
+	// administration is scoped to its tenant (docs/architecture.md §5).
+	GlobalAdmin bool
+}
+
+// TenantAdmin reports whether the caller is an admin scoped to its own
+// tenant (an admin that is not a global admin, with a user credential), and
+// that tenant.
+func (id Identity) TenantAdmin() (string, bool) {
+	if id.Kind == KindService || !id.Admin() || id.GlobalAdmin {
+		return "", false
+	}
+	return tenantOf(id.Principal), true
 }
 
 // Admin reports whether the caller's own principal has the admin role.

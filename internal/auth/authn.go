@@ -62,6 +62,9 @@ type Options struct {
 	Tokens []TokenSpec
 	// JWT, when non-nil, accepts JWTs.
 	JWT *JWTSpec
+	// GlobalAdminTenants lists the tenants whose admins are global admins
+	// (auth.global_admin_tenants); nil = [default].
+	GlobalAdminTenants []string
 }
 
 // Authenticator turns the `authorization` metadata into an Identity.
@@ -71,11 +74,15 @@ type Authenticator struct {
 	tokens  map[[32]byte]TokenSpec
 	jwt     *JWTSpec
 	parser  *jwt.Parser
+	global  []string // auth.global_admin_tenants
 }
 
 // NewAuthenticator builds an Authenticator. Token hashes must be 64 hex characters.
 func NewAuthenticator(o Options) (*Authenticator, error) {
-	a := &Authenticator{enabled: o.Enabled, tokens: map[[32]byte]TokenSpec{}, jwt: o.JWT}
+	a := &Authenticator{enabled: o.Enabled, tokens: map[[32]byte]TokenSpec{}, jwt: o.JWT, global: o.GlobalAdminTenants}
+	if a.global == nil {
+		a.global = []string{"default"}
+	}
 	for _, t := range o.Tokens {
 		b, err := hex.DecodeString(t.SHA256)
 		if err != nil || len(b) != 32 {
@@ -213,6 +220,7 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 		}
 		id.ActingFor = p
 	}
+	id.GlobalAdmin = id.Admin() && slices.Contains(a.global, tenantOf(id.Principal))
 	return id, nil
 }
 

@@ -84,6 +84,10 @@ type Auth struct {
 	Tokens []Token `yaml:"tokens"`
 	// JWT configures JWT verification; off when no key file is set.
 	JWT JWT `yaml:"jwt"`
+	// GlobalAdminTenants lists the tenants whose admins are global admins;
+	// an admin of another tenant administers only its own tenant (policy
+	// lines, decisions). Default [default].
+	GlobalAdminTenants []string `yaml:"global_admin_tenants"`
 }
 
 // Token is one static bearer token.
@@ -179,6 +183,9 @@ func (b *Base) setDefaults(services []string) {
 	}
 	if j.Leeway == 0 {
 		j.Leeway = 30 * time.Second
+	}
+	if b.Auth.GlobalAdminTenants == nil {
+		b.Auth.GlobalAdminTenants = []string{"default"}
 	}
 	for i := range b.Auth.Tokens {
 		if b.Auth.Tokens[i].Tenant == "" {

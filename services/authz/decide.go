@@ -27,6 +27,9 @@ func principalFor(ctx context.Context, p *typev1.Principal) (*typev1.Principal, 
 		return nil, forgedPrincipal("no authenticated caller")
 	}
 	if id.Service() {
+		if own, scoped := id.TenantAdmin(); scoped && p != nil && tenantOf(p) != own {
+			return nil, forgedPrincipal("an admin of tenant %q may only ask about principals of that tenant, not of %q", own, tenantOf(p))
+		}
 		if p != nil {
 			return p, nil
 		}

@@ -39,6 +39,12 @@ func violation(reason authzv1.ErrorReason, field, why, format string, args ...an
 	return grpcx.Invalid(errorDomain, reason.String(), grpcx.Violation{Field: field, Reason: why, Description: fmt.Sprintf(format, args...)})
 }
 
+// otherTenant is PERMISSION_DENIED for a tenant admin reaching outside its
+// tenant; field names the request field.
+func otherTenant(field, format string, args ...any) error {
+	return statusErr(codes.PermissionDenied, authzv1.ErrorReason_ERROR_REASON_OTHER_TENANT, map[string]string{"field": field}, format, args...)
+}
+
 func forgedPrincipal(format string, args ...any) error {
 	return statusErr(codes.PermissionDenied, authzv1.ErrorReason_ERROR_REASON_FORGED_PRINCIPAL, nil, format, args...)
 }

@@ -33,6 +33,7 @@ const (
 	tokAdmin = "admin-token"
 	tokBob   = "bob-token"
 	tokVera  = "vera-token"
+	tokAcme  = "acme-admin-token"
 )
 
 var (
@@ -62,6 +63,7 @@ type harness struct {
 	admin authzv1.AuthzServiceClient
 	bob   authzv1.AuthzServiceClient
 	vera  authzv1.AuthzServiceClient // a user credential of role viewer
+	acme  authzv1.AuthzServiceClient // an admin of tenant acme: a tenant admin
 }
 
 func quietLogger() *slog.Logger {
@@ -92,6 +94,7 @@ func startIn(t *testing.T, dir string, mut func(*Config)) *harness {
 	a.AddToken("user", tokUser, auth.KindUser, alice)
 	a.AddToken("bob", tokBob, auth.KindUser, bob)
 	a.AddToken("vera", tokVera, auth.KindUser, vera)
+	a.AddToken("acme-admin", tokAcme, auth.KindUser, &typev1.Principal{Subject: "ann", Tenant: "acme", Roles: []string{"admin"}})
 	a.AddToken("admin", tokAdmin, auth.KindUser, &typev1.Principal{Subject: "root", Tenant: "default", Roles: []string{"admin"}})
 	opts := grpcx.ServerOptions(grpcx.ChainOptions{Logger: quietLogger(), Metrics: grpcprom.NewServerMetrics(), Authenticator: a, Policy: policyTable{srv}})
 	gs := grpc.NewServer(opts...)
@@ -111,6 +114,7 @@ func startIn(t *testing.T, dir string, mut func(*Config)) *harness {
 		return authzv1.NewAuthzServiceClient(cc)
 	}
 	h.svc, h.user, h.admin, h.bob, h.vera = dial(tokSvc), dial(tokUser), dial(tokAdmin), dial(tokBob), dial(tokVera)
+	h.acme = dial(tokAcme)
 	// REST gateway forwarding to the gRPC listener (the caller's bearer token is forwarded).
 	gwConn, err := grpcx.Dial(h.addr, grpcx.DialOptions{})
 	if err != nil {

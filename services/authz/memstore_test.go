@@ -71,7 +71,7 @@ func TestInjectedStoreFailures(t *testing.T) {
 	}
 	fs.failLog.Store(false)
 	fs.failRead.Store(true)
-	if _, err := srv.AddPolicies(auth.WithIdentity(ctx, auth.Identity{Principal: &typev1.Principal{Subject: "root", Roles: []string{"admin"}}}),
+	if _, err := srv.AddPolicies(auth.WithIdentity(ctx, auth.Identity{Principal: &typev1.Principal{Subject: "root", Roles: []string{"admin"}}, GlobalAdmin: true}),
 		&authzv1.AddPoliciesRequest{Policies: []*authzv1.Policy{{Role: "x", Tenant: "*", ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "y", Action: authzv1.Action_ACTION_CALL, Effect: authzv1.PolicyEffect_POLICY_EFFECT_ALLOW}}}); err == nil {
 		t.Fatal("AddPolicies reported success although the reload failed")
 	}

@@ -276,6 +276,9 @@ const (
 	ErrorReason_ERROR_REASON_INVALID_REQUEST ErrorReason = 6
 	// An unexpected server failure (INTERNAL); the message carries only the request id, the cause is logged.
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 7
+	// A tenant admin named another tenant or a global ("*") line
+	// (PERMISSION_DENIED); metadata "field" names the field.
+	ErrorReason_ERROR_REASON_OTHER_TENANT ErrorReason = 8
 )
 
 // Enum value maps for ErrorReason.
@@ -289,6 +292,7 @@ var (
 		5: "ERROR_REASON_POLICY_NOT_FOUND",
 		6: "ERROR_REASON_INVALID_REQUEST",
 		7: "ERROR_REASON_INTERNAL",
+		8: "ERROR_REASON_OTHER_TENANT",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":       0,
@@ -299,6 +303,7 @@ var (
 		"ERROR_REASON_POLICY_NOT_FOUND":  5,
 		"ERROR_REASON_INVALID_REQUEST":   6,
 		"ERROR_REASON_INTERNAL":          7,
+		"ERROR_REASON_OTHER_TENANT":      8,
 	}
 )
 
@@ -1413,7 +1418,7 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\x15POLICY_SOURCE_DEFAULT\x10\x01\x12\x1a\n" +
 	"\x16POLICY_SOURCE_DEERFLOW\x10\x02\x12\x16\n" +
 	"\x12POLICY_SOURCE_FILE\x10\x03\x12\x15\n" +
-	"\x11POLICY_SOURCE_API\x10\x04*\x96\x02\n" +
+	"\x11POLICY_SOURCE_API\x10\x04*\xb5\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_FORGED_PRINCIPAL\x10\x01\x12\x1f\n" +
@@ -1422,7 +1427,8 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\x04\x12!\n" +
 	"\x1dERROR_REASON_POLICY_NOT_FOUND\x10\x05\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\x06\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\a*d\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\a\x12\x1d\n" +
+	"\x19ERROR_REASON_OTHER_TENANT\x10\b*d\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DECISION_KIND_AUTHORIZE\x10\x01\x12\x18\n" +
