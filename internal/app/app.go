@@ -358,7 +358,9 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 		return err
 	}
 	conns = append(conns, gwConn)
-	mux := gateway.NewMux(gateway.RequireCredential(au))
+	hl := cfg.Server.HTTP
+	mux := gateway.NewMux(gateway.RequireCredential(au),
+		gateway.LimitBodies(gateway.BodyLimits{Default: hl.MaxBodyBytes, ToolCall: hl.ToolCallMaxBodyBytes, Upload: hl.UploadMaxBodyBytes}))
 	for _, s := range services {
 		if err := s.RegisterGateway(ctx, mux, gwConn); err != nil {
 			closeAll()
@@ -369,7 +371,18 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	// --- MCP front door (docs/architecture.md §1): /mcp on the HTTP listener when the runtime is served.
 	httpHandler := gateway.Handler(mux, probe, reg)
 	if selected["runtime"] {
-		httpHandler = runtimemcp.Mount(httpHandler, gwConn, runtimemcp.Options{Logger: log.With("service", "runtime-mcp"), RequireAuthorization: cfg.Auth.Enabled, Context: ctx})
+		mlog := log.With("service", "runtime-mcp")
+		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx,
+			AllowedOrigins: hl.MCPAllowedOrigins, MaxBodyBytes: hl.MCPMaxBodyBytes,
+			OnRefusal: func(r *http.Request, code int, reason string) {
+				mlog.Info("mcp request refused", "method", r.Method, "status", code, "reason", reason, "remote", r.RemoteAddr)
+			}}
+		if au.Enabled() {
+			// Every /mcp request's credential is verified here and each MCP
+			// session is bound to its principal (docs/architecture.md §5).
+			mo.Verifier = au
+		}
+		httpHandler = runtimemcp.Mount(httpHandler, gwConn, mo)
 	}
 	// --- end MCP front door.
 	httpSrv := &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second}
