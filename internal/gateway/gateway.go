@@ -123,6 +123,8 @@ func headerMatcher(key string) (string, bool) {
 		return "x-request-id", true
 	case auth.ActingForHeader:
 		return auth.ActingForHeader, true
+	case auth.PrincipalHeader: // base64 on HTTP, decoded by the gateway (a "-bin" key)
+		return auth.PrincipalHeader, true
 	case "traceparent", "tracestate", "baggage": // W3C trace context, carried on by grpcx.Dial
 		return strings.ToLower(key), true
 	}
@@ -253,15 +255,6 @@ func tooLarge(msg, key string, limit int64) *status.Status {
 	return st
 }
 
-func writeStatus(w http.ResponseWriter, code int, st *status.Status) {
-	body, err := protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(st.Proto())
-	if err != nil {
-		body = []byte(`{"code":3,"message":"request too large","details":[]}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
-}
 
 // limitedBody fails once more than left bytes are read, with a message
 // naming the limit (the gateway returns a decode error as INVALID_ARGUMENT

@@ -15,7 +15,7 @@ import (
 // runtimeassembly.Builder.Assemble) for the next model call of one of the
 // caller's threads.
 func (s *Server) AssembleTools(ctx context.Context, req *runtimev1.AssembleToolsRequest) (*runtimev1.AssembleToolsResponse, error) {
-	th, _, err := s.ownThread(ctx, req.GetThreadId())
+	th, err := s.actThread(ctx, req.GetThreadId())
 	if err != nil {
 		return nil, err
 	}

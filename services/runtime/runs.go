@@ -190,7 +190,7 @@ func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStream
 	if len(req.GetModel()) > 128 {
 		return invalid("model", grpcx.ViolationTooLong, "longer than 128 characters")
 	}
-	th, _, err := s.ownThread(ctx, req.GetThreadId())
+	th, err := s.actThread(ctx, req.GetThreadId())
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (s *Server) ResumeRun(req *runtimev1.ResumeRunRequest, stream grpc.ServerSt
 	if err := validText("answer", req.GetAnswer()); err != nil {
 		return err
 	}
-	th, _, err := s.ownThread(ctx, req.GetThreadId())
+	th, err := s.actThread(ctx, req.GetThreadId())
 	if err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ type loopAdapter struct{ s *Server }
 
 // Assemble implements runtimeloop.Assembler.
 func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runtimev1.AssembleToolsResponse, error) {
-	r, err := a.s.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: threadID, UserMessage: user})
+	r, err := a.s.AssembleTools(inLoop(ctx), &runtimev1.AssembleToolsRequest{ThreadId: threadID, UserMessage: user})
 	if err != nil {
 		return nil, errors.New(status.Convert(err).Message())
 	}
@@ -304,7 +304,7 @@ func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runt
 // stores their results in call order in one transaction
 // (Deps.ExecutorStoresResults false; docs/architecture.md §3.3).
 func (a loopAdapter) Execute(ctx context.Context, threadID, runID string, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
-	return a.s.execute(ctx, threadID, runID, c, notify, returnOnly)
+	return a.s.execute(inLoop(ctx), threadID, runID, c, notify, returnOnly)
 }
 
 // AuthorizeModel implements runtimeloop.ModelAuthorizer with authz
