@@ -126,7 +126,9 @@ func FuzzPrincipalRoundTrip(f *testing.F) {
 // before the handler runs, or, for the structured form, kept verbatim.
 func TestActingForHostileCases(t *testing.T) {
 	svc, user, rec := principalServer(t)
-	bin := func(p *typev1.Principal) []string { return []string{auth.PrincipalHeader, string(auth.EncodePrincipal(p))} }
+	bin := func(p *typev1.Principal) []string {
+		return []string{auth.PrincipalHeader, string(auth.EncodePrincipal(p))}
+	}
 	cases := []struct {
 		name   string
 		client testgrpc.TestServiceClient

@@ -21,6 +21,27 @@ import (
 	"github.com/toolplane/toolplane/services/runtime/runtimetest"
 )
 
+// fakeUpstreamServer is a runtime on a memory store over fake catalog,
+// authz and skills, returning the authz fake (its AuthorizeCalls count
+// the decisions asked).
+func fakeUpstreamServer(t *testing.T, cfg Config) (*Server, runtimestore.Store, *runtimetest.FakeAuthz) {
+	t.Helper()
+	az := runtimetest.NewFakeAuthz()
+	addr := runtimetest.ServeAll(t, runtimetest.NewFakeCatalog(), az, runtimetest.NewFakeSkills())
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	st := runtimestore.NewMemory()
+	s, err := NewWithStore(cfg, svckit.Env{DataDir: t.TempDir(), Upstreams: map[string]grpc.ClientConnInterface{"catalog": conn, "authz": conn, "skills": conn}}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, st, az
+}
+
 // fakeStream is a server stream of RunTurn/ResumeRun that records events.
 type fakeStream[T any] struct {
 	grpc.ServerStream
@@ -36,19 +57,7 @@ func (f *fakeStream[T]) Send(m *T) error          { f.sent = append(f.sent, m); 
 // name a RUNNING run of the thread. Each case asserts the refusal and that
 // nothing ran: no authz decision asked, no file written, no message stored.
 func TestCallContextHostileCases(t *testing.T) {
-	az := runtimetest.NewFakeAuthz()
-	addr := runtimetest.ServeAll(t, runtimetest.NewFakeCatalog(), az, runtimetest.NewFakeSkills())
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	st := runtimestore.NewMemory()
-	s, err := NewWithStore(Config{}, svckit.Env{DataDir: t.TempDir(), Upstreams: map[string]grpc.ClientConnInterface{"catalog": conn, "authz": conn, "skills": conn}}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, st, az := fakeUpstreamServer(t, Config{})
 	ctx := context.Background()
 	pr, err := s.CreateThread(ctx, &runtimev1.CreateThreadRequest{})
 	if err != nil {

@@ -128,14 +128,16 @@ func runErr(err error, runID string) error {
 }
 
 // validText checks user text given to the loop: non-blank, UTF-8, at most
-// 1 MiB (the bound AssembleTools applies to user_message; the loop calls it
-// in process, past the validation interceptor).
-func validText(field, v string) error {
+// runtime.limits.message_max_bytes (the bound AssembleTools applies to
+// user_message; the loop calls it in process, past the validation
+// interceptor).
+func (s *Server) validText(field, v string) error {
+	if err := s.cfg.textLimit(field, v); err != nil {
+		return err
+	}
 	switch {
 	case strings.TrimSpace(v) == "":
 		return invalid(field, grpcx.ViolationRequired, "must not be empty")
-	case len(v) > 1<<20:
-		return invalid(field, grpcx.ViolationTooLong, "longer than 1 MiB")
 	case !utf8.ValidString(v):
 		return invalid(field, grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 	}
@@ -184,7 +186,7 @@ func limitsOf(o *structpb.Struct, c runtimeloop.Config) (runtimeloop.Limits, err
 // (options). Closing the stream cancels the run.
 func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStreamingServer[runtimev1.RunTurnResponse]) error {
 	ctx := stream.Context()
-	if err := validText("message", req.GetMessage()); err != nil {
+	if err := s.validText("message", req.GetMessage()); err != nil {
 		return err
 	}
 	if len(req.GetModel()) > 128 {
@@ -222,7 +224,7 @@ func (s *Server) ResumeRun(req *runtimev1.ResumeRunRequest, stream grpc.ServerSt
 	if req.GetRunId() == "" {
 		return invalid("run_id", grpcx.ViolationRequired, "must not be empty")
 	}
-	if err := validText("answer", req.GetAnswer()); err != nil {
+	if err := s.validText("answer", req.GetAnswer()); err != nil {
 		return err
 	}
 	th, err := s.actThread(ctx, req.GetThreadId())

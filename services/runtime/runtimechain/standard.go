@@ -54,6 +54,8 @@ type Deps struct {
 	Tools      ToolCaller
 	// Budget is runtime.tool_output.
 	Budget BudgetSettings
+	// Arguments is runtime.limits.tool_arguments.
+	Arguments ArgumentLimits
 }
 
 // Standard is the chain in force, outer → inner (docs/architecture.md
@@ -65,6 +67,7 @@ func Standard(d Deps) *Chain {
 		OutputBudget{Saver: d.Results, Settings: d.Budget},
 		ResultSanitisation{},
 		Assembly{Views: d.Views},
+		InputBudget{Limits: d.Arguments},
 		DecodeArguments{},
 		Authorization{Authz: d.Authorizer},
 		ReadBeforeWrite{Workspace: d.Workspace},
