@@ -189,7 +189,12 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	reg.MustRegister(metrics)
 
 	pol := &policy{classes: map[string]auth.Class{}, services: map[string]svckit.Service{}}
-	chain := grpcx.ServerOptions(grpcx.ChainOptions{Logger: log, Metrics: metrics, Authenticator: au, Policy: pol})
+	var rates []grpcx.RoleRate
+	for _, r := range cfg.Server.RateLimits {
+		rates = append(rates, grpcx.RoleRate{Role: r.Role, DecisionsPerSecond: r.DecisionsPerSecond, DecisionsBurst: r.DecisionsBurst,
+			WritesPerSecond: r.WritesPerSecond, WritesBurst: r.WritesBurst})
+	}
+	chain := grpcx.ServerOptions(grpcx.ChainOptions{Logger: log, Metrics: metrics, Authenticator: au, Policy: pol, RateLimiter: grpcx.NewRateLimiter(rates)})
 	// watchCtx ends the Watch* streams when the drain period is over.
 	watchCtx, endWatches := context.WithCancel(context.Background())
 	defer endWatches()

@@ -84,8 +84,16 @@ func (c *Config) validateLimits() error {
 	return nil
 }
 
+// limits returns runtime.limits with the defaults filled in (a Config
+// built without SetDefaults, as in tests, is bounded too).
+func (c *Config) limits() LimitsConfig {
+	d := Config{Limits: c.Limits}
+	d.setLimitDefaults()
+	return d.Limits
+}
+
 func (c *Config) argumentLimits() runtimechain.ArgumentLimits {
-	a := c.Limits.ToolArguments
+	a := c.limits().ToolArguments
 	return runtimechain.ArgumentLimits{MaxBytes: a.MaxBytes, MaxDepth: a.MaxDepth, MaxElements: a.MaxElements}
 }
 
@@ -98,7 +106,7 @@ func limitErr(field string, e *runtimechain.LimitError) error {
 
 // textLimit checks user text against runtime.limits.message_max_bytes.
 func (c *Config) textLimit(field, v string) error {
-	if m := c.Limits.MessageMaxBytes; len(v) > m {
+	if m := c.limits().MessageMaxBytes; len(v) > m {
 		return limitErr(field, &runtimechain.LimitError{Key: "runtime.limits.message_max_bytes", Limit: m, What: fmt.Sprintf("%s of %d bytes", field, len(v))})
 	}
 	return nil
