@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -13,8 +15,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
@@ -172,5 +176,35 @@ func TestCallContextHostileCases(t *testing.T) {
 	}
 	if _, err := (loopAdapter{s}).Assemble(ctx, child, ""); err != nil {
 		t.Fatalf("the loop's own assembly of the child: %v", err)
+	}
+}
+
+// report.denied names the tools authz removed for admins only.
+func TestAssemblyReportDeniedForAdminsOnly(t *testing.T) {
+	s, _, az := fakeUpstreamServer(t, Config{})
+	az.DenyList(authzv1.ResourceType_RESOURCE_TYPE_TOOL, "ls")
+	for _, tc := range []struct {
+		name  string
+		roles []string
+		want  bool
+	}{{"admin", []string{"admin"}, true}, {"viewer", []string{"viewer"}, false}} {
+		ctx := auth.WithIdentity(context.Background(), auth.Identity{Kind: auth.KindUser, Principal: &typev1.Principal{Subject: tc.name, Tenant: "default", Roles: tc.roles}})
+		th, err := s.CreateThread(ctx, &runtimev1.CreateThreadRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th.GetThread().GetThreadId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.ContainsFunc(r.GetReport().GetDenied(), func(d string) bool { return strings.HasPrefix(d, "ls") })
+		if got != tc.want || (!tc.want && len(r.GetReport().GetDenied()) != 0) {
+			t.Errorf("%s: report.denied %v", tc.name, r.GetReport().GetDenied())
+		}
+		for _, ts := range r.GetTools() {
+			if ts.GetName() == "ls" {
+				t.Errorf("%s: the denied tool is listed", tc.name)
+			}
+		}
 	}
 }

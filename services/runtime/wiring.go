@@ -33,6 +33,6 @@ func (s *Server) wire() {
 		Views: s.assembly, Authorizer: s.authz, Workspace: s.ws, Results: s.ws, Tools: dispatcher,
 		Budget: runtimechain.BudgetSettings{ExternalizeMinChars: c.ToolOutput.ExternalizeMinChars, PreviewHeadChars: c.ToolOutput.PreviewHeadChars,
 			PreviewTailChars: c.ToolOutput.PreviewTailChars, ExemptTools: c.ToolOutput.ExemptTools},
-		Arguments: c.argumentLimits(),
+		Arguments: c.argumentLimits(), Refusals: s.authz, Log: s.log,
 	})
 }

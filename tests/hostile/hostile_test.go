@@ -339,6 +339,40 @@ func TestHostileCases(t *testing.T) {
 		results = append(results, "call context | gRPC | user Authorize with forged is_subagent, then ExecuteToolCall | deny (authz.denied), tool not run")
 	})
 
+	// No user can write a decision record about anyone.
+	t.Run("grpc/user RecordRefusal naming another principal", func(t *testing.T) {
+		before := s.decisions(t)
+		_, err := authzv1.NewAuthzServiceClient(s.conn(t, aliceTok)).RecordRefusal(ctx, &authzv1.RecordRefusalRequest{
+			Principal: &typev1.Principal{Subject: "mallory", Tenant: "default"}, ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL,
+			Action: authzv1.Action_ACTION_CALL, Target: "x", Reason: &authzv1.Reason{Code: "forged"}})
+		if status.Code(err) != codes.PermissionDenied || reason(err) != auth.ReasonServiceRequired {
+			t.Fatalf("err %v, want PERMISSION_DENIED SERVICE_REQUIRED", err)
+		}
+		if s.decisions(t) != before {
+			t.Fatal("a decision was forged")
+		}
+		results = append(results, "audit | gRPC | user RecordRefusal naming another principal | PermissionDenied SERVICE_REQUIRED, nothing recorded")
+	})
+
+	// A refusal the runtime decides itself is a decision about the caller.
+	t.Run("grpc/unknown tool is recorded as a refusal", func(t *testing.T) {
+		res, err := alice.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: aliceThread, ToolCall: &runtimev1.ToolCall{Id: "u1", Name: "memory_no_such_tool"}})
+		if err != nil || res.GetResult().GetReasonCode() != "tool.unknown" {
+			t.Fatalf("%v %v", res, err)
+		}
+		az := authzv1.NewAuthzServiceClient(s.conn(t, adminTok))
+		ds, err := az.ListDecisions(ctx, &authzv1.ListDecisionsRequest{Kind: authzv1.DecisionKind_DECISION_KIND_REFUSAL})
+		if err != nil || len(ds.GetDecisions()) == 0 {
+			t.Fatalf("no refusal recorded: %v %v", ds, err)
+		}
+		d := ds.GetDecisions()[0]
+		if d.GetPrincipal().GetSubject() != "alice" || d.GetAllow() || d.GetTarget() != "memory_no_such_tool" || len(d.GetReasons()) != 1 || d.GetReasons()[0].GetCode() != "tool.unknown" ||
+			d.GetCallContext().GetThreadId() != aliceThread {
+			t.Fatalf("refusal record %v", d)
+		}
+		results = append(results, "audit | gRPC | unknown tool | POLICY tool.unknown, recorded as DECISION_KIND_REFUSAL for alice")
+	})
+
 	// Rate limit: the flooder's decision bucket (burst 3) empties.
 	t.Run("grpc/decision RPCs past the principal's bucket", func(t *testing.T) {
 		fl := s.rt(t, floodTok)

@@ -6,7 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Action, Decision, DecisionKind, DecisionRecord, DeniedResource, Policy, ResourceType, RoleLink } from "./authz_pb";
+import type { Action, Decision, DecisionKind, DecisionRecord, DeniedResource, Policy, Reason, ResourceType, RoleLink } from "./authz_pb";
 import { file_toolplane_authz_v1_authz } from "./authz_pb";
 import type { CallContext, Principal } from "../../type/v1/type_pb";
 import { file_toolplane_type_v1_type } from "../../type/v1/type_pb";
@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolplane/authz/v1/authz_service.proto.
  */
 export const file_toolplane_authz_v1_authz_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZ0b29scGxhbmUvYXV0aHovdjEvYXV0aHpfc2VydmljZS5wcm90bxISdG9vbHBsYW5lLmF1dGh6LnYxIvgBChZGaWx0ZXJSZXNvdXJjZXNSZXF1ZXN0Ei8KCXByaW5jaXBhbBgBIAEoCzIcLnRvb2xwbGFuZS50eXBlLnYxLlByaW5jaXBhbBI3Cg1yZXNvdXJjZV90eXBlGAIgASgOMiAudG9vbHBsYW5lLmF1dGh6LnYxLlJlc291cmNlVHlwZRISCgpjYW5kaWRhdGVzGAMgAygJEioKBmFjdGlvbhgEIAEoDjIaLnRvb2xwbGFuZS5hdXRoei52MS5BY3Rpb24SNAoMY2FsbF9jb250ZXh0GAUgASgLMh4udG9vbHBsYW5lLnR5cGUudjEuQ2FsbENvbnRleHQiiQEKF0ZpbHRlclJlc291cmNlc1Jlc3BvbnNlEg8KB2FsbG93ZWQYASADKAkSMgoGZGVuaWVkGAIgAygLMiIudG9vbHBsYW5lLmF1dGh6LnYxLkRlbmllZFJlc291cmNlEhYKDnBvbGljeV92ZXJzaW9uGAMgASgDEhEKCWZhaWxfb3BlbhgEIAEoCCKWAgoQQXV0aG9yaXplUmVxdWVzdBIvCglwcmluY2lwYWwYASABKAsyHC50b29scGxhbmUudHlwZS52MS5QcmluY2lwYWwSNwoNcmVzb3VyY2VfdHlwZRgCIAEoDjIgLnRvb2xwbGFuZS5hdXRoei52MS5SZXNvdXJjZVR5cGUSKgoGYWN0aW9uGAMgASgOMhoudG9vbHBsYW5lLmF1dGh6LnYxLkFjdGlvbhIOCgZ0YXJnZXQYBCABKAkSNAoMY2FsbF9jb250ZXh0GAUgASgLMh4udG9vbHBsYW5lLnR5cGUudjEuQ2FsbENvbnRleHQSJgoFaW5wdXQYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IkMKEUF1dGhvcml6ZVJlc3BvbnNlEi4KCGRlY2lzaW9uGAEgASgLMhwudG9vbHBsYW5lLmF1dGh6LnYxLkRlY2lzaW9uIhQKEldhdGNoUG9saWN5UmVxdWVzdCJXChNXYXRjaFBvbGljeVJlc3BvbnNlEhYKDnBvbGljeV92ZXJzaW9uGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjMKE0xpc3RQb2xpY2llc1JlcXVlc3QSDgoGdGVuYW50GAEgASgJEgwKBHJvbGUYAiABKAkijgEKFExpc3RQb2xpY2llc1Jlc3BvbnNlEiwKCHBvbGljaWVzGAEgAygLMhoudG9vbHBsYW5lLmF1dGh6LnYxLlBvbGljeRIwCgpyb2xlX2xpbmtzGAIgAygLMhwudG9vbHBsYW5lLmF1dGh6LnYxLlJvbGVMaW5rEhYKDnBvbGljeV92ZXJzaW9uGAMgASgDInQKEkFkZFBvbGljaWVzUmVxdWVzdBIsCghwb2xpY2llcxgBIAMoCzIaLnRvb2xwbGFuZS5hdXRoei52MS5Qb2xpY3kSMAoKcm9sZV9saW5rcxgCIAMoCzIcLnRvb2xwbGFuZS5hdXRoei52MS5Sb2xlTGluayJbChNBZGRQb2xpY2llc1Jlc3BvbnNlEhYKDnBvbGljeV92ZXJzaW9uGAEgASgDEiwKCHBvbGljaWVzGAIgAygLMhoudG9vbHBsYW5lLmF1dGh6LnYxLlBvbGljeSKLAQoVUmVtb3ZlUG9saWNpZXNSZXF1ZXN0EhIKCnBvbGljeV9pZHMYASADKAkSLAoIcG9saWNpZXMYAiADKAsyGi50b29scGxhbmUuYXV0aHoudjEuUG9saWN5EjAKCnJvbGVfbGlua3MYAyADKAsyHC50b29scGxhbmUuYXV0aHoudjEuUm9sZUxpbmsiQQoWUmVtb3ZlUG9saWNpZXNSZXNwb25zZRIWCg5wb2xpY3lfdmVyc2lvbhgBIAEoAxIPCgdyZW1vdmVkGAIgASgFIoACChRMaXN0RGVjaXNpb25zUmVxdWVzdBIPCgdzdWJqZWN0GAEgASgJEhIKBWFsbG93GAIgASgISACIAQESNwoNcmVzb3VyY2VfdHlwZRgDIAEoDjIgLnRvb2xwbGFuZS5hdXRoei52MS5SZXNvdXJjZVR5cGUSKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJEi4KBGtpbmQYByABKA4yIC50b29scGxhbmUuYXV0aHoudjEuRGVjaXNpb25LaW5kQggKBl9hbGxvdyJnChVMaXN0RGVjaXNpb25zUmVzcG9uc2USNQoJZGVjaXNpb25zGAEgAygLMiIudG9vbHBsYW5lLmF1dGh6LnYxLkRlY2lzaW9uUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLcBQoMQXV0aHpTZXJ2aWNlEm8KD0ZpbHRlclJlc291cmNlcxIqLnRvb2xwbGFuZS5hdXRoei52MS5GaWx0ZXJSZXNvdXJjZXNSZXF1ZXN0GisudG9vbHBsYW5lLmF1dGh6LnYxLkZpbHRlclJlc291cmNlc1Jlc3BvbnNlIgOQAgESWAoJQXV0aG9yaXplEiQudG9vbHBsYW5lLmF1dGh6LnYxLkF1dGhvcml6ZVJlcXVlc3QaJS50b29scGxhbmUuYXV0aHoudjEuQXV0aG9yaXplUmVzcG9uc2USZQoLV2F0Y2hQb2xpY3kSJi50b29scGxhbmUuYXV0aHoudjEuV2F0Y2hQb2xpY3lSZXF1ZXN0GicudG9vbHBsYW5lLmF1dGh6LnYxLldhdGNoUG9saWN5UmVzcG9uc2UiA5ACATABEmYKDExpc3RQb2xpY2llcxInLnRvb2xwbGFuZS5hdXRoei52MS5MaXN0UG9saWNpZXNSZXF1ZXN0GigudG9vbHBsYW5lLmF1dGh6LnYxLkxpc3RQb2xpY2llc1Jlc3BvbnNlIgOQAgESXgoLQWRkUG9saWNpZXMSJi50b29scGxhbmUuYXV0aHoudjEuQWRkUG9saWNpZXNSZXF1ZXN0GicudG9vbHBsYW5lLmF1dGh6LnYxLkFkZFBvbGljaWVzUmVzcG9uc2USZwoOUmVtb3ZlUG9saWNpZXMSKS50b29scGxhbmUuYXV0aHoudjEuUmVtb3ZlUG9saWNpZXNSZXF1ZXN0GioudG9vbHBsYW5lLmF1dGh6LnYxLlJlbW92ZVBvbGljaWVzUmVzcG9uc2USaQoNTGlzdERlY2lzaW9ucxIoLnRvb2xwbGFuZS5hdXRoei52MS5MaXN0RGVjaXNpb25zUmVxdWVzdBopLnRvb2xwbGFuZS5hdXRoei52MS5MaXN0RGVjaXNpb25zUmVzcG9uc2UiA5ACAUJCWkBnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9hdXRoei92MTthdXRoenYxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_authz_v1_authz, file_toolplane_type_v1_type]);
+  fileDesc("CiZ0b29scGxhbmUvYXV0aHovdjEvYXV0aHpfc2VydmljZS5wcm90bxISdG9vbHBsYW5lLmF1dGh6LnYxIvgBChZGaWx0ZXJSZXNvdXJjZXNSZXF1ZXN0Ei8KCXByaW5jaXBhbBgBIAEoCzIcLnRvb2xwbGFuZS50eXBlLnYxLlByaW5jaXBhbBI3Cg1yZXNvdXJjZV90eXBlGAIgASgOMiAudG9vbHBsYW5lLmF1dGh6LnYxLlJlc291cmNlVHlwZRISCgpjYW5kaWRhdGVzGAMgAygJEioKBmFjdGlvbhgEIAEoDjIaLnRvb2xwbGFuZS5hdXRoei52MS5BY3Rpb24SNAoMY2FsbF9jb250ZXh0GAUgASgLMh4udG9vbHBsYW5lLnR5cGUudjEuQ2FsbENvbnRleHQiiQEKF0ZpbHRlclJlc291cmNlc1Jlc3BvbnNlEg8KB2FsbG93ZWQYASADKAkSMgoGZGVuaWVkGAIgAygLMiIudG9vbHBsYW5lLmF1dGh6LnYxLkRlbmllZFJlc291cmNlEhYKDnBvbGljeV92ZXJzaW9uGAMgASgDEhEKCWZhaWxfb3BlbhgEIAEoCCKWAgoQQXV0aG9yaXplUmVxdWVzdBIvCglwcmluY2lwYWwYASABKAsyHC50b29scGxhbmUudHlwZS52MS5QcmluY2lwYWwSNwoNcmVzb3VyY2VfdHlwZRgCIAEoDjIgLnRvb2xwbGFuZS5hdXRoei52MS5SZXNvdXJjZVR5cGUSKgoGYWN0aW9uGAMgASgOMhoudG9vbHBsYW5lLmF1dGh6LnYxLkFjdGlvbhIOCgZ0YXJnZXQYBCABKAkSNAoMY2FsbF9jb250ZXh0GAUgASgLMh4udG9vbHBsYW5lLnR5cGUudjEuQ2FsbENvbnRleHQSJgoFaW5wdXQYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IkMKEUF1dGhvcml6ZVJlc3BvbnNlEi4KCGRlY2lzaW9uGAEgASgLMhwudG9vbHBsYW5lLmF1dGh6LnYxLkRlY2lzaW9uIhQKEldhdGNoUG9saWN5UmVxdWVzdCJXChNXYXRjaFBvbGljeVJlc3BvbnNlEhYKDnBvbGljeV92ZXJzaW9uGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjMKE0xpc3RQb2xpY2llc1JlcXVlc3QSDgoGdGVuYW50GAEgASgJEgwKBHJvbGUYAiABKAkijgEKFExpc3RQb2xpY2llc1Jlc3BvbnNlEiwKCHBvbGljaWVzGAEgAygLMhoudG9vbHBsYW5lLmF1dGh6LnYxLlBvbGljeRIwCgpyb2xlX2xpbmtzGAIgAygLMhwudG9vbHBsYW5lLmF1dGh6LnYxLlJvbGVMaW5rEhYKDnBvbGljeV92ZXJzaW9uGAMgASgDInQKEkFkZFBvbGljaWVzUmVxdWVzdBIsCghwb2xpY2llcxgBIAMoCzIaLnRvb2xwbGFuZS5hdXRoei52MS5Qb2xpY3kSMAoKcm9sZV9saW5rcxgCIAMoCzIcLnRvb2xwbGFuZS5hdXRoei52MS5Sb2xlTGluayJbChNBZGRQb2xpY2llc1Jlc3BvbnNlEhYKDnBvbGljeV92ZXJzaW9uGAEgASgDEiwKCHBvbGljaWVzGAIgAygLMhoudG9vbHBsYW5lLmF1dGh6LnYxLlBvbGljeSKLAQoVUmVtb3ZlUG9saWNpZXNSZXF1ZXN0EhIKCnBvbGljeV9pZHMYASADKAkSLAoIcG9saWNpZXMYAiADKAsyGi50b29scGxhbmUuYXV0aHoudjEuUG9saWN5EjAKCnJvbGVfbGlua3MYAyADKAsyHC50b29scGxhbmUuYXV0aHoudjEuUm9sZUxpbmsiQQoWUmVtb3ZlUG9saWNpZXNSZXNwb25zZRIWCg5wb2xpY3lfdmVyc2lvbhgBIAEoAxIPCgdyZW1vdmVkGAIgASgFIoACChRMaXN0RGVjaXNpb25zUmVxdWVzdBIPCgdzdWJqZWN0GAEgASgJEhIKBWFsbG93GAIgASgISACIAQESNwoNcmVzb3VyY2VfdHlwZRgDIAEoDjIgLnRvb2xwbGFuZS5hdXRoei52MS5SZXNvdXJjZVR5cGUSKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJEi4KBGtpbmQYByABKA4yIC50b29scGxhbmUuYXV0aHoudjEuRGVjaXNpb25LaW5kQggKBl9hbGxvdyJnChVMaXN0RGVjaXNpb25zUmVzcG9uc2USNQoJZGVjaXNpb25zGAEgAygLMiIudG9vbHBsYW5lLmF1dGh6LnYxLkRlY2lzaW9uUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKeAgoUUmVjb3JkUmVmdXNhbFJlcXVlc3QSLwoJcHJpbmNpcGFsGAEgASgLMhwudG9vbHBsYW5lLnR5cGUudjEuUHJpbmNpcGFsEjcKDXJlc291cmNlX3R5cGUYAiABKA4yIC50b29scGxhbmUuYXV0aHoudjEuUmVzb3VyY2VUeXBlEioKBmFjdGlvbhgDIAEoDjIaLnRvb2xwbGFuZS5hdXRoei52MS5BY3Rpb24SDgoGdGFyZ2V0GAQgASgJEjQKDGNhbGxfY29udGV4dBgFIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKBnJlYXNvbhgGIAEoCzIaLnRvb2xwbGFuZS5hdXRoei52MS5SZWFzb24iLAoVUmVjb3JkUmVmdXNhbFJlc3BvbnNlEhMKC2RlY2lzaW9uX2lkGAEgASgJMsIGCgxBdXRoelNlcnZpY2USbwoPRmlsdGVyUmVzb3VyY2VzEioudG9vbHBsYW5lLmF1dGh6LnYxLkZpbHRlclJlc291cmNlc1JlcXVlc3QaKy50b29scGxhbmUuYXV0aHoudjEuRmlsdGVyUmVzb3VyY2VzUmVzcG9uc2UiA5ACARJYCglBdXRob3JpemUSJC50b29scGxhbmUuYXV0aHoudjEuQXV0aG9yaXplUmVxdWVzdBolLnRvb2xwbGFuZS5hdXRoei52MS5BdXRob3JpemVSZXNwb25zZRJlCgtXYXRjaFBvbGljeRImLnRvb2xwbGFuZS5hdXRoei52MS5XYXRjaFBvbGljeVJlcXVlc3QaJy50b29scGxhbmUuYXV0aHoudjEuV2F0Y2hQb2xpY3lSZXNwb25zZSIDkAIBMAESZgoMTGlzdFBvbGljaWVzEicudG9vbHBsYW5lLmF1dGh6LnYxLkxpc3RQb2xpY2llc1JlcXVlc3QaKC50b29scGxhbmUuYXV0aHoudjEuTGlzdFBvbGljaWVzUmVzcG9uc2UiA5ACARJeCgtBZGRQb2xpY2llcxImLnRvb2xwbGFuZS5hdXRoei52MS5BZGRQb2xpY2llc1JlcXVlc3QaJy50b29scGxhbmUuYXV0aHoudjEuQWRkUG9saWNpZXNSZXNwb25zZRJnCg5SZW1vdmVQb2xpY2llcxIpLnRvb2xwbGFuZS5hdXRoei52MS5SZW1vdmVQb2xpY2llc1JlcXVlc3QaKi50b29scGxhbmUuYXV0aHoudjEuUmVtb3ZlUG9saWNpZXNSZXNwb25zZRJpCg1MaXN0RGVjaXNpb25zEigudG9vbHBsYW5lLmF1dGh6LnYxLkxpc3REZWNpc2lvbnNSZXF1ZXN0GikudG9vbHBsYW5lLmF1dGh6LnYxLkxpc3REZWNpc2lvbnNSZXNwb25zZSIDkAIBEmQKDVJlY29yZFJlZnVzYWwSKC50b29scGxhbmUuYXV0aHoudjEuUmVjb3JkUmVmdXNhbFJlcXVlc3QaKS50b29scGxhbmUuYXV0aHoudjEuUmVjb3JkUmVmdXNhbFJlc3BvbnNlQkJaQGdpdGh1Yi5jb20vdG9vbHBsYW5lL3Rvb2xwbGFuZS9nZW4vZ28vdG9vbHBsYW5lL2F1dGh6L3YxO2F1dGh6djFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_authz_v1_authz, file_toolplane_type_v1_type]);
 
 /**
  * FilterResourcesRequest asks which candidates a principal may list.
@@ -503,6 +503,84 @@ export const ListDecisionsResponseSchema: GenMessage<ListDecisionsResponse> = /*
   messageDesc(file_toolplane_authz_v1_authz_service, 13);
 
 /**
+ * RecordRefusalRequest is one refusal to record.
+ *
+ * @generated from message toolplane.authz.v1.RecordRefusalRequest
+ */
+export type RecordRefusalRequest = Message<"toolplane.authz.v1.RecordRefusalRequest"> & {
+  /**
+   * Principal refused; absent = the effective principal of the call.
+   *
+   * @generated from field: toolplane.type.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * Type of the resource refused.
+   *
+   * @generated from field: toolplane.authz.v1.ResourceType resource_type = 2;
+   */
+  resourceType: ResourceType;
+
+  /**
+   * Action refused.
+   *
+   * @generated from field: toolplane.authz.v1.Action action = 3;
+   */
+  action: Action;
+
+  /**
+   * Name of the resource (e.g. the tool name), at most 256 bytes.
+   *
+   * @generated from field: string target = 4;
+   */
+  target: string;
+
+  /**
+   * CallContext of the refused call (kept only from a service credential).
+   *
+   * @generated from field: toolplane.type.v1.CallContext call_context = 5;
+   */
+  callContext?: CallContext | undefined;
+
+  /**
+   * Why: a reason code (e.g. "deferred.not_promoted", at most 128 bytes)
+   * and a message (at most 1024 bytes).
+   *
+   * @generated from field: toolplane.authz.v1.Reason reason = 6;
+   */
+  reason?: Reason | undefined;
+};
+
+/**
+ * Describes the message toolplane.authz.v1.RecordRefusalRequest.
+ * Use `create(RecordRefusalRequestSchema)` to create a new message.
+ */
+export const RecordRefusalRequestSchema: GenMessage<RecordRefusalRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_authz_v1_authz_service, 14);
+
+/**
+ * RecordRefusalResponse names the record written.
+ *
+ * @generated from message toolplane.authz.v1.RecordRefusalResponse
+ */
+export type RecordRefusalResponse = Message<"toolplane.authz.v1.RecordRefusalResponse"> & {
+  /**
+   * Id of the decision record.
+   *
+   * @generated from field: string decision_id = 1;
+   */
+  decisionId: string;
+};
+
+/**
+ * Describes the message toolplane.authz.v1.RecordRefusalResponse.
+ * Use `create(RecordRefusalResponseSchema)` to create a new message.
+ */
+export const RecordRefusalResponseSchema: GenMessage<RecordRefusalResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_authz_v1_authz_service, 15);
+
+/**
  * AuthzService is a policy decision point (PDP) in the style of AuthZEN and
  * Cerbos: the principal to decide about is in the request body. A `user`
  * credential may only ask about itself; service and admin credentials may ask
@@ -587,6 +665,20 @@ export const AuthzService: GenService<{
     methodKind: "unary";
     input: typeof ListDecisionsRequestSchema;
     output: typeof ListDecisionsResponseSchema;
+  },
+  /**
+   * RecordRefusal writes a refusal decided outside authz (the runtime's
+   * tool-call chain: unknown tool, deferred tool not promoted, skill policy,
+   * read-before-write, input budget) to the decision log as a deny of kind
+   * DECISION_KIND_REFUSAL, with its reason and principal (service credentials
+   * only).
+   *
+   * @generated from rpc toolplane.authz.v1.AuthzService.RecordRefusal
+   */
+  recordRefusal: {
+    methodKind: "unary";
+    input: typeof RecordRefusalRequestSchema;
+    output: typeof RecordRefusalResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolplane_authz_v1_authz_service, 0);
