@@ -255,7 +255,6 @@ func tooLarge(msg, key string, limit int64) *status.Status {
 	return st
 }
 
-
 // limitedBody fails once more than left bytes are read, with a message
 // naming the limit (the gateway returns a decode error as INVALID_ARGUMENT
 // with its text).
