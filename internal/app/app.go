@@ -189,7 +189,12 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	reg.MustRegister(metrics)
 
 	pol := &policy{classes: map[string]auth.Class{}, services: map[string]svckit.Service{}}
-	chain := grpcx.ServerOptions(grpcx.ChainOptions{Logger: log, Metrics: metrics, Authenticator: au, Policy: pol})
+	var rates []grpcx.RoleRate
+	for _, r := range cfg.Server.RateLimits {
+		rates = append(rates, grpcx.RoleRate{Role: r.Role, DecisionsPerSecond: r.DecisionsPerSecond, DecisionsBurst: r.DecisionsBurst,
+			WritesPerSecond: r.WritesPerSecond, WritesBurst: r.WritesBurst})
+	}
+	chain := grpcx.ServerOptions(grpcx.ChainOptions{Logger: log, Metrics: metrics, Authenticator: au, Policy: pol, RateLimiter: grpcx.NewRateLimiter(rates)})
 	// watchCtx ends the Watch* streams when the drain period is over.
 	watchCtx, endWatches := context.WithCancel(context.Background())
 	defer endWatches()
@@ -358,7 +363,9 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 		return err
 	}
 	conns = append(conns, gwConn)
-	mux := gateway.NewMux(gateway.RequireCredential(au))
+	hl := cfg.Server.HTTP
+	mux := gateway.NewMux(gateway.RequireCredential(au),
+		gateway.LimitBodies(gateway.BodyLimits{Default: hl.MaxBodyBytes, ToolCall: hl.ToolCallMaxBodyBytes, Upload: hl.UploadMaxBodyBytes}))
 	for _, s := range services {
 		if err := s.RegisterGateway(ctx, mux, gwConn); err != nil {
 			closeAll()
@@ -369,7 +376,18 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	// --- MCP front door (docs/architecture.md §1): /mcp on the HTTP listener when the runtime is served.
 	httpHandler := gateway.Handler(mux, probe, reg)
 	if selected["runtime"] {
-		httpHandler = runtimemcp.Mount(httpHandler, gwConn, runtimemcp.Options{Logger: log.With("service", "runtime-mcp"), RequireAuthorization: cfg.Auth.Enabled, Context: ctx})
+		mlog := log.With("service", "runtime-mcp")
+		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx,
+			AllowedOrigins: hl.MCPAllowedOrigins, MaxBodyBytes: hl.MCPMaxBodyBytes,
+			OnRefusal: func(r *http.Request, code int, reason string) {
+				mlog.Info("mcp request refused", "method", r.Method, "status", code, "reason", reason, "remote", r.RemoteAddr)
+			}}
+		if au.Enabled() {
+			// Every /mcp request's credential is verified here and each MCP
+			// session is bound to its principal (docs/architecture.md §5).
+			mo.Verifier = au
+		}
+		httpHandler = runtimemcp.Mount(httpHandler, gwConn, mo)
 	}
 	// --- end MCP front door.
 	httpSrv := &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second}

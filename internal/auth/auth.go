@@ -65,10 +65,17 @@ const (
 // AdminRole is the role that grants the admin class.
 const AdminRole = "admin"
 
-// ActingForHeader is the gRPC metadata key (and HTTP header, through the
-// gateway) in which a service credential names the end user it acts for. The
-// value is "tenant/subject" optionally followed by ";roles=r1,r2" and
-// ";attr.<key>=<value>" pairs, e.g. "default/alice;roles=user".
+// PrincipalHeader is the gRPC metadata key (and HTTP header, through the
+// gateway, base64 as for every "-bin" key) in which a service credential
+// names the end user it acts for: the serialized toolplane.type.v1.Principal
+// message, so that no value of a subject, tenant, role or attribute can
+// change how it is read (docs/architecture.md §5).
+const PrincipalHeader = "toolplane-principal-bin"
+
+// ActingForHeader is the v0.1.0 form of PrincipalHeader, accepted through
+// v0.1.x: "tenant/subject" optionally followed by ";roles=r1,r2" and
+// ";attr.<key>=<value>" parts, e.g. "default/alice;roles=user". A value
+// any of whose parts contains one of ; , = / is refused (ParseActingFor).
 const ActingForHeader = "toolplane-acting-for"
 
 // DefaultPrincipal is the principal of every caller when authentication is off.

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 )
@@ -206,21 +207,36 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 		}
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	acting := md.Get(ActingForHeader)
-	if len(acting) > 0 {
-		// Only a service credential may act for a user (docs/architecture.md §5); a
-		// user credential with the admin role may not (it is not a service).
-		// With authentication off the caller is a service (DefaultPrincipal).
-		if id.Kind != KindService {
-			return Identity{}, Error(codes.PermissionDenied, ReasonActingForForbidden, ActingForHeader+" metadata is only accepted from service credentials")
-		}
-		p, err := ParseActingFor(acting[0])
-		if err != nil {
-			return Identity{}, Error(codes.PermissionDenied, ReasonActingForMalformed, fmt.Sprintf("%s: %v", ActingForHeader, err))
-		}
-		id.ActingFor = p
-	}
 	id.GlobalAdmin = id.Admin() && slices.Contains(a.global, tenantOf(id.Principal))
+	bin, acting := md.Get(PrincipalHeader), md.Get(ActingForHeader)
+	if len(bin) == 0 && len(acting) == 0 {
+		return id, nil
+	}
+	// Only a service credential may act for a user (docs/architecture.md
+	// §5); a user credential with the admin role may not (it is not a
+	// service). With authentication off the caller is a service
+	// (DefaultPrincipal).
+	if id.Kind != KindService {
+		return Identity{}, Error(codes.PermissionDenied, ReasonActingForForbidden, PrincipalHeader+" and "+ActingForHeader+" metadata are only accepted from service credentials")
+	}
+	if len(bin)+len(acting) > 1 {
+		return Identity{}, Error(codes.PermissionDenied, ReasonActingForMalformed, "name the end user once: one "+PrincipalHeader+" (or, v0.1.x, one "+ActingForHeader+")")
+	}
+	var (
+		p   *typev1.Principal
+		err error
+		key = PrincipalHeader
+	)
+	if len(bin) == 1 {
+		p, err = DecodePrincipal([]byte(bin[0]))
+	} else {
+		key = ActingForHeader
+		p, err = ParseActingFor(acting[0])
+	}
+	if err != nil {
+		return Identity{}, Error(codes.PermissionDenied, ReasonActingForMalformed, fmt.Sprintf("%s: %v", key, err))
+	}
+	id.ActingFor = p
 	return id, nil
 }
 
@@ -310,7 +326,8 @@ func clonePrincipal(p *typev1.Principal) *typev1.Principal {
 	return c
 }
 
-// FormatActingFor renders a principal in the ActingForHeader format:
+// FormatActingFor renders a principal in the v0.1.x ActingForHeader format
+// (PrincipalHeader replaces it; ActingForSafe says whether p survives it):
 // "tenant/subject" then optional ";roles=a,b" and ";attr.<key>=<value>"
 // parts. Subjects, tenants, roles and attributes must not contain ';', ',',
 // '=' or '/' (tenant) — ParseActingFor rejects them.
@@ -334,7 +351,78 @@ func FormatActingFor(p *typev1.Principal) string {
 	return b.String()
 }
 
-// ParseActingFor parses the ActingForHeader value (see FormatActingFor).
+// actingForReserved are the characters no part of a v0.1.x acting-for
+// value may contain: they are its delimiters, so a value holding one
+// could be read as another principal.
+const actingForReserved = ";,=/"
+
+// ActingForSafe reports whether p can be written in the v0.1.x
+// ActingForHeader form and read back unchanged: no part contains one of
+// ; , = / and the subject is not empty.
+func ActingForSafe(p *typev1.Principal) bool {
+	if p.GetSubject() == "" || strings.ContainsAny(p.GetSubject(), actingForReserved) || strings.ContainsAny(p.GetTenant(), actingForReserved) {
+		return false
+	}
+	for _, r := range p.GetRoles() {
+		if r == "" || strings.ContainsAny(r, actingForReserved) {
+			return false
+		}
+	}
+	for k, v := range p.GetAttributes() {
+		if k == "" || strings.ContainsAny(k, actingForReserved) || strings.ContainsAny(v, actingForReserved) {
+			return false
+		}
+	}
+	return true
+}
+
+// Bounds of a principal named by a service credential.
+const (
+	maxPrincipalBytes = 64 << 10 // the serialized message
+	maxNameBytes      = 256      // subject, tenant
+	maxRoles          = 64
+	maxAttributes     = 64
+)
+
+// EncodePrincipal serializes p for PrincipalHeader (deterministic).
+func EncodePrincipal(p *typev1.Principal) []byte {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	if err != nil {
+		// Only invalid UTF-8 in a string field fails; a verified principal
+		// has none (credentials are parsed from UTF-8 JSON or config).
+		return nil
+	}
+	return b
+}
+
+// DecodePrincipal parses a PrincipalHeader value: a serialized Principal
+// with a non-empty subject, bounded sizes and valid UTF-8; any value is
+// otherwise kept exactly as sent. An empty tenant is "default".
+func DecodePrincipal(b []byte) (*typev1.Principal, error) {
+	if len(b) > maxPrincipalBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxPrincipalBytes)
+	}
+	p := &typev1.Principal{}
+	if err := proto.Unmarshal(b, p); err != nil {
+		return nil, errors.New("not a serialized toolplane.type.v1.Principal")
+	}
+	switch {
+	case p.GetSubject() == "":
+		return nil, errors.New("subject must not be empty")
+	case len(p.GetSubject()) > maxNameBytes || len(p.GetTenant()) > maxNameBytes:
+		return nil, fmt.Errorf("tenant and subject must be at most %d bytes", maxNameBytes)
+	case len(p.GetRoles()) > maxRoles || len(p.GetAttributes()) > maxAttributes:
+		return nil, fmt.Errorf("at most %d roles and %d attributes", maxRoles, maxAttributes)
+	}
+	if p.Tenant == "" {
+		p.Tenant = "default"
+	}
+	return p, nil
+}
+
+// ParseActingFor parses the v0.1.x ActingForHeader value (see
+// FormatActingFor). A part holding one of ; , = / (beyond the delimiters
+// themselves) is refused rather than read in some way.
 func ParseActingFor(v string) (*typev1.Principal, error) {
 	parts := strings.Split(v, ";")
 	tenant, subject, ok := strings.Cut(parts[0], "/")
@@ -351,6 +439,10 @@ func ParseActingFor(v string) (*typev1.Principal, error) {
 		case !ok:
 			return nil, fmt.Errorf("part %q: want key=value", part)
 		case k == "roles":
+			if p.Roles != nil {
+				return nil, errors.New("roles given twice")
+			}
+			p.Roles = []string{}
 			for _, r := range strings.Split(val, ",") {
 				if r = strings.TrimSpace(r); r != "" {
 					p.Roles = append(p.Roles, r)
@@ -360,10 +452,16 @@ func ParseActingFor(v string) (*typev1.Principal, error) {
 			if p.Attributes == nil {
 				p.Attributes = map[string]string{}
 			}
+			if _, dup := p.Attributes[k[5:]]; dup {
+				return nil, fmt.Errorf("attribute %q given twice", k[5:])
+			}
 			p.Attributes[k[5:]] = val
 		default:
 			return nil, fmt.Errorf("unknown part %q", k)
 		}
+	}
+	if !ActingForSafe(p) {
+		return nil, fmt.Errorf("a part contains one of %q; send the principal as %s", actingForReserved, PrincipalHeader)
 	}
 	return p, nil
 }

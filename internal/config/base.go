@@ -48,10 +48,69 @@ type Server struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// DrainPeriod is how long health says NOT_SERVING before the stop begins.
 	DrainPeriod time.Duration `yaml:"drain_period"`
+	// HTTP bounds the HTTP listener's request bodies per route class and
+	// configures the MCP front door's browser checks.
+	HTTP HTTP `yaml:"http"`
+	// RateLimits are per-principal token buckets for decision and write
+	// RPCs, one entry per role ("default": principals none of whose roles
+	// has one). Service credentials are not limited. An empty list turns
+	// rate limiting off.
+	RateLimits []RateLimit `yaml:"rate_limits"`
 	// TLS of both listeners; off when cert_file is empty.
 	TLS TLS `yaml:"tls"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
+}
+
+// HTTP is `server.http`: request-body bounds per route class, checked
+// before a body is parsed (docs/architecture.md §5, "Bounded cost"), and
+// the MCP front door's Origin allowlist.
+type HTTP struct {
+	// MaxBodyBytes bounds a REST request body of any route not in a class
+	// below (default 1 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ToolCallMaxBodyBytes bounds the body of the tool-call routes
+	// (:executeToolCall, :executeToolCallStream, /v1/tools/{name}:call,
+	// :callStream); default 4 MiB + 64 KiB, the raw_arguments bound plus
+	// the envelope.
+	ToolCallMaxBodyBytes int64 `yaml:"tool_call_max_body_bytes"`
+	// UploadMaxBodyBytes bounds the skill-archive routes (skills:install,
+	// :scan, :review, PATCH /v1/skills/{name}); default 64 MiB.
+	UploadMaxBodyBytes int64 `yaml:"upload_max_body_bytes"`
+	// MCPMaxBodyBytes bounds a POST body on the MCP front door (/mcp);
+	// default 4 MiB + 64 KiB.
+	MCPMaxBodyBytes int64 `yaml:"mcp_max_body_bytes"`
+	// MCPAllowedOrigins are the browser origins (scheme://host[:port])
+	// whose requests /mcp serves; a request with another Origin header is
+	// 403. Default none: only clients that send no Origin.
+	MCPAllowedOrigins []string `yaml:"mcp_allowed_origins"`
+}
+
+// RateLimit is one `server.rate_limits` entry: the token buckets of a role
+// (golang.org/x/time/rate; a refused call is RESOURCE_EXHAUSTED with
+// google.rpc.RetryInfo).
+type RateLimit struct {
+	// Role the entry applies to ("default" for every other principal).
+	Role string `yaml:"role"`
+	// DecisionsPerSecond refills the bucket of decision RPCs (Authorize,
+	// FilterResources, AssembleTools, ExecuteToolCall(Stream), RunTurn,
+	// ResumeRun, CallTool(Stream), SearchTools, ResolveSkillPolicy).
+	DecisionsPerSecond float64 `yaml:"decisions_per_second"`
+	// DecisionsBurst is that bucket's size.
+	DecisionsBurst int `yaml:"decisions_burst"`
+	// WritesPerSecond refills the bucket of write RPCs (policy, server,
+	// thread, run, agent and skill changes).
+	WritesPerSecond float64 `yaml:"writes_per_second"`
+	// WritesBurst is that bucket's size.
+	WritesBurst int `yaml:"writes_burst"`
+}
+
+// DefaultRateLimits are server.rate_limits when the key is absent.
+func DefaultRateLimits() []RateLimit {
+	return []RateLimit{
+		{Role: "default", DecisionsPerSecond: 50, DecisionsBurst: 200, WritesPerSecond: 10, WritesBurst: 100},
+		{Role: "admin", DecisionsPerSecond: 200, DecisionsBurst: 1000, WritesPerSecond: 50, WritesBurst: 500},
+	}
 }
 
 // TLS configures a listener (or, in runtime.upstreams, a client).
@@ -153,6 +212,21 @@ func (b *Base) setDefaults(services []string) {
 	if s.MaxMessageBytes == 0 {
 		s.MaxMessageBytes = 64 << 20
 	}
+	if s.RateLimits == nil {
+		s.RateLimits = DefaultRateLimits()
+	}
+	if s.HTTP.MaxBodyBytes == 0 {
+		s.HTTP.MaxBodyBytes = 1 << 20
+	}
+	if s.HTTP.ToolCallMaxBodyBytes == 0 {
+		s.HTTP.ToolCallMaxBodyBytes = 4<<20 + 64<<10
+	}
+	if s.HTTP.UploadMaxBodyBytes == 0 {
+		s.HTTP.UploadMaxBodyBytes = 64 << 20
+	}
+	if s.HTTP.MCPMaxBodyBytes == 0 {
+		s.HTTP.MCPMaxBodyBytes = 4<<20 + 64<<10
+	}
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = 30 * time.Second
 	}
@@ -222,6 +296,32 @@ func (b *Base) validate(services []string) error {
 	}
 	if s.MaxMessageBytes < 1<<20 || s.MaxMessageBytes > 1<<30 {
 		return errf("server.max_message_bytes", "must be between 1 MiB and 1 GiB, got %d", s.MaxMessageBytes)
+	}
+	for key, v := range map[string]int64{"max_body_bytes": s.HTTP.MaxBodyBytes, "tool_call_max_body_bytes": s.HTTP.ToolCallMaxBodyBytes,
+		"upload_max_body_bytes": s.HTTP.UploadMaxBodyBytes, "mcp_max_body_bytes": s.HTTP.MCPMaxBodyBytes} {
+		if v < 1<<10 || v > 1<<30 {
+			return errf("server.http."+key, "must be between 1 KiB and 1 GiB, got %d", v)
+		}
+	}
+	roles := map[string]bool{}
+	for i, r := range s.RateLimits {
+		key := fmt.Sprintf("server.rate_limits[%d]", i)
+		switch {
+		case r.Role == "":
+			return errf(key+".role", "must not be empty")
+		case roles[r.Role]:
+			return errf(key+".role", "role %q listed twice", r.Role)
+		case r.DecisionsPerSecond <= 0 || r.DecisionsBurst < 1:
+			return errf(key+".decisions_per_second", "decisions_per_second must be positive and decisions_burst at least 1")
+		case r.WritesPerSecond <= 0 || r.WritesBurst < 1:
+			return errf(key+".writes_per_second", "writes_per_second must be positive and writes_burst at least 1")
+		}
+		roles[r.Role] = true
+	}
+	for i, o := range s.HTTP.MCPAllowedOrigins {
+		if !strings.Contains(o, "://") || strings.HasSuffix(o, "/") || o != strings.TrimSpace(o) {
+			return errf(fmt.Sprintf("server.http.mcp_allowed_origins[%d]", i), "%q must be an origin, scheme://host[:port] without a path", o)
+		}
 	}
 	if s.ShutdownTimeout < 0 {
 		return errf("server.shutdown_timeout", "must not be negative")

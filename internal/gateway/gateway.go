@@ -7,6 +7,9 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/textproto"
 	"sort"
@@ -15,6 +18,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -119,6 +123,8 @@ func headerMatcher(key string) (string, bool) {
 		return "x-request-id", true
 	case auth.ActingForHeader:
 		return auth.ActingForHeader, true
+	case auth.PrincipalHeader: // base64 on HTTP, decoded by the gateway (a "-bin" key)
+		return auth.PrincipalHeader, true
 	case "traceparent", "tracestate", "baggage": // W3C trace context, carried on by grpcx.Dial
 		return strings.ToLower(key), true
 	}
@@ -181,3 +187,96 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// BodyLimits are the REST request-body bounds per route class
+// (server.http; docs/architecture.md §5, "Bounded cost").
+type BodyLimits struct {
+	// Default bounds every route not in a class below (server.http.max_body_bytes).
+	Default int64
+	// ToolCall bounds the tool-call routes (server.http.tool_call_max_body_bytes).
+	ToolCall int64
+	// Upload bounds the skill-archive routes (server.http.upload_max_body_bytes).
+	Upload int64
+}
+
+// RouteClass names the body class of a REST request: "tool_call",
+// "upload" or "default", with the config key of its bound.
+func RouteClass(method, path string) (class, key string) {
+	switch {
+	case strings.HasSuffix(path, ":executeToolCall"), strings.HasSuffix(path, ":executeToolCallStream"),
+		strings.HasPrefix(path, "/v1/tools/") && (strings.HasSuffix(path, ":call") || strings.HasSuffix(path, ":callStream")):
+		return "tool_call", "server.http.tool_call_max_body_bytes"
+	case path == "/v1/skills:install", path == "/v1/skills:scan", path == "/v1/skills:review",
+		method == http.MethodPatch && strings.HasPrefix(path, "/v1/skills/"):
+		return "upload", "server.http.upload_max_body_bytes"
+	}
+	return "default", "server.http.max_body_bytes"
+}
+
+// ReasonRequestTooLarge is the ErrorInfo reason of a body over its bound.
+const ReasonRequestTooLarge = "REQUEST_TOO_LARGE"
+
+// LimitBodies bounds every REST request body by its route class before
+// the gateway decodes it: a Content-Length over the bound is refused at
+// once, without reading the body; a body without Content-Length is read
+// through a reader that fails after limit bytes, so at most limit+1 bytes
+// are ever read (memory and time flat in the body size). Both answer
+// INVALID_ARGUMENT (HTTP 400) with reason REQUEST_TOO_LARGE naming the key.
+func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
+	return runtime.WithMiddlewares(func(next runtime.HandlerFunc) runtime.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
+			class, key := RouteClass(r.Method, r.URL.Path)
+			limit := l.Default
+			switch class {
+			case "tool_call":
+				limit = l.ToolCall
+			case "upload":
+				limit = l.Upload
+			}
+			if limit > 0 && r.Body != nil && r.Body != http.NoBody {
+				msg := fmt.Sprintf("request body is larger than %s (%d bytes)", key, limit)
+				if r.ContentLength > limit {
+					writeStatus(w, http.StatusBadRequest, tooLarge(msg, key, limit))
+					return
+				}
+				r.Body = &limitedBody{r: r.Body, left: limit, msg: msg}
+			}
+			next(w, r, params)
+		}
+	})
+}
+
+func tooLarge(msg, key string, limit int64) *status.Status {
+	st := status.New(codes.InvalidArgument, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonRequestTooLarge, Domain: auth.ErrorDomain,
+		Metadata: map[string]string{"limit": key, "max_bytes": fmt.Sprint(limit)}}); err == nil {
+		st = d
+	}
+	return st
+}
+
+// limitedBody fails once more than left bytes are read, with a message
+// naming the limit (the gateway returns a decode error as INVALID_ARGUMENT
+// with its text).
+type limitedBody struct {
+	r    io.ReadCloser
+	left int64
+	msg  string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errors.New(b.msg)
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, errors.New(b.msg)
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.r.Close() }

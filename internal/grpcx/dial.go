@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
 )
 
@@ -155,7 +156,14 @@ func Dial(target string, o DialOptions) (*grpc.ClientConn, error) {
 	return grpc.NewClient(target, opts...)
 }
 
-// WithActingFor adds the acting-for metadata for the principal rendered by auth.FormatActingFor.
+// WithPrincipal adds the structured acting-for metadata naming p
+// (auth.PrincipalHeader, the serialized Principal; docs/architecture.md §5).
+func WithPrincipal(ctx context.Context, p *typev1.Principal) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, auth.PrincipalHeader, string(auth.EncodePrincipal(p)))
+}
+
+// WithActingFor adds the v0.1.x acting-for metadata (a value rendered by
+// auth.FormatActingFor); WithPrincipal replaces it.
 func WithActingFor(ctx context.Context, value string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, auth.ActingForHeader, value)
 }

@@ -1,6 +1,7 @@
 // Package grpcx holds the gRPC plumbing shared by every service: the one
 // interceptor chain (recovery → request id + logging → metrics →
-// authentication → RPC-class check → validation → handler, docs/architecture.md §5),
+// authentication → RPC-class check → rate limit → validation → handler,
+// docs/architecture.md §5),
 // server and client construction with TLS and message limits, and the
 // upstream dialer with per-RPC credentials.
 package grpcx
@@ -44,6 +45,9 @@ type ChainOptions struct {
 	Metrics       *grpcprom.ServerMetrics
 	Authenticator *auth.Authenticator
 	Policy        Policy
+	// RateLimiter, when non-nil, limits decision and write RPCs per
+	// principal after the class check (ratelimit.go).
+	RateLimiter *RateLimiter
 }
 
 // RequestID returns the request id of ctx, or "".
@@ -94,6 +98,9 @@ func admit(ctx context.Context, o ChainOptions, fullMethod string) (context.Cont
 		}
 	default:
 		return ctx, auth.Error(codes.PermissionDenied, auth.ReasonNoRPCClass, fullMethod+" has no access class (refused)")
+	}
+	if err := o.RateLimiter.Allow(ctx, fullMethod); err != nil {
+		return ctx, err
 	}
 	return ctx, nil
 }

@@ -13,5 +13,6 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.authz.v1.AuthzService/AddPolicies":     auth.ClassAdmin,
 		"/toolplane.authz.v1.AuthzService/RemovePolicies":  auth.ClassAdmin,
 		"/toolplane.authz.v1.AuthzService/ListDecisions":   auth.ClassAdmin,
+		"/toolplane.authz.v1.AuthzService/RecordRefusal":   auth.ClassService,
 	}
 }

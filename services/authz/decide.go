@@ -213,3 +213,30 @@ func (s *Server) FilterResources(ctx context.Context, req *authzv1.FilterResourc
 	s.decisions.WithLabelValues("FilterResources", strconv.FormatBool(len(deniedNames) == 0), "summary").Inc()
 	return resp, nil
 }
+
+// RecordRefusal writes a refusal decided outside authz (the runtime's
+// tool-call chain) to the decision log: a deny of kind
+// DECISION_KIND_REFUSAL with the caller's reason, for the principal the
+// request names (absent: the effective principal). Service class: only a
+// service credential (or an admin) can record, so no user can forge a
+// record about anyone (docs/architecture.md §5).
+func (s *Server) RecordRefusal(ctx context.Context, req *authzv1.RecordRefusalRequest) (*authzv1.RecordRefusalResponse, error) {
+	p, err := principalFor(ctx, req.GetPrincipal())
+	if err != nil {
+		return nil, err
+	}
+	cc := auth.TrustedCallContext(ctx, req.GetCallContext())
+	id := uuid.Must(uuid.NewV7()).String()
+	rec := &authzstore.DecisionRecord{
+		ID: id, Kind: authzstore.KindRefusal, Time: s.now().UTC(),
+		Tenant: tenantOf(p), Subject: p.GetSubject(), Roles: p.GetRoles(), Attributes: p.GetAttributes(),
+		Resource: resourceNames[req.GetResourceType()], Action: actionNames[req.GetAction()], Target: req.GetTarget(),
+		CallContext: callContextFromProto(cc), Allow: false,
+		Reasons: []authzcasbin.Reason{{Code: req.GetReason().GetCode(), Message: req.GetReason().GetMessage()}},
+	}
+	if err := s.dlog.Append(ctx, rec, true); err != nil {
+		return nil, toStatus(err)
+	}
+	s.decisions.WithLabelValues("RecordRefusal", "false", req.GetReason().GetCode()).Inc()
+	return &authzv1.RecordRefusalResponse{DecisionId: id}, nil
+}

@@ -148,6 +148,25 @@ func validateRequest(fullMethod string, req any) error {
 				return err
 			}
 		}
+	case *authzv1.RecordRefusalRequest:
+		if err := validatePrincipal(r.GetPrincipal()); err != nil {
+			return err
+		}
+		if err := validateResource(r.GetResourceType()); err != nil {
+			return err
+		}
+		if _, ok := actionNames[r.GetAction()]; !ok {
+			return bad("action", grpcx.ViolationRequired, "required: list, call or use")
+		}
+		if n := len(r.GetTarget()); n == 0 || n > maxNameBytes {
+			return bad("target", grpcx.ViolationInvalid, "want 1..%d bytes", maxNameBytes)
+		}
+		if n := len(r.GetReason().GetCode()); n == 0 || n > 128 {
+			return bad("reason.code", grpcx.ViolationInvalid, "want 1..128 bytes")
+		}
+		if len(r.GetReason().GetMessage()) > 1024 {
+			return bad("reason.message", grpcx.ViolationTooLong, "at most 1024 bytes")
+		}
 	case *authzv1.ListPoliciesRequest, *authzv1.WatchPolicyRequest:
 	}
 	return nil

@@ -3,11 +3,13 @@ package runtime
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 )
 
@@ -15,13 +17,18 @@ import (
 // runtimeassembly.Builder.Assemble) for the next model call of one of the
 // caller's threads.
 func (s *Server) AssembleTools(ctx context.Context, req *runtimev1.AssembleToolsRequest) (*runtimev1.AssembleToolsResponse, error) {
-	th, _, err := s.ownThread(ctx, req.GetThreadId())
+	th, err := s.actThread(ctx, req.GetThreadId())
 	if err != nil {
 		return nil, err
 	}
 	resp, err := s.assembly.Assemble(ctx, th, req.GetUserMessage())
 	if err != nil {
 		return nil, useCaseErr(err)
+	}
+	// The names of tools a principal may never see are not its to read:
+	// report.denied is filled for admins only (docs/architecture.md §5).
+	if !slices.Contains(principalOf(ctx).GetRoles(), auth.AdminRole) && resp.GetReport() != nil {
+		resp.Report.Denied = nil
 	}
 	return resp, nil
 }

@@ -159,8 +159,10 @@ func TestPipelineEndToEnd(t *testing.T) {
 		if slices.Contains(r.GetDeferred(), "everything_get-sum") || names(r.GetTools())["everything_get-sum"] {
 			t.Fatal("denied tool still listed")
 		}
-		if !slices.ContainsFunc(r.GetReport().GetDenied(), func(d string) bool { return strings.HasPrefix(d, "everything_get-sum") }) {
-			t.Errorf("report.denied: %v", r.GetReport().GetDenied())
+		// A user is not told the names it may never see (report.denied is
+		// for admins only, docs/architecture.md §5).
+		if len(r.GetReport().GetDenied()) != 0 {
+			t.Errorf("report.denied shown to a user: %v", r.GetReport().GetDenied())
 		}
 		if sr := call(t, alice, th, "tool_search", map[string]any{"query": "select:everything_get-sum"}); len(sr.GetPromoted().GetNames()) != 0 {
 			t.Fatalf("tool_search found a denied tool: %v", sr)

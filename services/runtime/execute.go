@@ -57,8 +57,11 @@ func (s *Server) ExecuteToolCallStream(req *runtimev1.ExecuteToolCallStreamReque
 // error. ExecuteToolCall, ExecuteToolCallStream (and so the MCP front
 // door) and the agent loop all come through here.
 func (s *Server) execute(ctx context.Context, threadID, runID string, call *runtimev1.ToolCall, notify func(*typev1.Notification), msg messageMode) (*runtimev1.ToolResult, error) {
-	th, _, err := s.ownThread(ctx, threadID)
+	th, err := s.actThread(ctx, threadID)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRun(ctx, threadID, runID); err != nil {
 		return nil, err
 	}
 	c := runtimechain.NewCall(th, runID, call, notify)

@@ -128,14 +128,16 @@ func runErr(err error, runID string) error {
 }
 
 // validText checks user text given to the loop: non-blank, UTF-8, at most
-// 1 MiB (the bound AssembleTools applies to user_message; the loop calls it
-// in process, past the validation interceptor).
-func validText(field, v string) error {
+// runtime.limits.message_max_bytes (the bound AssembleTools applies to
+// user_message; the loop calls it in process, past the validation
+// interceptor).
+func (s *Server) validText(field, v string) error {
+	if err := s.cfg.textLimit(field, v); err != nil {
+		return err
+	}
 	switch {
 	case strings.TrimSpace(v) == "":
 		return invalid(field, grpcx.ViolationRequired, "must not be empty")
-	case len(v) > 1<<20:
-		return invalid(field, grpcx.ViolationTooLong, "longer than 1 MiB")
 	case !utf8.ValidString(v):
 		return invalid(field, grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 	}
@@ -184,13 +186,13 @@ func limitsOf(o *structpb.Struct, c runtimeloop.Config) (runtimeloop.Limits, err
 // (options). Closing the stream cancels the run.
 func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStreamingServer[runtimev1.RunTurnResponse]) error {
 	ctx := stream.Context()
-	if err := validText("message", req.GetMessage()); err != nil {
+	if err := s.validText("message", req.GetMessage()); err != nil {
 		return err
 	}
 	if len(req.GetModel()) > 128 {
 		return invalid("model", grpcx.ViolationTooLong, "longer than 128 characters")
 	}
-	th, _, err := s.ownThread(ctx, req.GetThreadId())
+	th, err := s.actThread(ctx, req.GetThreadId())
 	if err != nil {
 		return err
 	}
@@ -222,10 +224,10 @@ func (s *Server) ResumeRun(req *runtimev1.ResumeRunRequest, stream grpc.ServerSt
 	if req.GetRunId() == "" {
 		return invalid("run_id", grpcx.ViolationRequired, "must not be empty")
 	}
-	if err := validText("answer", req.GetAnswer()); err != nil {
+	if err := s.validText("answer", req.GetAnswer()); err != nil {
 		return err
 	}
-	th, _, err := s.ownThread(ctx, req.GetThreadId())
+	th, err := s.actThread(ctx, req.GetThreadId())
 	if err != nil {
 		return err
 	}
@@ -291,7 +293,7 @@ type loopAdapter struct{ s *Server }
 
 // Assemble implements runtimeloop.Assembler.
 func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runtimev1.AssembleToolsResponse, error) {
-	r, err := a.s.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: threadID, UserMessage: user})
+	r, err := a.s.AssembleTools(inLoop(ctx), &runtimev1.AssembleToolsRequest{ThreadId: threadID, UserMessage: user})
 	if err != nil {
 		return nil, errors.New(status.Convert(err).Message())
 	}
@@ -304,7 +306,7 @@ func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runt
 // stores their results in call order in one transaction
 // (Deps.ExecutorStoresResults false; docs/architecture.md §3.3).
 func (a loopAdapter) Execute(ctx context.Context, threadID, runID string, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
-	return a.s.execute(ctx, threadID, runID, c, notify, returnOnly)
+	return a.s.execute(inLoop(ctx), threadID, runID, c, notify, returnOnly)
 }
 
 // AuthorizeModel implements runtimeloop.ModelAuthorizer with authz

@@ -67,6 +67,9 @@ type Config struct {
 	// Loop configures the agent loop (RunTurn): models, limits, guards,
 	// subagents (loopconfig.go).
 	Loop LoopConfig `yaml:"loop"`
+	// Limits bounds tool arguments, user text and the thread workspace
+	// (limits.go).
+	Limits LimitsConfig `yaml:"limits"`
 }
 
 // Upstreams holds one entry per upstream service.
@@ -122,6 +125,7 @@ func (c *Config) SetDefaults() {
 		c.UpstreamTimeout = 10 * time.Second
 	}
 	c.setToolDefaults()
+	c.setLimitDefaults()
 	c.Loop.SetDefaults()
 }
 
@@ -129,6 +133,9 @@ func (c *Config) SetDefaults() {
 func (c *Config) Validate() error {
 	if c.UpstreamTimeout < 0 {
 		return errors.New("runtime.upstream_timeout: must not be negative")
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
 	}
 	for _, name := range []string{"catalog", "authz", "skills"} {
 		u := c.Upstream(name)

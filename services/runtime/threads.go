@@ -59,6 +59,51 @@ func (s *Server) ownThread(ctx context.Context, id string) (*runtimestore.Thread
 	return t, p, nil
 }
 
+type loopKey struct{}
+
+// inLoop returns ctx marked as the agent loop's own work (loopAdapter): a
+// context value, which no request can carry, so only the runtime itself
+// reaches a subagent's thread or names a run it is running.
+func inLoop(ctx context.Context) context.Context { return context.WithValue(ctx, loopKey{}, true) }
+
+func fromLoop(ctx context.Context) bool { v, _ := ctx.Value(loopKey{}).(bool); return v }
+
+// actThread is ownThread for the RPCs that act on a thread's tools and
+// runs (AssembleTools, ExecuteToolCall(Stream), RunTurn, ResumeRun): a
+// subagent's thread is NOT_FOUND unless the agent loop itself asks, so a
+// user cannot run tools with is_subagent=true (docs/architecture.md §5,
+// "Call context"). Reading a child thread (GetThread, ListMessages,
+// ListRuns) stays possible through ownThread.
+func (s *Server) actThread(ctx context.Context, id string) (*runtimestore.Thread, error) {
+	th, _, err := s.ownThread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if th.Child != nil && !fromLoop(ctx) {
+		return nil, threadNotFound(id)
+	}
+	return th, nil
+}
+
+// checkRun checks the run_id of a tool call from a request: empty is a
+// client-side loop (no run); otherwise it must name a RUNNING run of the
+// thread, else NOT_FOUND (RUN_NOT_FOUND) — a caller cannot attach a call to
+// a run that is not in progress, nor invent one. The agent loop's own
+// calls are not checked (it names the run it runs).
+func (s *Server) checkRun(ctx context.Context, threadID, runID string) error {
+	if runID == "" || fromLoop(ctx) {
+		return nil
+	}
+	r, err := s.store.GetRun(ctx, threadID, runID)
+	if errors.Is(err, runtimestore.ErrNotFound) || (err == nil && r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING) {
+		return statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_RUN_NOT_FOUND, "run_id: no running run %q in thread %q (leave run_id empty for a client-side loop)", runID, threadID)
+	}
+	if err != nil {
+		return storeErr(err)
+	}
+	return nil
+}
+
 // Workspace virtual roots (docs/deerflow.md §6.2 ThreadData).
 var workspaceDirs = runtimetools.WorkspaceDirs
 

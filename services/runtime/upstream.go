@@ -111,6 +111,11 @@ func (c authzClient) Authorize(ctx context.Context, in *authzv1.AuthorizeRequest
 	return invoke(ctx, c.u, "authz", "Authorize", false, c.u.timeout, c.AuthzServiceClient.Authorize, in, o...)
 }
 
+// RecordRefusal calls the upstream under the runtime's policy (unary call, not retried).
+func (c authzClient) RecordRefusal(ctx context.Context, in *authzv1.RecordRefusalRequest, o ...grpc.CallOption) (*authzv1.RecordRefusalResponse, error) {
+	return invoke(ctx, c.u, "authz", "RecordRefusal", false, c.u.timeout, c.AuthzServiceClient.RecordRefusal, in, o...)
+}
+
 // skillsClient decorates the generated skills client.
 type skillsClient struct {
 	skillsv1.SkillsServiceClient

@@ -6,6 +6,7 @@ import (
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/internal/grpcx"
+	"github.com/toolplane/toolplane/services/runtime/runtimechain"
 )
 
 // Validate checks a request before its handler runs (called by the shared
@@ -32,16 +33,20 @@ func (s *Server) Validate(_ string, req any) error {
 			}
 		}
 	case *runtimev1.AssembleToolsRequest:
-		if len(r.GetUserMessage()) > 1<<20 {
-			return invalid("user_message", grpcx.ViolationTooLong, "longer than 1 MiB")
+		if err := s.cfg.textLimit("user_message", r.GetUserMessage()); err != nil {
+			return err
 		}
 		if !utf8.ValidString(r.GetUserMessage()) {
 			return invalid("user_message", grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 		}
 	case *runtimev1.ExecuteToolCallRequest:
-		return validateCall(r.GetToolCall())
+		return s.validateCall(r.GetToolCall())
 	case *runtimev1.ExecuteToolCallStreamRequest:
-		return validateCall(r.GetToolCall())
+		return s.validateCall(r.GetToolCall())
+	case *runtimev1.RunTurnRequest:
+		return s.cfg.textLimit("message", r.GetMessage())
+	case *runtimev1.ResumeRunRequest:
+		return s.cfg.textLimit("answer", r.GetAnswer())
 	case *runtimev1.GetAgentRequest:
 		if r.GetName() == "" {
 			return invalid("name", grpcx.ViolationRequired, "must not be empty")
@@ -86,15 +91,23 @@ func (s *Server) Validate(_ string, req any) error {
 	return nil
 }
 
-func validateCall(c *runtimev1.ToolCall) error {
+// validateCall checks a tool call of a request, the arguments against
+// runtime.limits.tool_arguments before any decoding or upstream call
+// (runtimechain.CheckArguments; the chain's input_budget step applies the
+// same bounds to the agent loop's calls).
+func (s *Server) validateCall(c *runtimev1.ToolCall) error {
 	if c == nil {
 		return invalid("tool_call", grpcx.ViolationRequired, "required")
 	}
 	if len(c.GetName()) > 256 {
 		return invalid("tool_call.name", grpcx.ViolationTooLong, "longer than 256 characters")
 	}
-	if len(c.GetRawArguments()) > 4<<20 {
-		return invalid("tool_call.raw_arguments", grpcx.ViolationTooLong, "longer than 4 MiB")
+	if e := runtimechain.CheckArguments(s.cfg.argumentLimits(), c.GetRawArguments(), c.GetArguments()); e != nil {
+		field := "tool_call.raw_arguments"
+		if c.GetArguments() != nil {
+			field = "tool_call.arguments"
+		}
+		return limitErr(field, e)
 	}
 	return nil
 }

@@ -27,10 +27,12 @@ func (s *Server) wire() {
 	})
 	dispatcher := runtimetools.NewDispatcher(runtimetools.Settings{
 		AllowBash: c.AllowBash, ToolCallTimeout: c.ToolCallTimeout, SearchLimit: c.ToolSearch.SearchLimit, MaxMessageBytes: s.env.MaxMessageBytes,
+		FileMaxBytes: c.limits().Workspace.FileMaxBytes, ThreadQuotaBytes: c.limits().Workspace.ThreadQuotaBytes,
 	}, runtimetools.Deps{Workspace: s.ws, Catalog: s.catalog, Skills: s.skills, Assembly: s.assembly, Now: s.now, Log: s.log, Promotions: s.metrics.promotions})
 	s.chain = runtimechain.Standard(runtimechain.Deps{
 		Views: s.assembly, Authorizer: s.authz, Workspace: s.ws, Results: s.ws, Tools: dispatcher,
 		Budget: runtimechain.BudgetSettings{ExternalizeMinChars: c.ToolOutput.ExternalizeMinChars, PreviewHeadChars: c.ToolOutput.PreviewHeadChars,
 			PreviewTailChars: c.ToolOutput.PreviewTailChars, ExemptTools: c.ToolOutput.ExemptTools},
+		Arguments: c.argumentLimits(), Refusals: s.authz, Log: s.log,
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
@@ -38,7 +39,16 @@ func userOf(ctx context.Context) user {
 		return user{key: "default/anonymous", tenant: "default"}
 	}
 	t := tenantOf(p)
-	return user{key: t + "/" + p.GetSubject(), tenant: t, admin: slices.Contains(p.GetRoles(), auth.AdminRole)}
+	return user{key: userKey(t, p.GetSubject()), tenant: t, admin: slices.Contains(p.GetRoles(), auth.AdminRole)}
+}
+
+// userKey is "tenant/subject" with '%' and '/' of the tenant escaped, so
+// that the first '/' always ends the tenant and no two principals share a
+// key (tenant "a/b" with subject "c" is not tenant "a" with subject "b/c";
+// docs/architecture.md §5). Keys of tenants without '%' or '/' are
+// unchanged.
+func userKey(tenant, subject string) string {
+	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(tenant) + "/" + subject
 }
 
 func tenantOf(p *typev1.Principal) string {

@@ -114,6 +114,7 @@ type Kind int
 const (
 	KindAuthorize Kind = 1 // one Authorize decision
 	KindFilter    Kind = 2 // one summary per FilterResources call
+	KindRefusal   Kind = 3 // a refusal decided outside authz (RecordRefusal)
 )
 
 // CallContext is the trusted call context kept with a record.

@@ -22,7 +22,6 @@ import (
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
-	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
@@ -190,7 +189,7 @@ func (s *Builder) base(ctx context.Context, th *runtimestore.Thread) (*Base, err
 	}
 	p := runtimeident.Principal(ctx)
 	gen, pv, cacheable := s.watch.cacheKey()
-	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d", auth.FormatActingFor(p), agent.GetName(), agent.GetUpdateTime().AsTime().UnixNano(), gen, pv)
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d", runtimeident.Key(p), agent.GetName(), agent.GetUpdateTime().AsTime().UnixNano(), gen, pv)
 	if th.Child != nil {
 		// A subagent's assembly differs (is_subagent, narrowed agent).
 		key += "\x00subagent\x00" + agentDigest(agent)

@@ -2,6 +2,7 @@ package runtimechain
 
 import (
 	"context"
+	"log/slog"
 
 	"google.golang.org/grpc"
 
@@ -54,6 +55,13 @@ type Deps struct {
 	Tools      ToolCaller
 	// Budget is runtime.tool_output.
 	Budget BudgetSettings
+	// Arguments is runtime.limits.tool_arguments.
+	Arguments ArgumentLimits
+	// Refusals records the runtime's own refusals (authz RecordRefusal);
+	// nil: logged only.
+	Refusals RefusalRecorder
+	// Log receives the refusal log lines (nil: none).
+	Log *slog.Logger
 }
 
 // Standard is the chain in force, outer → inner (docs/architecture.md
@@ -63,8 +71,10 @@ type Deps struct {
 func Standard(d Deps) *Chain {
 	c, err := New(
 		OutputBudget{Saver: d.Results, Settings: d.Budget},
+		RefusalAudit{Recorder: d.Refusals, Log: d.Log},
 		ResultSanitisation{},
 		Assembly{Views: d.Views},
+		InputBudget{Limits: d.Arguments},
 		DecodeArguments{},
 		Authorization{Authz: d.Authorizer},
 		ReadBeforeWrite{Workspace: d.Workspace},

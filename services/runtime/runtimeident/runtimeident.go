@@ -29,14 +29,19 @@ func Principal(ctx context.Context) *typev1.Principal {
 }
 
 // ActingFor returns ctx with outgoing acting-for metadata naming the end
-// user of the request (docs/architecture.md §5).
+// user of the request in structured form (auth.PrincipalHeader, the
+// serialized Principal, never a delimited string; docs/architecture.md §5).
 func ActingFor(ctx context.Context) context.Context {
 	p := auth.EffectivePrincipal(ctx)
 	if p == nil {
 		return ctx
 	}
-	return grpcx.WithActingFor(ctx, auth.FormatActingFor(p))
+	return grpcx.WithPrincipal(ctx, p)
 }
+
+// Key is an injective cache key of a principal (its deterministic
+// serialization), so that no two principals share an entry.
+func Key(p *typev1.Principal) string { return string(auth.EncodePrincipal(p)) }
 
 // CallContext is the CallContext the runtime sends upstream for a thread.
 // is_subagent is true on a subagent's thread (runtimestore.Child, written

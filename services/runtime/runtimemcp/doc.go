@@ -36,9 +36,14 @@
 // # Principal and agent
 //
 // Over HTTP the caller's Authorization header is forwarded to the runtime on
-// every call (the runtime authenticates it; the front door holds no
-// credential of its own); when the suite's auth is on, a request without one
-// is answered 401 with `WWW-Authenticate: Bearer` (Options.RequireAuthorization).
+// every call (the front door holds no credential of its own). Before that,
+// every request passes the guard (guard.go; docs/architecture.md §5): an
+// Origin not in Options.AllowedOrigins is 403; with Options.Verifier (the
+// suite's authenticator, when auth is on) the credential is verified on
+// every POST, GET and DELETE — missing or invalid is 401 with
+// `WWW-Authenticate: Bearer` — and a request naming an Mcp-Session-Id must
+// come from the principal that created the session (else 404, as for an
+// unknown session); a POST body over Options.MaxBodyBytes is 413.
 // Over stdio the runtime credential of `toolplane mcp` is used. The agent profile of new threads is the HTTP header HeaderAgent
 // ("Toolplane-Agent") or the `agent` query parameter, else Options.Agent, else
 // the runtime's default agent.

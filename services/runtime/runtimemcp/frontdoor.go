@@ -84,6 +84,25 @@ type Options struct {
 	// HTTP transports) instead of a JSON-RPC error from the runtime. Set it
 	// when the suite's auth is on.
 	RequireAuthorization bool
+	// Verifier, when set, verifies the bearer credential of every HTTP
+	// request (POST, GET, DELETE) before mcp-go sees it and binds each MCP
+	// session to the principal that created it (guard.go). internal/app sets
+	// it to the suite's authenticator when auth is on.
+	Verifier Verifier
+	// AllowedOrigins are the browser origins ("https://app.example") whose
+	// requests are served (server.http.mcp_allowed_origins); a request with
+	// any other Origin header is 403. Default none: only clients that send
+	// no Origin (CLI and IDE tools, loopback agents).
+	AllowedOrigins []string
+	// ResourceMetadataURL, when set, is announced in the 401 challenge as
+	// RFC 9728 protected-resource metadata (resource_metadata).
+	ResourceMetadataURL string
+	// MaxBodyBytes bounds a POST body (default DefaultMaxBodyBytes;
+	// server.http.mcp_max_body_bytes).
+	MaxBodyBytes int64
+	// OnRefusal, when set, is told of every request the guard refuses
+	// (status and reason), for logs and metrics.
+	OnRefusal func(r *http.Request, code int, reason string)
 	// DisableLocalhostProtection turns off the DNS-rebinding check (a loopback
 	// connection must carry a loopback Host header). Only for a reverse proxy
 	// on the same host that keeps the original Host header.
@@ -102,6 +121,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.SessionIdleTTL <= 0 {
 		o.SessionIdleTTL = 30 * time.Minute
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 }
 
@@ -124,6 +146,9 @@ type Server struct {
 	stable   *lru.Cache[string, string]
 	// levels holds the logging/setLevel a session asked for explicitly.
 	levels *lru.Cache[string, mcp.LoggingLevel]
+	// owners maps an MCP session id to the key of the principal (or, without
+	// a Verifier, the credential) that created it (guard.go).
+	owners *lru.Cache[string, string]
 }
 
 // bindingCap bounds each of the thread-binding caches.
@@ -149,7 +174,7 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 	sessions, _ := lru.New[string, string](bindingCap)
 	stable, _ := lru.New[string, string](bindingCap)
 	levels, _ := lru.New[string, mcp.LoggingLevel](bindingCap)
-	s := &Server{rt: rt, opts: opts, sessions: sessions, stable: stable, levels: levels}
+	s := &Server{rt: rt, opts: opts, sessions: sessions, stable: stable, levels: levels, owners: newOwners()}
 	hooks := &server.Hooks{}
 	hooks.AddOnRequestInitialization(s.onRequest)
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
@@ -182,6 +207,7 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 			}
 		}
 		s.levels.Remove(sess.SessionID())
+		s.owners.Remove(sess.SessionID())
 	})
 	s.mcp = server.NewMCPServer(opts.Name, version.String(),
 		server.WithToolCapabilities(true),
@@ -249,19 +275,7 @@ func (s *Server) HTTPHandler() http.Handler {
 	s.mu.Lock()
 	s.https = append(s.https, h)
 	s.mu.Unlock()
-	if !s.opts.RequireAuthorization {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") == "" && r.Method != http.MethodOptions {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="toolplane"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = io.WriteString(w, `{"error":"unauthenticated","message":"the MCP front door needs an Authorization: Bearer token"}`)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	return s.guard(h)
 }
 
 // ServeStdio serves one MCP session over in/out (newline-delimited JSON-RPC)
@@ -337,7 +351,7 @@ func (s *Server) thread(ctx context.Context, explicit string) (string, error) {
 	if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" {
 		// Keyed by session and credential: a session id presented with
 		// another credential never reaches (or resets) the owner's binding.
-		id := sess.SessionID() + "\x00" + credentialKey(ri.authorization)
+		id := sess.SessionID() + "\x00" + s.ownerOf(ctx)
 		if t, ok := s.sessions.Get(id); ok {
 			return t, nil
 		}
@@ -357,7 +371,7 @@ func (s *Server) thread(ctx context.Context, explicit string) (string, error) {
 		}
 		return v.(string), nil
 	}
-	key := credentialKey(ri.authorization) + "\x00" + agent
+	key := s.ownerOf(ctx) + "\x00" + agent
 	if t, ok := s.stable.Get(key); ok {
 		return t, nil
 	}
@@ -382,6 +396,16 @@ func (s *Server) thread(ctx context.Context, explicit string) (string, error) {
 		return "", err
 	}
 	return v.(string), nil
+}
+
+// ownerOf is the key of the request's caller: the verified principal (or
+// credential) the guard recorded, else the Authorization value's hash
+// (stdio: one credential per process).
+func (s *Server) ownerOf(ctx context.Context) string {
+	if o := ownerFrom(ctx); o != "" {
+		return o
+	}
+	return credentialKey(infoFrom(ctx).authorization)
 }
 
 func (s *Server) createThread(ctx context.Context, agent string, md map[string]string) (string, error) {

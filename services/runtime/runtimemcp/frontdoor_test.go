@@ -229,7 +229,8 @@ func startFrontDoor(t *testing.T, rt runtimev1.RuntimeServiceClient, opts Option
 	t.Helper()
 	mux := http.NewServeMux()
 	ctx, cancel := context.WithCancel(context.Background())
-	mux.Handle("/mcp", NewHandler(rt, Options{Agent: opts.Agent, CallTimeout: opts.CallTimeout, RequireAuthorization: opts.RequireAuthorization, Context: ctx}))
+	opts.Context = ctx
+	mux.Handle("/mcp", NewHandler(rt, opts))
 	hs := httptest.NewServer(mux)
 	t.Cleanup(func() { cancel(); hs.Close() })
 	return hs.URL + "/mcp"

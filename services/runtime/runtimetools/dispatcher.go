@@ -61,6 +61,10 @@ type Settings struct {
 	SearchLimit int
 	// MaxMessageBytes is server.max_message_bytes (bounds a review upload).
 	MaxMessageBytes int
+	// FileMaxBytes is runtime.limits.workspace.file_max_bytes (0: unbounded).
+	FileMaxBytes int64
+	// ThreadQuotaBytes is runtime.limits.workspace.thread_quota_bytes (0: unbounded).
+	ThreadQuotaBytes int64
 }
 
 // Deps are the Dispatcher's narrow dependencies.

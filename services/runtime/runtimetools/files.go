@@ -282,8 +282,15 @@ func (s *Dispatcher) writeFile(_ context.Context, ec *runtimechain.Call, args ma
 		}
 	}
 	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	size := int64(len(content))
 	if appendMode, _ := args["append"].(bool); appendMode {
 		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+		if fi, err := r.Stat(rel); err == nil {
+			size += fi.Size()
+		}
+	}
+	if err := s.checkWrite(r, rel, clean, size); err != nil {
+		return nil, err
 	}
 	f, err := r.OpenFile(rel, flag, 0o600)
 	if err != nil {
@@ -297,6 +304,37 @@ func (s *Dispatcher) writeFile(_ context.Context, ec *runtimechain.Call, args ma
 		return nil, fsErr(clean, werr)
 	}
 	return &runtimechain.Outcome{Text: fmt.Sprintf("OK: wrote %d bytes to %s", len(content), clean)}, nil
+}
+
+// checkWrite applies runtime.limits.workspace to a write that leaves the
+// file rel with size bytes: the file bound, then the thread's quota (the
+// bytes under /mnt/user-data with this file at its new size). Both refuse
+// before anything is written, with a BUSINESS error naming the key.
+func (s *Dispatcher) checkWrite(r *os.Root, rel, clean string, size int64) error {
+	if m := s.cfg.FileMaxBytes; m > 0 && size > m {
+		return runtimechain.Business("writing %s would make it %d bytes, over runtime.limits.workspace.file_max_bytes (%d bytes); write less", clean, size, m)
+	}
+	q := s.cfg.ThreadQuotaBytes
+	if q <= 0 {
+		return nil
+	}
+	var used int64
+	err := fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || p == rel {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			used += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if used+size > q {
+		return runtimechain.Business("writing %s would bring this thread's files to %d bytes, over runtime.limits.workspace.thread_quota_bytes (%d bytes); delete or shorten files first", clean, used+size, q)
+	}
+	return nil
 }
 
 // strReplace implements str_replace.
@@ -325,6 +363,12 @@ func (s *Dispatcher) strReplace(_ context.Context, ec *runtimechain.Call, args m
 		return nil, runtimechain.Business("old_str was not found in %s", clean)
 	case n > 1 && !all:
 		return nil, runtimechain.Business("old_str occurs %d times in %s; make it unique or set replace_all", n, clean)
+	}
+	// The result's size is known before it is built: refuse an
+	// over-quota replacement without allocating it.
+	size := int64(len(b)) + int64(len(newStr)-len(oldStr))*int64(map[bool]int{true: n, false: 1}[all])
+	if err := s.checkWrite(r, rel, clean, size); err != nil {
+		return nil, err
 	}
 	out := strings.Replace(string(b), oldStr, newStr, map[bool]int{true: -1, false: 1}[all])
 	if err := r.WriteFile(rel, []byte(out), 0o600); err != nil {

@@ -344,6 +344,8 @@ const (
 	DecisionKind_DECISION_KIND_AUTHORIZE DecisionKind = 1
 	// A summary of one FilterResources call.
 	DecisionKind_DECISION_KIND_FILTER DecisionKind = 2
+	// A refusal decided outside authz and recorded through RecordRefusal.
+	DecisionKind_DECISION_KIND_REFUSAL DecisionKind = 3
 )
 
 // Enum value maps for DecisionKind.
@@ -352,11 +354,13 @@ var (
 		0: "DECISION_KIND_UNSPECIFIED",
 		1: "DECISION_KIND_AUTHORIZE",
 		2: "DECISION_KIND_FILTER",
+		3: "DECISION_KIND_REFUSAL",
 	}
 	DecisionKind_value = map[string]int32{
 		"DECISION_KIND_UNSPECIFIED": 0,
 		"DECISION_KIND_AUTHORIZE":   1,
 		"DECISION_KIND_FILTER":      2,
+		"DECISION_KIND_REFUSAL":     3,
 	}
 )
 
@@ -1428,11 +1432,12 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\x1dERROR_REASON_POLICY_NOT_FOUND\x10\x05\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\x06\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\a\x12\x1d\n" +
-	"\x19ERROR_REASON_OTHER_TENANT\x10\b*d\n" +
+	"\x19ERROR_REASON_OTHER_TENANT\x10\b*\x7f\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DECISION_KIND_AUTHORIZE\x10\x01\x12\x18\n" +
-	"\x14DECISION_KIND_FILTER\x10\x02BBZ@github.com/toolplane/toolplane/gen/go/toolplane/authz/v1;authzv1b\x06proto3"
+	"\x14DECISION_KIND_FILTER\x10\x02\x12\x19\n" +
+	"\x15DECISION_KIND_REFUSAL\x10\x03BBZ@github.com/toolplane/toolplane/gen/go/toolplane/authz/v1;authzv1b\x06proto3"
 
 var (
 	file_toolplane_authz_v1_authz_proto_rawDescOnce sync.Once

@@ -932,6 +932,144 @@ func (x *ListDecisionsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// RecordRefusalRequest is one refusal to record.
+type RecordRefusalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Principal refused; absent = the effective principal of the call.
+	Principal *v1.Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Type of the resource refused.
+	ResourceType ResourceType `protobuf:"varint,2,opt,name=resource_type,json=resourceType,proto3,enum=toolplane.authz.v1.ResourceType" json:"resource_type,omitempty"`
+	// Action refused.
+	Action Action `protobuf:"varint,3,opt,name=action,proto3,enum=toolplane.authz.v1.Action" json:"action,omitempty"`
+	// Name of the resource (e.g. the tool name), at most 256 bytes.
+	Target string `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	// CallContext of the refused call (kept only from a service credential).
+	CallContext *v1.CallContext `protobuf:"bytes,5,opt,name=call_context,json=callContext,proto3" json:"call_context,omitempty"`
+	// Why: a reason code (e.g. "deferred.not_promoted", at most 128 bytes)
+	// and a message (at most 1024 bytes).
+	Reason        *Reason `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRefusalRequest) Reset() {
+	*x = RecordRefusalRequest{}
+	mi := &file_toolplane_authz_v1_authz_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRefusalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRefusalRequest) ProtoMessage() {}
+
+func (x *RecordRefusalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_authz_v1_authz_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRefusalRequest.ProtoReflect.Descriptor instead.
+func (*RecordRefusalRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_authz_v1_authz_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RecordRefusalRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *RecordRefusalRequest) GetResourceType() ResourceType {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ResourceType_RESOURCE_TYPE_UNSPECIFIED
+}
+
+func (x *RecordRefusalRequest) GetAction() Action {
+	if x != nil {
+		return x.Action
+	}
+	return Action_ACTION_UNSPECIFIED
+}
+
+func (x *RecordRefusalRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *RecordRefusalRequest) GetCallContext() *v1.CallContext {
+	if x != nil {
+		return x.CallContext
+	}
+	return nil
+}
+
+func (x *RecordRefusalRequest) GetReason() *Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return nil
+}
+
+// RecordRefusalResponse names the record written.
+type RecordRefusalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the decision record.
+	DecisionId    string `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRefusalResponse) Reset() {
+	*x = RecordRefusalResponse{}
+	mi := &file_toolplane_authz_v1_authz_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRefusalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRefusalResponse) ProtoMessage() {}
+
+func (x *RecordRefusalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_authz_v1_authz_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRefusalResponse.ProtoReflect.Descriptor instead.
+func (*RecordRefusalResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_authz_v1_authz_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RecordRefusalResponse) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
 var File_toolplane_authz_v1_authz_service_proto protoreflect.FileDescriptor
 
 const file_toolplane_authz_v1_authz_service_proto_rawDesc = "" +
@@ -1004,7 +1142,17 @@ const file_toolplane_authz_v1_authz_service_proto_rawDesc = "" +
 	"\x06_allow\"\x81\x01\n" +
 	"\x15ListDecisionsResponse\x12@\n" +
 	"\tdecisions\x18\x01 \x03(\v2\".toolplane.authz.v1.DecisionRecordR\tdecisions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xdc\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdc\x02\n" +
+	"\x14RecordRefusalRequest\x12:\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x1c.toolplane.type.v1.PrincipalR\tprincipal\x12E\n" +
+	"\rresource_type\x18\x02 \x01(\x0e2 .toolplane.authz.v1.ResourceTypeR\fresourceType\x122\n" +
+	"\x06action\x18\x03 \x01(\x0e2\x1a.toolplane.authz.v1.ActionR\x06action\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\tR\x06target\x12A\n" +
+	"\fcall_context\x18\x05 \x01(\v2\x1e.toolplane.type.v1.CallContextR\vcallContext\x122\n" +
+	"\x06reason\x18\x06 \x01(\v2\x1a.toolplane.authz.v1.ReasonR\x06reason\"8\n" +
+	"\x15RecordRefusalResponse\x12\x1f\n" +
+	"\vdecision_id\x18\x01 \x01(\tR\n" +
+	"decisionId2\xc2\x06\n" +
 	"\fAuthzService\x12o\n" +
 	"\x0fFilterResources\x12*.toolplane.authz.v1.FilterResourcesRequest\x1a+.toolplane.authz.v1.FilterResourcesResponse\"\x03\x90\x02\x01\x12X\n" +
 	"\tAuthorize\x12$.toolplane.authz.v1.AuthorizeRequest\x1a%.toolplane.authz.v1.AuthorizeResponse\x12e\n" +
@@ -1012,7 +1160,8 @@ const file_toolplane_authz_v1_authz_service_proto_rawDesc = "" +
 	"\fListPolicies\x12'.toolplane.authz.v1.ListPoliciesRequest\x1a(.toolplane.authz.v1.ListPoliciesResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\vAddPolicies\x12&.toolplane.authz.v1.AddPoliciesRequest\x1a'.toolplane.authz.v1.AddPoliciesResponse\x12g\n" +
 	"\x0eRemovePolicies\x12).toolplane.authz.v1.RemovePoliciesRequest\x1a*.toolplane.authz.v1.RemovePoliciesResponse\x12i\n" +
-	"\rListDecisions\x12(.toolplane.authz.v1.ListDecisionsRequest\x1a).toolplane.authz.v1.ListDecisionsResponse\"\x03\x90\x02\x01BBZ@github.com/toolplane/toolplane/gen/go/toolplane/authz/v1;authzv1b\x06proto3"
+	"\rListDecisions\x12(.toolplane.authz.v1.ListDecisionsRequest\x1a).toolplane.authz.v1.ListDecisionsResponse\"\x03\x90\x02\x01\x12d\n" +
+	"\rRecordRefusal\x12(.toolplane.authz.v1.RecordRefusalRequest\x1a).toolplane.authz.v1.RecordRefusalResponseBBZ@github.com/toolplane/toolplane/gen/go/toolplane/authz/v1;authzv1b\x06proto3"
 
 var (
 	file_toolplane_authz_v1_authz_service_proto_rawDescOnce sync.Once
@@ -1026,7 +1175,7 @@ func file_toolplane_authz_v1_authz_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_authz_v1_authz_service_proto_rawDescData
 }
 
-var file_toolplane_authz_v1_authz_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_toolplane_authz_v1_authz_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_toolplane_authz_v1_authz_service_proto_goTypes = []any{
 	(*FilterResourcesRequest)(nil),  // 0: toolplane.authz.v1.FilterResourcesRequest
 	(*FilterResourcesResponse)(nil), // 1: toolplane.authz.v1.FilterResourcesResponse
@@ -1042,67 +1191,77 @@ var file_toolplane_authz_v1_authz_service_proto_goTypes = []any{
 	(*RemovePoliciesResponse)(nil),  // 11: toolplane.authz.v1.RemovePoliciesResponse
 	(*ListDecisionsRequest)(nil),    // 12: toolplane.authz.v1.ListDecisionsRequest
 	(*ListDecisionsResponse)(nil),   // 13: toolplane.authz.v1.ListDecisionsResponse
-	nil,                             // 14: toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry
-	(*v1.Principal)(nil),            // 15: toolplane.type.v1.Principal
-	(ResourceType)(0),               // 16: toolplane.authz.v1.ResourceType
-	(Action)(0),                     // 17: toolplane.authz.v1.Action
-	(*v1.CallContext)(nil),          // 18: toolplane.type.v1.CallContext
-	(*DeniedResource)(nil),          // 19: toolplane.authz.v1.DeniedResource
-	(*structpb.Struct)(nil),         // 20: google.protobuf.Struct
-	(*ResourceAttributes)(nil),      // 21: toolplane.authz.v1.ResourceAttributes
-	(*Decision)(nil),                // 22: toolplane.authz.v1.Decision
-	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
-	(*Policy)(nil),                  // 24: toolplane.authz.v1.Policy
-	(*RoleLink)(nil),                // 25: toolplane.authz.v1.RoleLink
-	(DecisionKind)(0),               // 26: toolplane.authz.v1.DecisionKind
-	(*DecisionRecord)(nil),          // 27: toolplane.authz.v1.DecisionRecord
+	(*RecordRefusalRequest)(nil),    // 14: toolplane.authz.v1.RecordRefusalRequest
+	(*RecordRefusalResponse)(nil),   // 15: toolplane.authz.v1.RecordRefusalResponse
+	nil,                             // 16: toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry
+	(*v1.Principal)(nil),            // 17: toolplane.type.v1.Principal
+	(ResourceType)(0),               // 18: toolplane.authz.v1.ResourceType
+	(Action)(0),                     // 19: toolplane.authz.v1.Action
+	(*v1.CallContext)(nil),          // 20: toolplane.type.v1.CallContext
+	(*DeniedResource)(nil),          // 21: toolplane.authz.v1.DeniedResource
+	(*structpb.Struct)(nil),         // 22: google.protobuf.Struct
+	(*ResourceAttributes)(nil),      // 23: toolplane.authz.v1.ResourceAttributes
+	(*Decision)(nil),                // 24: toolplane.authz.v1.Decision
+	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
+	(*Policy)(nil),                  // 26: toolplane.authz.v1.Policy
+	(*RoleLink)(nil),                // 27: toolplane.authz.v1.RoleLink
+	(DecisionKind)(0),               // 28: toolplane.authz.v1.DecisionKind
+	(*DecisionRecord)(nil),          // 29: toolplane.authz.v1.DecisionRecord
+	(*Reason)(nil),                  // 30: toolplane.authz.v1.Reason
 }
 var file_toolplane_authz_v1_authz_service_proto_depIdxs = []int32{
-	15, // 0: toolplane.authz.v1.FilterResourcesRequest.principal:type_name -> toolplane.type.v1.Principal
-	16, // 1: toolplane.authz.v1.FilterResourcesRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
-	17, // 2: toolplane.authz.v1.FilterResourcesRequest.action:type_name -> toolplane.authz.v1.Action
-	18, // 3: toolplane.authz.v1.FilterResourcesRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	14, // 4: toolplane.authz.v1.FilterResourcesRequest.resource_attributes:type_name -> toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry
-	19, // 5: toolplane.authz.v1.FilterResourcesResponse.denied:type_name -> toolplane.authz.v1.DeniedResource
-	15, // 6: toolplane.authz.v1.AuthorizeRequest.principal:type_name -> toolplane.type.v1.Principal
-	16, // 7: toolplane.authz.v1.AuthorizeRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
-	17, // 8: toolplane.authz.v1.AuthorizeRequest.action:type_name -> toolplane.authz.v1.Action
-	18, // 9: toolplane.authz.v1.AuthorizeRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	20, // 10: toolplane.authz.v1.AuthorizeRequest.input:type_name -> google.protobuf.Struct
-	21, // 11: toolplane.authz.v1.AuthorizeRequest.resource_attributes:type_name -> toolplane.authz.v1.ResourceAttributes
-	22, // 12: toolplane.authz.v1.AuthorizeResponse.decision:type_name -> toolplane.authz.v1.Decision
-	23, // 13: toolplane.authz.v1.WatchPolicyResponse.time:type_name -> google.protobuf.Timestamp
-	24, // 14: toolplane.authz.v1.ListPoliciesResponse.policies:type_name -> toolplane.authz.v1.Policy
-	25, // 15: toolplane.authz.v1.ListPoliciesResponse.role_links:type_name -> toolplane.authz.v1.RoleLink
-	24, // 16: toolplane.authz.v1.AddPoliciesRequest.policies:type_name -> toolplane.authz.v1.Policy
-	25, // 17: toolplane.authz.v1.AddPoliciesRequest.role_links:type_name -> toolplane.authz.v1.RoleLink
-	24, // 18: toolplane.authz.v1.AddPoliciesResponse.policies:type_name -> toolplane.authz.v1.Policy
-	24, // 19: toolplane.authz.v1.RemovePoliciesRequest.policies:type_name -> toolplane.authz.v1.Policy
-	25, // 20: toolplane.authz.v1.RemovePoliciesRequest.role_links:type_name -> toolplane.authz.v1.RoleLink
-	16, // 21: toolplane.authz.v1.ListDecisionsRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
-	23, // 22: toolplane.authz.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
-	26, // 23: toolplane.authz.v1.ListDecisionsRequest.kind:type_name -> toolplane.authz.v1.DecisionKind
-	27, // 24: toolplane.authz.v1.ListDecisionsResponse.decisions:type_name -> toolplane.authz.v1.DecisionRecord
-	21, // 25: toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry.value:type_name -> toolplane.authz.v1.ResourceAttributes
-	0,  // 26: toolplane.authz.v1.AuthzService.FilterResources:input_type -> toolplane.authz.v1.FilterResourcesRequest
-	2,  // 27: toolplane.authz.v1.AuthzService.Authorize:input_type -> toolplane.authz.v1.AuthorizeRequest
-	4,  // 28: toolplane.authz.v1.AuthzService.WatchPolicy:input_type -> toolplane.authz.v1.WatchPolicyRequest
-	6,  // 29: toolplane.authz.v1.AuthzService.ListPolicies:input_type -> toolplane.authz.v1.ListPoliciesRequest
-	8,  // 30: toolplane.authz.v1.AuthzService.AddPolicies:input_type -> toolplane.authz.v1.AddPoliciesRequest
-	10, // 31: toolplane.authz.v1.AuthzService.RemovePolicies:input_type -> toolplane.authz.v1.RemovePoliciesRequest
-	12, // 32: toolplane.authz.v1.AuthzService.ListDecisions:input_type -> toolplane.authz.v1.ListDecisionsRequest
-	1,  // 33: toolplane.authz.v1.AuthzService.FilterResources:output_type -> toolplane.authz.v1.FilterResourcesResponse
-	3,  // 34: toolplane.authz.v1.AuthzService.Authorize:output_type -> toolplane.authz.v1.AuthorizeResponse
-	5,  // 35: toolplane.authz.v1.AuthzService.WatchPolicy:output_type -> toolplane.authz.v1.WatchPolicyResponse
-	7,  // 36: toolplane.authz.v1.AuthzService.ListPolicies:output_type -> toolplane.authz.v1.ListPoliciesResponse
-	9,  // 37: toolplane.authz.v1.AuthzService.AddPolicies:output_type -> toolplane.authz.v1.AddPoliciesResponse
-	11, // 38: toolplane.authz.v1.AuthzService.RemovePolicies:output_type -> toolplane.authz.v1.RemovePoliciesResponse
-	13, // 39: toolplane.authz.v1.AuthzService.ListDecisions:output_type -> toolplane.authz.v1.ListDecisionsResponse
-	33, // [33:40] is the sub-list for method output_type
-	26, // [26:33] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	17, // 0: toolplane.authz.v1.FilterResourcesRequest.principal:type_name -> toolplane.type.v1.Principal
+	18, // 1: toolplane.authz.v1.FilterResourcesRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
+	19, // 2: toolplane.authz.v1.FilterResourcesRequest.action:type_name -> toolplane.authz.v1.Action
+	20, // 3: toolplane.authz.v1.FilterResourcesRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	16, // 4: toolplane.authz.v1.FilterResourcesRequest.resource_attributes:type_name -> toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry
+	21, // 5: toolplane.authz.v1.FilterResourcesResponse.denied:type_name -> toolplane.authz.v1.DeniedResource
+	17, // 6: toolplane.authz.v1.AuthorizeRequest.principal:type_name -> toolplane.type.v1.Principal
+	18, // 7: toolplane.authz.v1.AuthorizeRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
+	19, // 8: toolplane.authz.v1.AuthorizeRequest.action:type_name -> toolplane.authz.v1.Action
+	20, // 9: toolplane.authz.v1.AuthorizeRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	22, // 10: toolplane.authz.v1.AuthorizeRequest.input:type_name -> google.protobuf.Struct
+	23, // 11: toolplane.authz.v1.AuthorizeRequest.resource_attributes:type_name -> toolplane.authz.v1.ResourceAttributes
+	24, // 12: toolplane.authz.v1.AuthorizeResponse.decision:type_name -> toolplane.authz.v1.Decision
+	25, // 13: toolplane.authz.v1.WatchPolicyResponse.time:type_name -> google.protobuf.Timestamp
+	26, // 14: toolplane.authz.v1.ListPoliciesResponse.policies:type_name -> toolplane.authz.v1.Policy
+	27, // 15: toolplane.authz.v1.ListPoliciesResponse.role_links:type_name -> toolplane.authz.v1.RoleLink
+	26, // 16: toolplane.authz.v1.AddPoliciesRequest.policies:type_name -> toolplane.authz.v1.Policy
+	27, // 17: toolplane.authz.v1.AddPoliciesRequest.role_links:type_name -> toolplane.authz.v1.RoleLink
+	26, // 18: toolplane.authz.v1.AddPoliciesResponse.policies:type_name -> toolplane.authz.v1.Policy
+	26, // 19: toolplane.authz.v1.RemovePoliciesRequest.policies:type_name -> toolplane.authz.v1.Policy
+	27, // 20: toolplane.authz.v1.RemovePoliciesRequest.role_links:type_name -> toolplane.authz.v1.RoleLink
+	18, // 21: toolplane.authz.v1.ListDecisionsRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
+	25, // 22: toolplane.authz.v1.ListDecisionsRequest.since:type_name -> google.protobuf.Timestamp
+	28, // 23: toolplane.authz.v1.ListDecisionsRequest.kind:type_name -> toolplane.authz.v1.DecisionKind
+	29, // 24: toolplane.authz.v1.ListDecisionsResponse.decisions:type_name -> toolplane.authz.v1.DecisionRecord
+	17, // 25: toolplane.authz.v1.RecordRefusalRequest.principal:type_name -> toolplane.type.v1.Principal
+	18, // 26: toolplane.authz.v1.RecordRefusalRequest.resource_type:type_name -> toolplane.authz.v1.ResourceType
+	19, // 27: toolplane.authz.v1.RecordRefusalRequest.action:type_name -> toolplane.authz.v1.Action
+	20, // 28: toolplane.authz.v1.RecordRefusalRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	30, // 29: toolplane.authz.v1.RecordRefusalRequest.reason:type_name -> toolplane.authz.v1.Reason
+	23, // 30: toolplane.authz.v1.FilterResourcesRequest.ResourceAttributesEntry.value:type_name -> toolplane.authz.v1.ResourceAttributes
+	0,  // 31: toolplane.authz.v1.AuthzService.FilterResources:input_type -> toolplane.authz.v1.FilterResourcesRequest
+	2,  // 32: toolplane.authz.v1.AuthzService.Authorize:input_type -> toolplane.authz.v1.AuthorizeRequest
+	4,  // 33: toolplane.authz.v1.AuthzService.WatchPolicy:input_type -> toolplane.authz.v1.WatchPolicyRequest
+	6,  // 34: toolplane.authz.v1.AuthzService.ListPolicies:input_type -> toolplane.authz.v1.ListPoliciesRequest
+	8,  // 35: toolplane.authz.v1.AuthzService.AddPolicies:input_type -> toolplane.authz.v1.AddPoliciesRequest
+	10, // 36: toolplane.authz.v1.AuthzService.RemovePolicies:input_type -> toolplane.authz.v1.RemovePoliciesRequest
+	12, // 37: toolplane.authz.v1.AuthzService.ListDecisions:input_type -> toolplane.authz.v1.ListDecisionsRequest
+	14, // 38: toolplane.authz.v1.AuthzService.RecordRefusal:input_type -> toolplane.authz.v1.RecordRefusalRequest
+	1,  // 39: toolplane.authz.v1.AuthzService.FilterResources:output_type -> toolplane.authz.v1.FilterResourcesResponse
+	3,  // 40: toolplane.authz.v1.AuthzService.Authorize:output_type -> toolplane.authz.v1.AuthorizeResponse
+	5,  // 41: toolplane.authz.v1.AuthzService.WatchPolicy:output_type -> toolplane.authz.v1.WatchPolicyResponse
+	7,  // 42: toolplane.authz.v1.AuthzService.ListPolicies:output_type -> toolplane.authz.v1.ListPoliciesResponse
+	9,  // 43: toolplane.authz.v1.AuthzService.AddPolicies:output_type -> toolplane.authz.v1.AddPoliciesResponse
+	11, // 44: toolplane.authz.v1.AuthzService.RemovePolicies:output_type -> toolplane.authz.v1.RemovePoliciesResponse
+	13, // 45: toolplane.authz.v1.AuthzService.ListDecisions:output_type -> toolplane.authz.v1.ListDecisionsResponse
+	15, // 46: toolplane.authz.v1.AuthzService.RecordRefusal:output_type -> toolplane.authz.v1.RecordRefusalResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_authz_v1_authz_service_proto_init() }
@@ -1118,7 +1277,7 @@ func file_toolplane_authz_v1_authz_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_authz_v1_authz_service_proto_rawDesc), len(file_toolplane_authz_v1_authz_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	AuthzService_AddPolicies_FullMethodName     = "/toolplane.authz.v1.AuthzService/AddPolicies"
 	AuthzService_RemovePolicies_FullMethodName  = "/toolplane.authz.v1.AuthzService/RemovePolicies"
 	AuthzService_ListDecisions_FullMethodName   = "/toolplane.authz.v1.AuthzService/ListDecisions"
+	AuthzService_RecordRefusal_FullMethodName   = "/toolplane.authz.v1.AuthzService/RecordRefusal"
 )
 
 // AuthzServiceClient is the client API for AuthzService service.
@@ -58,6 +59,12 @@ type AuthzServiceClient interface {
 	RemovePolicies(ctx context.Context, in *RemovePoliciesRequest, opts ...grpc.CallOption) (*RemovePoliciesResponse, error)
 	// ListDecisions reads the audit log of the caller's tenant (admin).
 	ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error)
+	// RecordRefusal writes a refusal decided outside authz (the runtime's
+	// tool-call chain: unknown tool, deferred tool not promoted, skill policy,
+	// read-before-write, input budget) to the decision log as a deny of kind
+	// DECISION_KIND_REFUSAL, with its reason and principal (service credentials
+	// only).
+	RecordRefusal(ctx context.Context, in *RecordRefusalRequest, opts ...grpc.CallOption) (*RecordRefusalResponse, error)
 }
 
 type authzServiceClient struct {
@@ -147,6 +154,16 @@ func (c *authzServiceClient) ListDecisions(ctx context.Context, in *ListDecision
 	return out, nil
 }
 
+func (c *authzServiceClient) RecordRefusal(ctx context.Context, in *RecordRefusalRequest, opts ...grpc.CallOption) (*RecordRefusalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordRefusalResponse)
+	err := c.cc.Invoke(ctx, AuthzService_RecordRefusal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthzServiceServer is the server API for AuthzService service.
 // All implementations must embed UnimplementedAuthzServiceServer
 // for forward compatibility.
@@ -177,6 +194,12 @@ type AuthzServiceServer interface {
 	RemovePolicies(context.Context, *RemovePoliciesRequest) (*RemovePoliciesResponse, error)
 	// ListDecisions reads the audit log of the caller's tenant (admin).
 	ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error)
+	// RecordRefusal writes a refusal decided outside authz (the runtime's
+	// tool-call chain: unknown tool, deferred tool not promoted, skill policy,
+	// read-before-write, input budget) to the decision log as a deny of kind
+	// DECISION_KIND_REFUSAL, with its reason and principal (service credentials
+	// only).
+	RecordRefusal(context.Context, *RecordRefusalRequest) (*RecordRefusalResponse, error)
 	mustEmbedUnimplementedAuthzServiceServer()
 }
 
@@ -207,6 +230,9 @@ func (UnimplementedAuthzServiceServer) RemovePolicies(context.Context, *RemovePo
 }
 func (UnimplementedAuthzServiceServer) ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListDecisions not implemented")
+}
+func (UnimplementedAuthzServiceServer) RecordRefusal(context.Context, *RecordRefusalRequest) (*RecordRefusalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordRefusal not implemented")
 }
 func (UnimplementedAuthzServiceServer) mustEmbedUnimplementedAuthzServiceServer() {}
 func (UnimplementedAuthzServiceServer) testEmbeddedByValue()                      {}
@@ -348,6 +374,24 @@ func _AuthzService_ListDecisions_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthzService_RecordRefusal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordRefusalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthzServiceServer).RecordRefusal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthzService_RecordRefusal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthzServiceServer).RecordRefusal(ctx, req.(*RecordRefusalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthzService_ServiceDesc is the grpc.ServiceDesc for AuthzService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -378,6 +422,10 @@ var AuthzService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListDecisions",
 			Handler:    _AuthzService_ListDecisions_Handler,
+		},
+		{
+			MethodName: "RecordRefusal",
+			Handler:    _AuthzService_RecordRefusal_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

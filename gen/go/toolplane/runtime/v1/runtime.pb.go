@@ -1380,7 +1380,8 @@ type AssemblyReport struct {
 	DroppedDuplicates []string `protobuf:"bytes,1,rep,name=dropped_duplicates,json=droppedDuplicates,proto3" json:"dropped_duplicates,omitempty"`
 	// Config names that differ from the implementation's name.
 	NameMismatches []string `protobuf:"bytes,2,rep,name=name_mismatches,json=nameMismatches,proto3" json:"name_mismatches,omitempty"`
-	// Names removed by authz, with reasons.
+	// Names removed by authz, with reasons; filled for admins only (a
+	// principal is not told the names of tools it may never see).
 	Denied []string `protobuf:"bytes,3,rep,name=denied,proto3" json:"denied,omitempty"`
 	// Names removed by skill policy.
 	SkillFiltered []string `protobuf:"bytes,4,rep,name=skill_filtered,json=skillFiltered,proto3" json:"skill_filtered,omitempty"`

@@ -6,7 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Action, Decision, DecisionKind, DecisionRecord, DeniedResource, Policy, ResourceAttributes, ResourceType, RoleLink } from "./authz_pb";
+import type { Action, Decision, DecisionKind, DecisionRecord, DeniedResource, Policy, Reason, ResourceAttributes, ResourceType, RoleLink } from "./authz_pb";
 import { file_toolplane_authz_v1_authz } from "./authz_pb";
 import type { CallContext, Principal } from "../../type/v1/type_pb";
 import { file_toolplane_type_v1_type } from "../../type/v1/type_pb";
@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolplane/authz/v1/authz_service.proto.
  */
 export const file_toolplane_authz_v1_authz_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZ0b29scGxhbmUvYXV0aHovdjEvYXV0aHpfc2VydmljZS5wcm90bxISdG9vbHBsYW5lLmF1dGh6LnYxIrwDChZGaWx0ZXJSZXNvdXJjZXNSZXF1ZXN0Ei8KCXByaW5jaXBhbBgBIAEoCzIcLnRvb2xwbGFuZS50eXBlLnYxLlByaW5jaXBhbBI3Cg1yZXNvdXJjZV90eXBlGAIgASgOMiAudG9vbHBsYW5lLmF1dGh6LnYxLlJlc291cmNlVHlwZRISCgpjYW5kaWRhdGVzGAMgAygJEioKBmFjdGlvbhgEIAEoDjIaLnRvb2xwbGFuZS5hdXRoei52MS5BY3Rpb24SNAoMY2FsbF9jb250ZXh0GAUgASgLMh4udG9vbHBsYW5lLnR5cGUudjEuQ2FsbENvbnRleHQSXwoTcmVzb3VyY2VfYXR0cmlidXRlcxgGIAMoCzJCLnRvb2xwbGFuZS5hdXRoei52MS5GaWx0ZXJSZXNvdXJjZXNSZXF1ZXN0LlJlc291cmNlQXR0cmlidXRlc0VudHJ5GmEKF1Jlc291cmNlQXR0cmlidXRlc0VudHJ5EgsKA2tleRgBIAEoCRI1CgV2YWx1ZRgCIAEoCzImLnRvb2xwbGFuZS5hdXRoei52MS5SZXNvdXJjZUF0dHJpYnV0ZXM6AjgBIokBChdGaWx0ZXJSZXNvdXJjZXNSZXNwb25zZRIPCgdhbGxvd2VkGAEgAygJEjIKBmRlbmllZBgCIAMoCzIiLnRvb2xwbGFuZS5hdXRoei52MS5EZW5pZWRSZXNvdXJjZRIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoAxIRCglmYWlsX29wZW4YBCABKAgi2wIKEEF1dGhvcml6ZVJlcXVlc3QSLwoJcHJpbmNpcGFsGAEgASgLMhwudG9vbHBsYW5lLnR5cGUudjEuUHJpbmNpcGFsEjcKDXJlc291cmNlX3R5cGUYAiABKA4yIC50b29scGxhbmUuYXV0aHoudjEuUmVzb3VyY2VUeXBlEioKBmFjdGlvbhgDIAEoDjIaLnRvb2xwbGFuZS5hdXRoei52MS5BY3Rpb24SDgoGdGFyZ2V0GAQgASgJEjQKDGNhbGxfY29udGV4dBgFIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EiYKBWlucHV0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBJDChNyZXNvdXJjZV9hdHRyaWJ1dGVzGAcgASgLMiYudG9vbHBsYW5lLmF1dGh6LnYxLlJlc291cmNlQXR0cmlidXRlcyJDChFBdXRob3JpemVSZXNwb25zZRIuCghkZWNpc2lvbhgBIAEoCzIcLnRvb2xwbGFuZS5hdXRoei52MS5EZWNpc2lvbiIUChJXYXRjaFBvbGljeVJlcXVlc3QiVwoTV2F0Y2hQb2xpY3lSZXNwb25zZRIWCg5wb2xpY3lfdmVyc2lvbhgBIAEoAxIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIzChNMaXN0UG9saWNpZXNSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRIMCgRyb2xlGAIgASgJIo4BChRMaXN0UG9saWNpZXNSZXNwb25zZRIsCghwb2xpY2llcxgBIAMoCzIaLnRvb2xwbGFuZS5hdXRoei52MS5Qb2xpY3kSMAoKcm9sZV9saW5rcxgCIAMoCzIcLnRvb2xwbGFuZS5hdXRoei52MS5Sb2xlTGluaxIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoAyJ0ChJBZGRQb2xpY2llc1JlcXVlc3QSLAoIcG9saWNpZXMYASADKAsyGi50b29scGxhbmUuYXV0aHoudjEuUG9saWN5EjAKCnJvbGVfbGlua3MYAiADKAsyHC50b29scGxhbmUuYXV0aHoudjEuUm9sZUxpbmsiWwoTQWRkUG9saWNpZXNSZXNwb25zZRIWCg5wb2xpY3lfdmVyc2lvbhgBIAEoAxIsCghwb2xpY2llcxgCIAMoCzIaLnRvb2xwbGFuZS5hdXRoei52MS5Qb2xpY3kiiwEKFVJlbW92ZVBvbGljaWVzUmVxdWVzdBISCgpwb2xpY3lfaWRzGAEgAygJEiwKCHBvbGljaWVzGAIgAygLMhoudG9vbHBsYW5lLmF1dGh6LnYxLlBvbGljeRIwCgpyb2xlX2xpbmtzGAMgAygLMhwudG9vbHBsYW5lLmF1dGh6LnYxLlJvbGVMaW5rIkEKFlJlbW92ZVBvbGljaWVzUmVzcG9uc2USFgoOcG9saWN5X3ZlcnNpb24YASABKAMSDwoHcmVtb3ZlZBgCIAEoBSKAAgoUTGlzdERlY2lzaW9uc1JlcXVlc3QSDwoHc3ViamVjdBgBIAEoCRISCgVhbGxvdxgCIAEoCEgAiAEBEjcKDXJlc291cmNlX3R5cGUYAyABKA4yIC50b29scGxhbmUuYXV0aHoudjEuUmVzb3VyY2VUeXBlEikKBXNpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCRIuCgRraW5kGAcgASgOMiAudG9vbHBsYW5lLmF1dGh6LnYxLkRlY2lzaW9uS2luZEIICgZfYWxsb3ciZwoVTGlzdERlY2lzaW9uc1Jlc3BvbnNlEjUKCWRlY2lzaW9ucxgBIAMoCzIiLnRvb2xwbGFuZS5hdXRoei52MS5EZWNpc2lvblJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAky3AUKDEF1dGh6U2VydmljZRJvCg9GaWx0ZXJSZXNvdXJjZXMSKi50b29scGxhbmUuYXV0aHoudjEuRmlsdGVyUmVzb3VyY2VzUmVxdWVzdBorLnRvb2xwbGFuZS5hdXRoei52MS5GaWx0ZXJSZXNvdXJjZXNSZXNwb25zZSIDkAIBElgKCUF1dGhvcml6ZRIkLnRvb2xwbGFuZS5hdXRoei52MS5BdXRob3JpemVSZXF1ZXN0GiUudG9vbHBsYW5lLmF1dGh6LnYxLkF1dGhvcml6ZVJlc3BvbnNlEmUKC1dhdGNoUG9saWN5EiYudG9vbHBsYW5lLmF1dGh6LnYxLldhdGNoUG9saWN5UmVxdWVzdBonLnRvb2xwbGFuZS5hdXRoei52MS5XYXRjaFBvbGljeVJlc3BvbnNlIgOQAgEwARJmCgxMaXN0UG9saWNpZXMSJy50b29scGxhbmUuYXV0aHoudjEuTGlzdFBvbGljaWVzUmVxdWVzdBooLnRvb2xwbGFuZS5hdXRoei52MS5MaXN0UG9saWNpZXNSZXNwb25zZSIDkAIBEl4KC0FkZFBvbGljaWVzEiYudG9vbHBsYW5lLmF1dGh6LnYxLkFkZFBvbGljaWVzUmVxdWVzdBonLnRvb2xwbGFuZS5hdXRoei52MS5BZGRQb2xpY2llc1Jlc3BvbnNlEmcKDlJlbW92ZVBvbGljaWVzEikudG9vbHBsYW5lLmF1dGh6LnYxLlJlbW92ZVBvbGljaWVzUmVxdWVzdBoqLnRvb2xwbGFuZS5hdXRoei52MS5SZW1vdmVQb2xpY2llc1Jlc3BvbnNlEmkKDUxpc3REZWNpc2lvbnMSKC50b29scGxhbmUuYXV0aHoudjEuTGlzdERlY2lzaW9uc1JlcXVlc3QaKS50b29scGxhbmUuYXV0aHoudjEuTGlzdERlY2lzaW9uc1Jlc3BvbnNlIgOQAgFCQlpAZ2l0aHViLmNvbS90b29scGxhbmUvdG9vbHBsYW5lL2dlbi9nby90b29scGxhbmUvYXV0aHovdjE7YXV0aHp2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_authz_v1_authz, file_toolplane_type_v1_type]);
+  fileDesc("CiZ0b29scGxhbmUvYXV0aHovdjEvYXV0aHpfc2VydmljZS5wcm90bxISdG9vbHBsYW5lLmF1dGh6LnYxIrwDChZGaWx0ZXJSZXNvdXJjZXNSZXF1ZXN0Ei8KCXByaW5jaXBhbBgBIAEoCzIcLnRvb2xwbGFuZS50eXBlLnYxLlByaW5jaXBhbBI3Cg1yZXNvdXJjZV90eXBlGAIgASgOMiAudG9vbHBsYW5lLmF1dGh6LnYxLlJlc291cmNlVHlwZRISCgpjYW5kaWRhdGVzGAMgAygJEioKBmFjdGlvbhgEIAEoDjIaLnRvb2xwbGFuZS5hdXRoei52MS5BY3Rpb24SNAoMY2FsbF9jb250ZXh0GAUgASgLMh4udG9vbHBsYW5lLnR5cGUudjEuQ2FsbENvbnRleHQSXwoTcmVzb3VyY2VfYXR0cmlidXRlcxgGIAMoCzJCLnRvb2xwbGFuZS5hdXRoei52MS5GaWx0ZXJSZXNvdXJjZXNSZXF1ZXN0LlJlc291cmNlQXR0cmlidXRlc0VudHJ5GmEKF1Jlc291cmNlQXR0cmlidXRlc0VudHJ5EgsKA2tleRgBIAEoCRI1CgV2YWx1ZRgCIAEoCzImLnRvb2xwbGFuZS5hdXRoei52MS5SZXNvdXJjZUF0dHJpYnV0ZXM6AjgBIokBChdGaWx0ZXJSZXNvdXJjZXNSZXNwb25zZRIPCgdhbGxvd2VkGAEgAygJEjIKBmRlbmllZBgCIAMoCzIiLnRvb2xwbGFuZS5hdXRoei52MS5EZW5pZWRSZXNvdXJjZRIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoAxIRCglmYWlsX29wZW4YBCABKAgi2wIKEEF1dGhvcml6ZVJlcXVlc3QSLwoJcHJpbmNpcGFsGAEgASgLMhwudG9vbHBsYW5lLnR5cGUudjEuUHJpbmNpcGFsEjcKDXJlc291cmNlX3R5cGUYAiABKA4yIC50b29scGxhbmUuYXV0aHoudjEuUmVzb3VyY2VUeXBlEioKBmFjdGlvbhgDIAEoDjIaLnRvb2xwbGFuZS5hdXRoei52MS5BY3Rpb24SDgoGdGFyZ2V0GAQgASgJEjQKDGNhbGxfY29udGV4dBgFIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EiYKBWlucHV0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBJDChNyZXNvdXJjZV9hdHRyaWJ1dGVzGAcgASgLMiYudG9vbHBsYW5lLmF1dGh6LnYxLlJlc291cmNlQXR0cmlidXRlcyJDChFBdXRob3JpemVSZXNwb25zZRIuCghkZWNpc2lvbhgBIAEoCzIcLnRvb2xwbGFuZS5hdXRoei52MS5EZWNpc2lvbiIUChJXYXRjaFBvbGljeVJlcXVlc3QiVwoTV2F0Y2hQb2xpY3lSZXNwb25zZRIWCg5wb2xpY3lfdmVyc2lvbhgBIAEoAxIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIzChNMaXN0UG9saWNpZXNSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRIMCgRyb2xlGAIgASgJIo4BChRMaXN0UG9saWNpZXNSZXNwb25zZRIsCghwb2xpY2llcxgBIAMoCzIaLnRvb2xwbGFuZS5hdXRoei52MS5Qb2xpY3kSMAoKcm9sZV9saW5rcxgCIAMoCzIcLnRvb2xwbGFuZS5hdXRoei52MS5Sb2xlTGluaxIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoAyJ0ChJBZGRQb2xpY2llc1JlcXVlc3QSLAoIcG9saWNpZXMYASADKAsyGi50b29scGxhbmUuYXV0aHoudjEuUG9saWN5EjAKCnJvbGVfbGlua3MYAiADKAsyHC50b29scGxhbmUuYXV0aHoudjEuUm9sZUxpbmsiWwoTQWRkUG9saWNpZXNSZXNwb25zZRIWCg5wb2xpY3lfdmVyc2lvbhgBIAEoAxIsCghwb2xpY2llcxgCIAMoCzIaLnRvb2xwbGFuZS5hdXRoei52MS5Qb2xpY3kiiwEKFVJlbW92ZVBvbGljaWVzUmVxdWVzdBISCgpwb2xpY3lfaWRzGAEgAygJEiwKCHBvbGljaWVzGAIgAygLMhoudG9vbHBsYW5lLmF1dGh6LnYxLlBvbGljeRIwCgpyb2xlX2xpbmtzGAMgAygLMhwudG9vbHBsYW5lLmF1dGh6LnYxLlJvbGVMaW5rIkEKFlJlbW92ZVBvbGljaWVzUmVzcG9uc2USFgoOcG9saWN5X3ZlcnNpb24YASABKAMSDwoHcmVtb3ZlZBgCIAEoBSKAAgoUTGlzdERlY2lzaW9uc1JlcXVlc3QSDwoHc3ViamVjdBgBIAEoCRISCgVhbGxvdxgCIAEoCEgAiAEBEjcKDXJlc291cmNlX3R5cGUYAyABKA4yIC50b29scGxhbmUuYXV0aHoudjEuUmVzb3VyY2VUeXBlEikKBXNpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCRIuCgRraW5kGAcgASgOMiAudG9vbHBsYW5lLmF1dGh6LnYxLkRlY2lzaW9uS2luZEIICgZfYWxsb3ciZwoVTGlzdERlY2lzaW9uc1Jlc3BvbnNlEjUKCWRlY2lzaW9ucxgBIAMoCzIiLnRvb2xwbGFuZS5hdXRoei52MS5EZWNpc2lvblJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkingIKFFJlY29yZFJlZnVzYWxSZXF1ZXN0Ei8KCXByaW5jaXBhbBgBIAEoCzIcLnRvb2xwbGFuZS50eXBlLnYxLlByaW5jaXBhbBI3Cg1yZXNvdXJjZV90eXBlGAIgASgOMiAudG9vbHBsYW5lLmF1dGh6LnYxLlJlc291cmNlVHlwZRIqCgZhY3Rpb24YAyABKA4yGi50b29scGxhbmUuYXV0aHoudjEuQWN0aW9uEg4KBnRhcmdldBgEIAEoCRI0CgxjYWxsX2NvbnRleHQYBSABKAsyHi50b29scGxhbmUudHlwZS52MS5DYWxsQ29udGV4dBIqCgZyZWFzb24YBiABKAsyGi50b29scGxhbmUuYXV0aHoudjEuUmVhc29uIiwKFVJlY29yZFJlZnVzYWxSZXNwb25zZRITCgtkZWNpc2lvbl9pZBgBIAEoCTLCBgoMQXV0aHpTZXJ2aWNlEm8KD0ZpbHRlclJlc291cmNlcxIqLnRvb2xwbGFuZS5hdXRoei52MS5GaWx0ZXJSZXNvdXJjZXNSZXF1ZXN0GisudG9vbHBsYW5lLmF1dGh6LnYxLkZpbHRlclJlc291cmNlc1Jlc3BvbnNlIgOQAgESWAoJQXV0aG9yaXplEiQudG9vbHBsYW5lLmF1dGh6LnYxLkF1dGhvcml6ZVJlcXVlc3QaJS50b29scGxhbmUuYXV0aHoudjEuQXV0aG9yaXplUmVzcG9uc2USZQoLV2F0Y2hQb2xpY3kSJi50b29scGxhbmUuYXV0aHoudjEuV2F0Y2hQb2xpY3lSZXF1ZXN0GicudG9vbHBsYW5lLmF1dGh6LnYxLldhdGNoUG9saWN5UmVzcG9uc2UiA5ACATABEmYKDExpc3RQb2xpY2llcxInLnRvb2xwbGFuZS5hdXRoei52MS5MaXN0UG9saWNpZXNSZXF1ZXN0GigudG9vbHBsYW5lLmF1dGh6LnYxLkxpc3RQb2xpY2llc1Jlc3BvbnNlIgOQAgESXgoLQWRkUG9saWNpZXMSJi50b29scGxhbmUuYXV0aHoudjEuQWRkUG9saWNpZXNSZXF1ZXN0GicudG9vbHBsYW5lLmF1dGh6LnYxLkFkZFBvbGljaWVzUmVzcG9uc2USZwoOUmVtb3ZlUG9saWNpZXMSKS50b29scGxhbmUuYXV0aHoudjEuUmVtb3ZlUG9saWNpZXNSZXF1ZXN0GioudG9vbHBsYW5lLmF1dGh6LnYxLlJlbW92ZVBvbGljaWVzUmVzcG9uc2USaQoNTGlzdERlY2lzaW9ucxIoLnRvb2xwbGFuZS5hdXRoei52MS5MaXN0RGVjaXNpb25zUmVxdWVzdBopLnRvb2xwbGFuZS5hdXRoei52MS5MaXN0RGVjaXNpb25zUmVzcG9uc2UiA5ACARJkCg1SZWNvcmRSZWZ1c2FsEigudG9vbHBsYW5lLmF1dGh6LnYxLlJlY29yZFJlZnVzYWxSZXF1ZXN0GikudG9vbHBsYW5lLmF1dGh6LnYxLlJlY29yZFJlZnVzYWxSZXNwb25zZUJCWkBnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9hdXRoei92MTthdXRoenYxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_authz_v1_authz, file_toolplane_type_v1_type]);
 
 /**
  * FilterResourcesRequest asks which candidates a principal may list.
@@ -520,6 +520,84 @@ export const ListDecisionsResponseSchema: GenMessage<ListDecisionsResponse> = /*
   messageDesc(file_toolplane_authz_v1_authz_service, 13);
 
 /**
+ * RecordRefusalRequest is one refusal to record.
+ *
+ * @generated from message toolplane.authz.v1.RecordRefusalRequest
+ */
+export type RecordRefusalRequest = Message<"toolplane.authz.v1.RecordRefusalRequest"> & {
+  /**
+   * Principal refused; absent = the effective principal of the call.
+   *
+   * @generated from field: toolplane.type.v1.Principal principal = 1;
+   */
+  principal?: Principal | undefined;
+
+  /**
+   * Type of the resource refused.
+   *
+   * @generated from field: toolplane.authz.v1.ResourceType resource_type = 2;
+   */
+  resourceType: ResourceType;
+
+  /**
+   * Action refused.
+   *
+   * @generated from field: toolplane.authz.v1.Action action = 3;
+   */
+  action: Action;
+
+  /**
+   * Name of the resource (e.g. the tool name), at most 256 bytes.
+   *
+   * @generated from field: string target = 4;
+   */
+  target: string;
+
+  /**
+   * CallContext of the refused call (kept only from a service credential).
+   *
+   * @generated from field: toolplane.type.v1.CallContext call_context = 5;
+   */
+  callContext?: CallContext | undefined;
+
+  /**
+   * Why: a reason code (e.g. "deferred.not_promoted", at most 128 bytes)
+   * and a message (at most 1024 bytes).
+   *
+   * @generated from field: toolplane.authz.v1.Reason reason = 6;
+   */
+  reason?: Reason | undefined;
+};
+
+/**
+ * Describes the message toolplane.authz.v1.RecordRefusalRequest.
+ * Use `create(RecordRefusalRequestSchema)` to create a new message.
+ */
+export const RecordRefusalRequestSchema: GenMessage<RecordRefusalRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_authz_v1_authz_service, 14);
+
+/**
+ * RecordRefusalResponse names the record written.
+ *
+ * @generated from message toolplane.authz.v1.RecordRefusalResponse
+ */
+export type RecordRefusalResponse = Message<"toolplane.authz.v1.RecordRefusalResponse"> & {
+  /**
+   * Id of the decision record.
+   *
+   * @generated from field: string decision_id = 1;
+   */
+  decisionId: string;
+};
+
+/**
+ * Describes the message toolplane.authz.v1.RecordRefusalResponse.
+ * Use `create(RecordRefusalResponseSchema)` to create a new message.
+ */
+export const RecordRefusalResponseSchema: GenMessage<RecordRefusalResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_authz_v1_authz_service, 15);
+
+/**
  * AuthzService is a policy decision point (PDP) in the style of AuthZEN and
  * Cerbos: the principal to decide about is in the request body. A `user`
  * credential may only ask about itself; service and admin credentials may ask
@@ -604,6 +682,20 @@ export const AuthzService: GenService<{
     methodKind: "unary";
     input: typeof ListDecisionsRequestSchema;
     output: typeof ListDecisionsResponseSchema;
+  },
+  /**
+   * RecordRefusal writes a refusal decided outside authz (the runtime's
+   * tool-call chain: unknown tool, deferred tool not promoted, skill policy,
+   * read-before-write, input budget) to the decision log as a deny of kind
+   * DECISION_KIND_REFUSAL, with its reason and principal (service credentials
+   * only).
+   *
+   * @generated from rpc toolplane.authz.v1.AuthzService.RecordRefusal
+   */
+  recordRefusal: {
+    methodKind: "unary";
+    input: typeof RecordRefusalRequestSchema;
+    output: typeof RecordRefusalResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolplane_authz_v1_authz_service, 0);

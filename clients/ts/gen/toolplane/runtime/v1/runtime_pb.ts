@@ -618,7 +618,8 @@ export type AssemblyReport = Message$1<"toolplane.runtime.v1.AssemblyReport"> & 
   nameMismatches: string[];
 
   /**
-   * Names removed by authz, with reasons.
+   * Names removed by authz, with reasons; filled for admins only (a
+   * principal is not told the names of tools it may never see).
    *
    * @generated from field: repeated string denied = 3;
    */

@@ -53,6 +53,11 @@ class AuthzServiceStub(object):
                 request_serializer=toolplane_dot_authz_dot_v1_dot_authz__service__pb2.ListDecisionsRequest.SerializeToString,
                 response_deserializer=toolplane_dot_authz_dot_v1_dot_authz__service__pb2.ListDecisionsResponse.FromString,
                 )
+        self.RecordRefusal = channel.unary_unary(
+                '/toolplane.authz.v1.AuthzService/RecordRefusal',
+                request_serializer=toolplane_dot_authz_dot_v1_dot_authz__service__pb2.RecordRefusalRequest.SerializeToString,
+                response_deserializer=toolplane_dot_authz_dot_v1_dot_authz__service__pb2.RecordRefusalResponse.FromString,
+                )
 
 
 class AuthzServiceServicer(object):
@@ -118,6 +123,17 @@ class AuthzServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordRefusal(self, request, context):
+        """RecordRefusal writes a refusal decided outside authz (the runtime's
+        tool-call chain: unknown tool, deferred tool not promoted, skill policy,
+        read-before-write, input budget) to the decision log as a deny of kind
+        DECISION_KIND_REFUSAL, with its reason and principal (service credentials
+        only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AuthzServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +171,11 @@ def add_AuthzServiceServicer_to_server(servicer, server):
                     servicer.ListDecisions,
                     request_deserializer=toolplane_dot_authz_dot_v1_dot_authz__service__pb2.ListDecisionsRequest.FromString,
                     response_serializer=toolplane_dot_authz_dot_v1_dot_authz__service__pb2.ListDecisionsResponse.SerializeToString,
+            ),
+            'RecordRefusal': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordRefusal,
+                    request_deserializer=toolplane_dot_authz_dot_v1_dot_authz__service__pb2.RecordRefusalRequest.FromString,
+                    response_serializer=toolplane_dot_authz_dot_v1_dot_authz__service__pb2.RecordRefusalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -286,5 +307,22 @@ class AuthzService(object):
         return grpc.experimental.unary_unary(request, target, '/toolplane.authz.v1.AuthzService/ListDecisions',
             toolplane_dot_authz_dot_v1_dot_authz__service__pb2.ListDecisionsRequest.SerializeToString,
             toolplane_dot_authz_dot_v1_dot_authz__service__pb2.ListDecisionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RecordRefusal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.authz.v1.AuthzService/RecordRefusal',
+            toolplane_dot_authz_dot_v1_dot_authz__service__pb2.RecordRefusalRequest.SerializeToString,
+            toolplane_dot_authz_dot_v1_dot_authz__service__pb2.RecordRefusalResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

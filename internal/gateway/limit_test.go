@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+)
+
+// zeros yields n bytes of ' ' without allocating them.
+type zeros struct{ n, read int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.read >= z.n {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), z.n-z.read)
+	for i := range p[:k] {
+		p[i] = ' '
+	}
+	z.read += k
+	return int(k), nil
+}
+
+func limitedMux(t testing.TB, reached *bool) *runtime.ServeMux {
+	mux := NewMux(LimitBodies(BodyLimits{Default: 1 << 10, ToolCall: 4 << 10, Upload: 8 << 10}))
+	if err := mux.HandlePath(http.MethodPost, "/v1/threads/{thread_id}:executeToolCall", func(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		*reached = true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return mux
+}
+
+func TestLimitBodies(t *testing.T) {
+	for _, c := range []struct {
+		method, path, class string
+	}{
+		{"POST", "/v1/threads/t:executeToolCall", "tool_call"}, {"POST", "/v1/threads/t:executeToolCallStream", "tool_call"},
+		{"POST", "/v1/tools/x:call", "tool_call"}, {"POST", "/v1/tools/x:callStream", "tool_call"},
+		{"POST", "/v1/skills:install", "upload"}, {"PATCH", "/v1/skills/x", "upload"}, {"POST", "/v1/threads", "default"},
+		{"POST", "/v1/policies", "default"},
+	} {
+		if got, _ := RouteClass(c.method, c.path); got != c.class {
+			t.Errorf("%s %s: class %s, want %s", c.method, c.path, got, c.class)
+		}
+	}
+	reached := false
+	mux := limitedMux(t, &reached)
+	// Content-Length over the bound: refused before a byte is read.
+	z := &zeros{n: 1 << 30}
+	req := httptest.NewRequest(http.MethodPost, "/v1/threads/t:executeToolCall", z)
+	req.ContentLength = 1 << 30
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "server.http.tool_call_max_body_bytes") || !strings.Contains(w.Body.String(), ReasonRequestTooLarge) || z.read != 0 || reached {
+		t.Fatalf("Content-Length: %d %s (read %d, reached %v)", w.Code, w.Body, z.read, reached)
+	}
+	// Chunked: at most limit+1 bytes are read, the handler sees an error.
+	z = &zeros{n: 1 << 30}
+	req = httptest.NewRequest(http.MethodPost, "/v1/threads/t:executeToolCall", z)
+	req.ContentLength = -1
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	if w.Code != http.StatusBadRequest || z.read > 4<<10+1<<15 || reached {
+		t.Fatalf("chunked: %d %s (read %d, reached %v)", w.Code, w.Body, z.read, reached)
+	}
+	// Within the bound: served.
+	req = httptest.NewRequest(http.MethodPost, "/v1/threads/t:executeToolCall", strings.NewReader("{}"))
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	if !reached {
+		t.Fatalf("a small body was refused: %d %s", w.Code, w.Body)
+	}
+}
+
+// BenchmarkRefuseOversizedREST: the refusal costs the same for 8 MiB and
+// 1 GiB bodies (bounded by the limit, not the body).
+func BenchmarkRefuseOversizedREST(b *testing.B) {
+	reached := false
+	mux := limitedMux(b, &reached)
+	for _, size := range []int64{8 << 20, 64 << 20, 1 << 30} {
+		for _, chunked := range []bool{false, true} {
+			b.Run(fmt.Sprintf("size=%dMiB/chunked=%v", size>>20, chunked), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					req := httptest.NewRequest(http.MethodPost, "/v1/threads/t:executeToolCall", &zeros{n: size})
+					req.ContentLength = size
+					if chunked {
+						req.ContentLength = -1
+					}
+					w := httptest.NewRecorder()
+					mux.ServeHTTP(w, req)
+					if w.Code != http.StatusBadRequest {
+						b.Fatalf("status %d", w.Code)
+					}
+				}
+			})
+		}
+	}
+}
