@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/test/bufconn"
 
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/internal/config"
@@ -241,6 +242,9 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	// The process's own service token: the runtime's credential towards
 	// in-process upstreams (docs/architecture.md §5). Never written anywhere.
 	var selfToken string
+	// The runtime's catalog upstream, for the MCP front door's catalog
+	// watch (tool-list change notices, runtimemcp notify.go).
+	var mcpCatalog catalogv1.CatalogServiceClient
 	if au.Enabled() {
 		b := make([]byte, 32)
 		if _, err := rand.Read(b); err != nil {
@@ -319,6 +323,9 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 				}
 				conns = append(conns, conn)
 				e.Upstreams[up] = conn
+				if up == "catalog" {
+					mcpCatalog = catalogv1.NewCatalogServiceClient(conn)
+				}
 			}
 			var s *runtime.Server
 			var err error
@@ -377,7 +384,7 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	httpHandler := gateway.Handler(mux, probe, reg)
 	if selected["runtime"] {
 		mlog := log.With("service", "runtime-mcp")
-		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx,
+		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx, Catalog: mcpCatalog,
 			AllowedOrigins: hl.MCPAllowedOrigins, MaxBodyBytes: hl.MCPMaxBodyBytes,
 			OnRefusal: func(r *http.Request, code int, reason string) {
 				mlog.Info("mcp request refused", "method", r.Method, "status", code, "reason", reason, "remote", r.RemoteAddr)

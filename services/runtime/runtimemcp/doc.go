@@ -63,7 +63,11 @@
 //     are relayed at or above the level the session set with logging/setLevel
 //     (all of them when it set none) and, with 2026-07-28, only for a request
 //     that declared a log level (SEP-2575).
-//   - When a call promotes tools (tool_search), the session receives
-//     notifications/tools/list_changed (session-based versions; sessionless
-//     clients re-list on their own).
+//   - notifications/tools/list_changed reaches a session-based session that
+//     listed its tools, and a 2026-07-28 client on its subscriptions/listen
+//     stream when it asked for tool changes (SEP-2575), when a call on its
+//     thread promoted tools (tool_search) and when a catalog change upstream
+//     alters what its thread binds (Options.Catalog is watched; the thread is
+//     re-assembled with the subscriber's credential and compared with what
+//     it last saw, so a change elsewhere sends nothing) — notify.go.
 package runtimemcp

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/internal/version"
 )
@@ -73,6 +74,12 @@ type Options struct {
 	Logger *slog.Logger
 	// CallTimeout bounds each runtime RPC except tool calls (default 30 s).
 	CallTimeout time.Duration
+	// Catalog, when set, is followed (WatchCatalog) so that a change
+	// upstream that alters what a subscriber's thread binds sends
+	// notifications/tools/list_changed (notify.go). Its connection carries
+	// a credential that may watch (the suite's service token); each
+	// subscriber's thread is re-assembled with the subscriber's own.
+	Catalog catalogv1.CatalogServiceClient
 	// SessionIdleTTL ends an HTTP MCP session idle this long (default 30 min);
 	// its thread stays in the runtime.
 	SessionIdleTTL time.Duration
@@ -135,6 +142,13 @@ type Server struct {
 	mcp  *server.MCPServer
 	sf   singleflight.Group
 
+	// notes holds the tool-list subscribers (notify.go); bg counts the
+	// background work bgCtx ends (catalog watches, re-checks).
+	notes    *notifier
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
 	mu    sync.Mutex
 	https []*server.StreamableHTTPServer
 	// sessions maps an MCP session id and credential to its thread, stable a credential and
@@ -175,7 +189,10 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 	stable, _ := lru.New[string, string](bindingCap)
 	levels, _ := lru.New[string, mcp.LoggingLevel](bindingCap)
 	s := &Server{rt: rt, opts: opts, sessions: sessions, stable: stable, levels: levels, owners: newOwners()}
+	s.notes = newNotifier()
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	hooks := &server.Hooks{}
+	hooks.AddBeforeSubscriptionsListen(s.onListen)
 	hooks.AddOnRequestInitialization(s.onRequest)
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		res.Instructions = s.instructions(ctx)
@@ -200,6 +217,7 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 		req.Params.Name = dispatchTool
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
+		s.unsubscribeID(sess.SessionID())
 		prefix := sess.SessionID() + "\x00"
 		for _, k := range s.sessions.Keys() {
 			if strings.HasPrefix(k, prefix) {
@@ -216,6 +234,10 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 		server.WithInstructions("Toolplane front door"),
 	)
 	s.mcp.AddTool(mcp.NewTool(dispatchTool, mcp.WithDescription("internal dispatch; never listed")), s.callTool)
+	if opts.Catalog != nil {
+		s.bg.Add(1)
+		go func() { defer s.bg.Done(); s.watchCatalog(s.bgCtx) }()
+	}
 	return s
 }
 
@@ -246,6 +268,8 @@ func (s *Server) Close() error {
 	for _, h := range hs {
 		errs = append(errs, h.Shutdown(ctx))
 	}
+	s.bgCancel()
+	s.bg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -502,6 +526,16 @@ func (s *Server) afterListTools(ctx context.Context, _ any, req *mcp.ListToolsRe
 		return
 	}
 	res.Tools = toolsFrom(a)
+	// A session-based session that listed its tools is told when they
+	// change (notify.go); a 2026-07-28 client subscribes through
+	// subscriptions/listen instead.
+	if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" {
+		if info := server.RequestProtocolInfoFromContext(ctx); info == nil || !info.Modern {
+			if t, err := s.thread(ctx, explicit); err == nil {
+				s.subscribe(sess, false, t, infoFrom(ctx).authorization, fingerprint(a))
+			}
+		}
+	}
 }
 
 // instructions are the server instructions for the request's thread: the
@@ -578,6 +612,9 @@ func (s *Server) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 				s.opts.Logger.Debug("mcp: list_changed not sent", "error", err)
 			}
 		}
+		// Every other subscriber of the thread (2026-07-28 listen streams,
+		// other sessions naming it) is told too (notify.go).
+		s.promoted(ctx, t)
 	}
 	return resultFrom(result)
 }

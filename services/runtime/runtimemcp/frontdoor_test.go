@@ -46,6 +46,8 @@ type fakeRuntime struct {
 	creates  int
 	auths    []string
 	noStream bool
+	// hideEcho drops echo from every assembly (an upstream removal).
+	hideEcho bool
 }
 
 type fakeThread struct {
@@ -114,14 +116,15 @@ func (f *fakeRuntime) AssembleTools(ctx context.Context, req *runtimev1.Assemble
 	defer f.mu.Unlock()
 	res := &runtimev1.AssembleToolsResponse{CatalogHash: "h1"}
 	res.Tools = append(res.Tools,
-		schemaTool("tool_search", "Search deferred tools.", map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}}),
-		schemaTool("echo", "Echo a message.", map[string]any{
+		schemaTool("tool_search", "Search deferred tools.", map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}}))
+	if !f.hideEcho {
+		res.Tools = append(res.Tools, schemaTool("echo", "Echo a message.", map[string]any{
 			"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
 			"$defs":                map[string]any{"msg": map[string]any{"type": "string"}},
 			"properties":           map[string]any{"message": map[string]any{"$ref": "#/$defs/msg"}},
 			"additionalProperties": false,
-		}),
-	)
+		}))
+	}
 	if slices.Contains(t.promoted, "everything__add") {
 		res.Tools = append(res.Tools, schemaTool("everything__add", "Add two numbers.", map[string]any{"type": "object"}))
 	} else {
@@ -227,13 +230,19 @@ func startRuntime(t *testing.T, f *fakeRuntime) runtimev1.RuntimeServiceClient {
 // startFrontDoor serves the front door over rt on 127.0.0.1 at /mcp.
 func startFrontDoor(t *testing.T, rt runtimev1.RuntimeServiceClient, opts Options) string {
 	t.Helper()
+	url, _ := startServer(t, rt, opts)
+	return url
+}
+
+// startServer is startFrontDoor returning the Server too.
+func startServer(t *testing.T, rt runtimev1.RuntimeServiceClient, opts Options) (string, *Server) {
+	t.Helper()
 	mux := http.NewServeMux()
-	ctx, cancel := context.WithCancel(context.Background())
-	opts.Context = ctx
-	mux.Handle("/mcp", NewHandler(rt, opts))
+	s := New(rt, opts)
+	mux.Handle("/mcp", s.HTTPHandler())
 	hs := httptest.NewServer(mux)
-	t.Cleanup(func() { cancel(); hs.Close() })
-	return hs.URL + "/mcp"
+	t.Cleanup(func() { hs.Close(); _ = s.Close() })
+	return hs.URL + "/mcp", s
 }
 
 type notes struct {
