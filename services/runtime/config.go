@@ -90,6 +90,11 @@ type RetentionConfig struct {
 	// the thread's entry) whose file was last modified this long ago; 0
 	// keeps them (default 0).
 	Artifacts time.Duration `yaml:"artifacts"`
+	// FrontDoorThreads deletes the threads the MCP front door created (one
+	// per MCP session, one per sessionless credential and agent: thread
+	// metadata mcp_binding) not updated for this long, whatever Threads
+	// says; negative keeps them (default 24h; docs/decisions/0160).
+	FrontDoorThreads time.Duration `yaml:"frontdoor_threads"`
 	// SweepInterval is how often retention runs (default 1h).
 	SweepInterval time.Duration `yaml:"sweep_interval"`
 }
@@ -159,6 +164,9 @@ func (c *Config) setToolDefaults() {
 	}
 	if c.Retention.SweepInterval == 0 {
 		c.Retention.SweepInterval = time.Hour
+	}
+	if c.Retention.FrontDoorThreads == 0 {
+		c.Retention.FrontDoorThreads = 24 * time.Hour
 	}
 	if c.ToolCallTimeout == 0 {
 		c.ToolCallTimeout = 2 * time.Minute

@@ -275,7 +275,7 @@ func (s *Server) start(st runtimestore.Store) (*Server, error) {
 		defer s.bg.Done()
 		r := s.cfg.Retention
 		sw := &runtimeretention.Sweeper{Store: s.store, Workspace: s.ws, Log: s.log, Now: s.now}
-		sw.Loop(ctx, runtimeretention.Periods{Threads: r.Threads, Runs: r.Runs, Messages: r.Messages, Artifacts: r.Artifacts, SweepInterval: r.SweepInterval})
+		sw.Loop(ctx, runtimeretention.Periods{Threads: r.Threads, FrontDoorThreads: r.FrontDoorThreads, Runs: r.Runs, Messages: r.Messages, Artifacts: r.Artifacts, SweepInterval: r.SweepInterval})
 	}()
 	return s, nil
 }

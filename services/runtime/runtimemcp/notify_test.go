@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeretention"
 )
 
 // fakeCatalog serves WatchCatalog: a SNAPSHOT, then one CHANGED event per
@@ -204,4 +205,11 @@ func TestSessionListChangedUpstream(t *testing.T) {
 		t.Fatalf("tools after the removal = %v", got)
 	}
 	stays(t, n, listChanged, 1, "one notice per change")
+}
+
+// Retention finds the front door's threads by the metadata key it writes.
+func TestRetentionKnowsTheBindingKey(t *testing.T) {
+	if runtimeretention.FrontDoorMetadataKey != MetadataBinding {
+		t.Fatalf("runtimeretention.FrontDoorMetadataKey = %q, runtimemcp.MetadataBinding = %q", runtimeretention.FrontDoorMetadataKey, MetadataBinding)
+	}
 }

@@ -613,6 +613,32 @@ func (s *Store) PurgeMessagesBefore(ctx context.Context, t time.Time) (int, erro
 	return int(tag.RowsAffected()), nil
 }
 
+// IdleThreads implements runtimestore.IdleThreadScanner.
+func (s *Store) IdleThreads(ctx context.Context, t time.Time, after string, limit int) ([]*runtimestore.Thread, error) {
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	rows, err := s.pool.Query(ctx, `SELECT state, read_marks, child FROM runtime.threads WHERE update_ns < $1 AND id > $2 ORDER BY id LIMIT $3`, t.UnixNano(), after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*runtimestore.Thread
+	for rows.Next() {
+		var state, child []byte
+		var marks map[string]string
+		if err := rows.Scan(&state, &marks, &child); err != nil {
+			return nil, err
+		}
+		th, err := decodeThread(state, marks, child)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, th)
+	}
+	return out, rows.Err()
+}
+
 // PurgeThreadsBefore implements runtimestore.Store.
 func (s *Store) PurgeThreadsBefore(ctx context.Context, t time.Time) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `DELETE FROM runtime.threads WHERE update_ns < $1 RETURNING id`, t.UnixNano())

@@ -24,6 +24,10 @@ import (
 // forever.
 type Periods struct {
 	Threads, Runs, Messages, Artifacts time.Duration
+	// FrontDoorThreads removes the MCP front door's threads (metadata
+	// FrontDoorMetadataKey set) idle this long; 0 or negative = only Threads
+	// applies to them.
+	FrontDoorThreads time.Duration
 	// SweepInterval is how often Loop sweeps.
 	SweepInterval time.Duration
 }
@@ -38,7 +42,7 @@ type Sweeper struct {
 
 // Loop sweeps every r.SweepInterval until ctx ends, while any period is set.
 func (s *Sweeper) Loop(ctx context.Context, r Periods) {
-	if r.Threads <= 0 && r.Runs <= 0 && r.Messages <= 0 && r.Artifacts <= 0 {
+	if r.Threads <= 0 && r.FrontDoorThreads <= 0 && r.Runs <= 0 && r.Messages <= 0 && r.Artifacts <= 0 {
 		return
 	}
 	for {
@@ -71,6 +75,13 @@ func (s *Sweeper) Sweep(ctx context.Context, r Periods, now time.Time) {
 			s.Log.Info("retention removed threads", "threads", len(ids))
 		}
 	}
+	if r.FrontDoorThreads > 0 && (r.Threads <= 0 || r.FrontDoorThreads < r.Threads) {
+		n, err := s.purgeFrontDoor(ctx, now.Add(-r.FrontDoorThreads))
+		warn("frontdoor_threads", err)
+		if n > 0 {
+			s.Log.Info("retention removed MCP front-door threads", "threads", n)
+		}
+	}
 	if r.Runs > 0 {
 		n, err := s.Store.PurgeRunsBefore(ctx, now.Add(-r.Runs))
 		warn("runs", err)
@@ -92,6 +103,64 @@ func (s *Sweeper) Sweep(ctx context.Context, r Periods, now time.Time) {
 			s.Log.Info("retention removed artifacts", "artifacts", n)
 		}
 	}
+}
+
+// FrontDoorMetadataKey is the thread metadata key that marks a thread the
+// MCP front door created (runtimemcp.MetadataBinding).
+const FrontDoorMetadataKey = "mcp_binding"
+
+// frontDoorPage is how many idle threads one IdleThreads call reads.
+const frontDoorPage = 500
+
+// purgeFrontDoor deletes the front-door threads (with their subagent
+// threads and workspaces) not updated since cutoff. A store without
+// runtimestore.IdleThreadScanner is an error (logged each sweep), not a
+// silent keep.
+func (s *Sweeper) purgeFrontDoor(ctx context.Context, cutoff time.Time) (int, error) {
+	sc, ok := s.Store.(runtimestore.IdleThreadScanner)
+	if !ok {
+		return 0, fmt.Errorf("the runtime store %T cannot list idle threads; runtime.retention.frontdoor_threads does not apply", s.Store)
+	}
+	n, after := 0, ""
+	for {
+		page, err := sc.IdleThreads(ctx, cutoff, after, frontDoorPage)
+		if err != nil {
+			return n, err
+		}
+		for _, th := range page {
+			after = th.Proto.GetThreadId()
+			if th.Proto.GetMetadata()[FrontDoorMetadataKey] == "" {
+				continue
+			}
+			if err := s.deleteTree(ctx, after, 0); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if len(page) < frontDoorPage {
+			return n, nil
+		}
+	}
+}
+
+// deleteTree deletes a thread's subagent threads (at most 8 levels) and
+// the thread, each with its workspace.
+func (s *Sweeper) deleteTree(ctx context.Context, id string, depth int) error {
+	if depth < 8 {
+		kids, err := s.Store.ChildThreads(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if err := s.deleteTree(ctx, k, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.Store.DeleteThread(ctx, id); err != nil && !errors.Is(err, runtimestore.ErrNotFound) {
+		return err
+	}
+	return os.RemoveAll(s.Workspace.ThreadDir(id))
 }
 
 // purgeArtifacts removes, in every thread with a workspace, the artifacts

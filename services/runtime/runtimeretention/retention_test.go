@@ -101,3 +101,45 @@ func TestRetentionSweep(t *testing.T) {
 		t.Fatalf("old workspace kept: %v", err)
 	}
 }
+
+// TestFrontDoorRetention: front-door threads (metadata mcp_binding) idle
+// longer than FrontDoorThreads go with their subagent threads and
+// workspaces while runtime.retention.threads keeps every thread forever;
+// recent front-door threads and old threads of other clients stay.
+func TestFrontDoorRetention(t *testing.T) {
+	st := runtimestore.NewMemory()
+	ws := runtimetools.NewWorkspace(t.TempDir())
+	sw := &Sweeper{Store: st, Workspace: ws, Log: slog.Default(), Now: time.Now}
+	ctx := context.Background()
+	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
+	mk := func(id string, idle time.Duration, md map[string]string, child *runtimestore.Child) {
+		at := timestamppb.New(now.Add(-idle))
+		if err := st.CreateThread(ctx, &runtimestore.Thread{Proto: &runtimev1.Thread{ThreadId: id, CreateTime: at, UpdateTime: at, Metadata: md}, Child: child}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(ws.ThreadDir(id), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	session := map[string]string{FrontDoorMetadataKey: "session"}
+	mk("fd-old", 25*time.Hour, session, nil)
+	mk("fd-old-child", 25*time.Hour, nil, &runtimestore.Child{ParentThreadID: "fd-old"})
+	mk("fd-stable-old", 48*time.Hour, map[string]string{FrontDoorMetadataKey: "stable"}, nil)
+	mk("fd-new", time.Hour, session, nil)
+	mk("api-old", 30*24*time.Hour, map[string]string{"k": "v"}, nil)
+	sw.Sweep(ctx, Periods{FrontDoorThreads: 24 * time.Hour}, now)
+	var left []string
+	for _, id := range []string{"fd-old", "fd-old-child", "fd-stable-old", "fd-new", "api-old"} {
+		_, err := st.GetThread(ctx, id)
+		_, serr := os.Stat(ws.ThreadDir(id))
+		if (err == nil) != (serr == nil) {
+			t.Errorf("%s: thread present=%v, workspace present=%v", id, err == nil, serr == nil)
+		}
+		if err == nil {
+			left = append(left, id)
+		}
+	}
+	if !slices.Equal(left, []string{"fd-new", "api-old"}) {
+		t.Fatalf("threads left = %v, want [fd-new api-old]", left)
+	}
+}

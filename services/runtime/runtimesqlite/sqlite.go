@@ -668,6 +668,32 @@ func (s *Store) PurgeMessagesBefore(ctx context.Context, t time.Time) (int, erro
 	return int(n), err
 }
 
+// IdleThreads implements runtimestore.IdleThreadScanner.
+func (s *Store) IdleThreads(ctx context.Context, t time.Time, after string, limit int) ([]*runtimestore.Thread, error) {
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT state, read_marks, child FROM threads WHERE update_ns < ? AND id > ? ORDER BY id LIMIT ?`, t.UnixNano(), after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*runtimestore.Thread
+	for rows.Next() {
+		var state []byte
+		var marks, child string
+		if err := rows.Scan(&state, &marks, &child); err != nil {
+			return nil, err
+		}
+		th, err := decodeThread(state, marks, child)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, th)
+	}
+	return out, rows.Err()
+}
+
 // PurgeThreadsBefore implements runtimestore.Store.
 func (s *Store) PurgeThreadsBefore(ctx context.Context, t time.Time) ([]string, error) {
 	var ids []string

@@ -340,6 +340,27 @@ func (m *Memory) PurgeThreadsBefore(_ context.Context, t time.Time) ([]string, e
 	return ids, nil
 }
 
+// IdleThreads implements IdleThreadScanner.
+func (m *Memory) IdleThreads(_ context.Context, t time.Time, after string, limit int) ([]*Thread, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []string
+	for id, th := range m.threads {
+		if id > after && th.Proto.GetUpdateTime().AsTime().Before(t) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	if limit > 0 && len(ids) > limit {
+		ids = ids[:limit]
+	}
+	out := make([]*Thread, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, m.threads[id].Clone())
+	}
+	return out, nil
+}
+
 // PurgeRunsBefore implements Store.
 func (m *Memory) PurgeRunsBefore(_ context.Context, t time.Time) (int, error) {
 	m.mu.Lock()

@@ -164,6 +164,17 @@ type Store interface {
 	Close() error
 }
 
+// IdleThreadScanner is implemented by stores that can list threads of
+// every owner idle since before a time (retention of MCP front-door
+// threads, runtime.retention.frontdoor_threads). Memory, runtimesqlite and
+// runtimepg implement it.
+type IdleThreadScanner interface {
+	// IdleThreads returns at most limit threads (any owner, subagent
+	// threads included) whose update_time is before t, in id order,
+	// starting after the id after ("" = from the first).
+	IdleThreads(ctx context.Context, t time.Time, after string, limit int) ([]*Thread, error)
+}
+
 type noTouchKey struct{}
 
 // NoTouch marks ctx so that UpdateThread keeps the thread's update_time:

@@ -383,6 +383,24 @@ func RunStoreSuite(t *testing.T, f Factory) {
 		if err != nil || len(ev) != 1 || ev[0].Kind != "authz.fail_open" {
 			t.Fatalf("events = %v, %v", ev, err)
 		}
+		// IdleThreads (front-door retention) sees the idle thread only,
+		// paged by id.
+		sc, ok := s.(runtimestore.IdleThreadScanner)
+		if !ok {
+			t.Fatalf("%T does not implement runtimestore.IdleThreadScanner", s)
+		}
+		_ = s.CreateThread(ctx, newThread("old2", "t2", "v", old))
+		idle, err := sc.IdleThreads(ctx, time.Now().Add(-24*time.Hour), "", 1)
+		if err != nil || len(idle) != 1 || idle[0].Proto.GetThreadId() != "old" {
+			t.Fatalf("IdleThreads page 1 = %v, %v", idle, err)
+		}
+		idle, err = sc.IdleThreads(ctx, time.Now().Add(-24*time.Hour), "old", 10)
+		if err != nil || len(idle) != 1 || idle[0].Proto.GetThreadId() != "old2" || idle[0].Proto.GetOwnerTenant() != "t2" {
+			t.Fatalf("IdleThreads page 2 = %v, %v", idle, err)
+		}
+		if err := s.DeleteThread(ctx, "old2"); err != nil {
+			t.Fatal(err)
+		}
 		ids, err := s.PurgeThreadsBefore(ctx, time.Now().Add(-24*time.Hour))
 		if err != nil || fmt.Sprint(ids) != "[old]" {
 			t.Fatalf("purge = %v, %v", ids, err)
