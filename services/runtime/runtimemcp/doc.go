@@ -33,6 +33,13 @@
 //     MetadataAgent = agent — never a fresh thread per request, which would
 //     lose every promotion.
 //
+// # HTTP
+//
+// Streamable HTTP only (no 2024-11-05 HTTP+SSE transport): a GET without
+// Mcp-Session-Id is 405 with `Allow: POST, DELETE`, a session-based POST
+// without it (other than initialize) is 400, an unknown or expired id is
+// 404 (sessionrules.go).
+//
 // # Principal and agent
 //
 // Over HTTP the caller's Authorization header is forwarded to the runtime on

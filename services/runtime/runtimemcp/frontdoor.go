@@ -299,7 +299,7 @@ func (s *Server) HTTPHandler() http.Handler {
 	s.mu.Lock()
 	s.https = append(s.https, h)
 	s.mu.Unlock()
-	return s.guard(h)
+	return s.guard(s.sessionRules(h))
 }
 
 // ServeStdio serves one MCP session over in/out (newline-delimited JSON-RPC)
