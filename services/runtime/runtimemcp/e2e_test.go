@@ -67,7 +67,7 @@ func everythingJS(t *testing.T) string {
 // startSuite runs the real binary's composition (all four services, auth
 // on, a two-role policy) with server-everything behind the catalog, and
 // returns the front door URL.
-func startSuite(t *testing.T) string {
+func startSuite(t *testing.T) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
@@ -145,7 +145,7 @@ func startSuite(t *testing.T) string {
 			t.Fatalf("server-everything not ready: %v %v", res, err)
 		}
 	}
-	return "http://" + httpAddr + runtimemcp.Path
+	return "http://" + httpAddr + runtimemcp.Path, grpcAddr
 }
 
 func mcpClient(t *testing.T, url, token string) (*client.Client, *mcp.InitializeResult, func() []string) {
@@ -206,7 +206,7 @@ func callTool(t *testing.T, c *client.Client, name string, args map[string]any) 
 // End to end through the real runtime, catalog, authz and skills with a
 // real npm MCP server: the walk-through of issue 9 from an MCP client.
 func TestEndToEndFrontDoor(t *testing.T) {
-	url := startSuite(t)
+	url, _ := startSuite(t)
 	// Auth is on: no token is a 401 with a Bearer challenge.
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 	if err != nil {
@@ -257,4 +257,103 @@ func TestEndToEndFrontDoor(t *testing.T) {
 		t.Fatalf("viewer call of a denied tool: isError=%v text=%q", isErr, txt)
 	}
 	t.Logf("viewer denial: %s", txt)
+}
+
+// Through the real suite (the front door watching the runtime's catalog
+// upstream with the suite's service credential): an operator disabling the
+// MCP server behind a session's tools sends notifications/tools/list_changed
+// to a 2026-07-28 client on its subscriptions/listen stream (mcp-go's
+// client) and to a session-based session that listed its tools, and their
+// next tools/list no longer has the server's tools.
+func TestEndToEndUpstreamListChanged(t *testing.T) {
+	url, grpcAddr := startSuite(t)
+	auth := map[string]string{"Authorization": "Bearer " + editorToken}
+
+	// 2026-07-28, sessionless, subscribed to tool changes.
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modern := client.NewClient(tr)
+	var mu sync.Mutex
+	got := map[string]int{}
+	modern.OnNotification(func(n mcp.JSONRPCNotification) { mu.Lock(); got["modern "+n.Method]++; mu.Unlock() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := modern.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer modern.Close()
+	ir, err := modern.Initialize(ctx, mcp.InitializeRequest{})
+	if err != nil || ir.ProtocolVersion != mcp.ProtocolVersion20260728 {
+		t.Fatalf("initialize: %v %v", ir, err)
+	}
+	stop, err := modern.ListenAsync(ctx, mcp.SubscriptionFilter{ToolsListChanged: true}, func(err error) { t.Errorf("listen: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	time.Sleep(200 * time.Millisecond) // the listen stream is registered
+
+	// Session-based, with its GET stream open.
+	ltr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(auth), transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := client.NewClient(ltr, client.WithLegacyProtocolOnly())
+	legacy.OnNotification(func(n mcp.JSONRPCNotification) { mu.Lock(); got["legacy "+n.Method]++; mu.Unlock() })
+	if err := legacy.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer legacy.Close()
+	if _, err := legacy.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// Both promote a server-everything tool (one notice each), so that
+	// the server's removal takes a listed tool away.
+	if isErr, txt := callTool(t, legacy, "tool_search", map[string]any{"query": "select:everything_get-sum"}); isErr {
+		t.Fatalf("tool_search: %s", txt)
+	}
+	if _, err := modern.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "tool_search", Arguments: map[string]any{"query": "select:everything_get-sum"}}}); err != nil {
+		t.Fatal(err)
+	}
+	before := toolNames(t, legacy)
+	if !slices.ContainsFunc(before, func(n string) bool { return strings.HasPrefix(n, "everything_") }) {
+		t.Fatalf("tools before = %v: want server-everything's", before)
+	}
+
+	conn, err := grpcx.Dial(grpcAddr, grpcx.DialOptions{Token: adminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	off := false
+	if _, err := catalogv1.NewCatalogServiceClient(conn).UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "everything", Server: &catalogv1.ServerUpdate{Enabled: &off}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		m, l := got["modern notifications/tools/list_changed"], got["legacy notifications/tools/list_changed"]
+		mu.Unlock()
+		if m == 2 && l == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a promotion and disabling the server: list_changed modern=%d legacy=%d, want 2 each", m, l)
+		}
+	}
+	after := toolNames(t, legacy)
+	if slices.ContainsFunc(after, func(n string) bool { return strings.HasPrefix(n, "everything_") }) {
+		t.Fatalf("tools after disabling the server = %v", after)
+	}
+	res, err := modern.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if strings.HasPrefix(tl.Name, "everything_") {
+			t.Fatalf("2026-07-28 tools/list still has %s", tl.Name)
+		}
+	}
+	t.Logf("tools: %d before, %d after disabling server-everything", len(before), len(after))
 }
