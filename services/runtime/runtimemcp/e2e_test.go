@@ -357,3 +357,48 @@ func TestEndToEndUpstreamListChanged(t *testing.T) {
 	}
 	t.Logf("tools: %d before, %d after disabling server-everything", len(before), len(after))
 }
+
+// The official TypeScript SDK (1.32, .tools/npm) through the real suite: a
+// streamable HTTP session gets list_changed after tool_search and calls the
+// promoted tool; its deprecated HTTP+SSE transport fails at once (GET
+// without a session id is 405) instead of hanging for its timeout; a
+// session-based POST without a session id is 400.
+func TestEndToEndTypeScriptSDK(t *testing.T) {
+	url, _ := startSuite(t)
+	pkg := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(everythingJS(t)))), "sdk", "package.json")
+	if _, err := os.Stat(pkg); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("@modelcontextprotocol/sdk not installed in .tools/npm: %v", err)
+		}
+		t.Skipf("@modelcontextprotocol/sdk not installed in .tools/npm: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "ts-sdk-client.cjs"))
+	cmd.Env = append(os.Environ(), "SDK_PACKAGE_JSON="+pkg, "MCP_URL="+url, "MCP_TOKEN="+editorToken)
+	outb, err := cmd.Output()
+	var out struct {
+		Protocol           string   `json:"protocol"`
+		SessionID          bool     `json:"sessionId"`
+		After              []string `json:"after"`
+		ListChanged        int      `json:"listChanged"`
+		Sum                string   `json:"sum"`
+		PostWithoutSession int      `json:"postWithoutSession"`
+		SSE                string   `json:"sse"`
+		SSEMillis          int      `json:"sseMillis"`
+		Error              string   `json:"error"`
+	}
+	if jerr := json.Unmarshal(outb, &out); jerr != nil || err != nil || out.Error != "" {
+		t.Fatalf("ts client: %v %v %s", err, jerr, outb)
+	}
+	if !out.SessionID || out.ListChanged < 1 || !slices.Contains(out.After, "everything_get-sum") || !strings.Contains(out.Sum, "5") {
+		t.Errorf("streamable HTTP session: %s", outb)
+	}
+	if out.PostWithoutSession != http.StatusBadRequest {
+		t.Errorf("POST without Mcp-Session-Id: %d, want 400", out.PostWithoutSession)
+	}
+	if out.SSE == "connected" || !strings.Contains(out.SSE, "405") || out.SSEMillis > 5000 {
+		t.Errorf("HTTP+SSE transport: %q after %d ms, want a 405 failure at once", out.SSE, out.SSEMillis)
+	}
+	t.Logf("ts sdk: protocol %s, HTTP+SSE: %q in %d ms", out.Protocol, out.SSE, out.SSEMillis)
+}
