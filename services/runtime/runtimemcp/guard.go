@@ -8,9 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"google.golang.org/grpc/metadata"
@@ -66,9 +69,12 @@ func ownerFrom(ctx context.Context) string {
 // guard checks every HTTP request before mcp-go sees it
 // (docs/architecture.md §5, "MCP front door"), in this order:
 //
-//  1. Origin: a request carrying an Origin header not in
+//  1. Origin: a request carrying an Origin header that is neither
+//     same-origin (its host:port is the request's Host) nor in
 //     Options.AllowedOrigins is 403 (MCP streamable HTTP, "Security
-//     warning"); tools that send no Origin pass.
+//     warning"); tools that send no Origin pass. A same-origin request from
+//     a rebound DNS name still meets the Host check that follows
+//     (sessionrules.go, mcp-go's localhost protection).
 //  2. Credential: with a Verifier, the bearer credential is verified on
 //     every request (POST, GET, DELETE); missing or invalid is 401 with a
 //     `WWW-Authenticate: Bearer` challenge (RFC 6750 §3; with
@@ -85,7 +91,7 @@ func ownerFrom(ctx context.Context) string {
 //     reading at most limit+1 bytes.
 func (s *Server) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.opts.AllowedOrigins, o) {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.opts.AllowedOrigins, o) && !sameOrigin(o, r.Host) {
 			s.refuse(w, r, http.StatusForbidden, "origin_not_allowed", "Origin "+strconv.Quote(o)+" is not in server.http.mcp_allowed_origins")
 			return
 		}
@@ -236,4 +242,25 @@ func (b *bindingWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 func newOwners() *lru.Cache[string, string] {
 	c, _ := lru.New[string, string](bindingCap)
 	return c
+}
+
+// sameOrigin reports whether origin (scheme://host[:port]) names the host
+// the request was sent to (Host header), compared case-insensitively with
+// the scheme's default port made explicit on both sides.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || host == "" {
+		return false
+	}
+	def := "80"
+	if u.Scheme == "https" {
+		def = "443"
+	}
+	withPort := func(h string) string {
+		if _, _, err := net.SplitHostPort(h); err == nil {
+			return strings.ToLower(h)
+		}
+		return strings.ToLower(net.JoinHostPort(strings.Trim(h, "[]"), def))
+	}
+	return withPort(u.Host) == withPort(host)
 }
