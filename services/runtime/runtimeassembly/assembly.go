@@ -23,6 +23,7 @@ import (
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
+	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
 
@@ -652,9 +653,12 @@ func (v *View) BoundTools() (bound []*Tool, skillFiltered []string) {
 // groups, authz layer 1, deferral and hash), promotions under the hash plus
 // routing auto-promotions from user_message, and the skill policy last.
 //
+// The tools are bound in profile's form (Bind); one that cannot be made
+// valid is left out and named in report.left_out.
+//
 // th is the caller's own thread (loaded by the runtime). Errors are gRPC
 // status errors, a *FailedError, or store errors (the runtime maps them).
-func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMessage string) (*runtimev1.AssembleToolsResponse, error) {
+func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMessage string, profile runtimev1.ToolProfile) (*runtimev1.AssembleToolsResponse, error) {
 	b, err := s.Build(ctx, th)
 	if err != nil {
 		return nil, err
@@ -699,12 +703,26 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 		report.Notes = append(report.Notes, "skill policy: "+v.Policy.Reason)
 	}
 	for _, t := range bound {
-		oa, an := SchemaOf(t)
-		resp.Tools = append(resp.Tools, &runtimev1.ToolSchema{Name: t.Name, Openai: oa, Anthropic: an, Source: t.Source})
+		ts, err := Bind(t, profile)
+		if err != nil {
+			// A tool that cannot be made valid for the profile is left out
+			// with its reason; it never breaks the request.
+			report.LeftOut = append(report.LeftOut, t.Name+": "+leftOutReason(err))
+			continue
+		}
+		resp.Tools = append(resp.Tools, ts)
 	}
 	resp.PromptSections = s.promptSections(b, activation)
 	resp.Report = report
 	return resp, nil
+}
+
+func leftOutReason(err error) string {
+	var lo *runtimeschema.LeftOut
+	if errors.As(err, &lo) {
+		return string(lo.Profile) + ": " + lo.Reason
+	}
+	return err.Error()
 }
 
 // Build builds the base assembly of a thread (from the cache when both
