@@ -35,6 +35,13 @@ type Call struct {
 	Args   map[string]any
 	// Notify relays MCP progress and log notifications (streaming only).
 	Notify func(*typev1.Notification)
+	// Profile is the provider form the model saw the tools in
+	// (ExecuteToolCallRequest.profile); the map_arguments step maps the
+	// name and arguments back from it.
+	Profile runtimev1.ToolProfile
+	// BoundName is the tool name as the model called it, when the
+	// map_arguments step mapped it onto the tool's own name ("" = same).
+	BoundName string
 }
 
 // NewCall starts a call from the request's ToolCall.

@@ -240,12 +240,17 @@ func (m *AnthropicModel) params(req *ModelRequest) (anthropic.MessageNewParams, 
 	return p, nil
 }
 
-// anthropicToolOf reads a ToolSchema's Anthropic form ({"name",
+// anthropicToolOf reads a ToolSchema's Messages API form ({"name",
 // "description", "input_schema"}, and "defer_loading" when assembly defers
-// the tool); the input schema is sent as it is (assembly normalised it for
-// the anthropic_messages profile, docs/architecture.md §3.1).
+// the tool): bound when assembly bound the tools for anthropic_messages,
+// else the anthropic form; the input schema is sent as assembly normalised
+// it (docs/architecture.md §3.1).
 func anthropicToolOf(t *runtimev1.ToolSchema) (*anthropic.ToolParam, error) {
-	f := t.GetAnthropic().GetFields()
+	form := t.GetAnthropic()
+	if b := t.GetBound(); b != nil && b.GetFields()["input_schema"] != nil {
+		form = b
+	}
+	f := form.GetFields()
 	tp := &anthropic.ToolParam{Name: t.GetName()}
 	if n := f["name"].GetStringValue(); n != "" {
 		tp.Name = n
@@ -295,4 +300,9 @@ func anthropicToolOf(t *runtimev1.ToolSchema) (*anthropic.ToolParam, error) {
 	}
 	tp.InputSchema = in
 	return tp, nil
+}
+
+// ToolProfile implements Profiled: Messages API client tools.
+func (m *AnthropicModel) ToolProfile() runtimev1.ToolProfile {
+	return runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES
 }

@@ -40,6 +40,22 @@ type Model interface {
 	Complete(ctx context.Context, req *ModelRequest, onDelta func(string)) (*ModelResponse, error)
 }
 
+// Profiled is implemented by models whose provider has a tool profile
+// (docs/architecture.md §3.1): assembly binds the tools in that form.
+type Profiled interface {
+	// ToolProfile is the provider's profile.
+	ToolProfile() runtimev1.ToolProfile
+}
+
+// ProfileOf is m's tool profile; UNSPECIFIED (the v0.1.0 forms) for a model
+// that names none.
+func ProfileOf(m Model) runtimev1.ToolProfile {
+	if p, ok := m.(Profiled); ok {
+		return p.ToolProfile()
+	}
+	return runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED
+}
+
 // Models resolves model names (as authorized with model:use) to clients.
 type Models interface {
 	// Names lists the configured model names in configuration order.

@@ -86,6 +86,14 @@ func (b *Bound) MapArguments(args map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
+// WrapKey is the property a wrapped root is carried in ("" = not wrapped).
+func (b *Bound) WrapKey() string {
+	if b == nil || b.args == nil {
+		return ""
+	}
+	return b.args.unwrap
+}
+
 type mapper struct{ defs map[string]*argMap }
 
 func (m *mapper) value(node *argMap, v any, path string, depth int) (any, error) {

@@ -218,6 +218,9 @@ var profiles = map[ID]*Profile{
 	},
 }
 
+// NameValid reports whether name is a valid tool name for the profile as it is.
+func (p *Profile) NameValid(name string) bool { return p.NamePattern.MatchString(name) }
+
 // Get returns a profile by id.
 func Get(id ID) (*Profile, bool) { p, ok := profiles[id]; return p, ok }
 
