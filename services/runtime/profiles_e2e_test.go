@@ -1,0 +1,183 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/services/runtime"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeanthropic"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodel"
+	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
+)
+
+// awkwardMCP is a streamable-HTTP MCP server (mcp-go, 127.0.0.1) with the
+// input schemas providers refuse as they come: a root union, {} and an
+// object without properties. Every tool answers with the JSON of the
+// arguments it received.
+func awkwardMCP(t *testing.T) string {
+	t.Helper()
+	s := server.NewMCPServer("awkward", "1.0.0", server.WithToolCapabilities(true))
+	echoArgs := func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		b, _ := json.Marshal(r.GetArguments())
+		return mcp.NewToolResultText("args=" + string(b)), nil
+	}
+	for name, schema := range map[string]string{
+		"lookup":  `{"anyOf": [{"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}, {"type": "string"}]}`,
+		"anyargs": `{}`,
+		"noprops": `{"type": "object"}`,
+	} {
+		s.AddTool(mcp.NewToolWithRawSchema(name, "Awkward fixture "+name+".", json.RawMessage(schema)), echoArgs)
+	}
+	ts := httptest.NewServer(server.NewStreamableHTTPServer(s))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp"
+}
+
+func startAwkwardLoop(t *testing.T, models []runtime.ModelConfig) *loopSuite {
+	t.Helper()
+	lc := runtime.LoopConfig{Models: models}
+	runtime.SetLoopConfigForTest(&lc)
+	t.Cleanup(func() { runtime.SetLoopConfigForTest(nil) })
+	dir := t.TempDir()
+	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json")}
+	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"fx": map[string]any{"type": "http", "url": awkwardMCP(t)}}})
+	if err := os.WriteFile(s.ext, ext, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// TestRunTurnAwkwardSchemasPerProvider: RunTurn against the strict
+// Anthropic Messages fake and the OpenAI-compatible fake; the promoted
+// root-union tool is bound as an object and called with the wrapped
+// arguments, which reach the MCP tool unwrapped.
+func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
+	an := fakeanthropic.New(
+		fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "tool_search", Input: `{"query":"select:fx_lookup,fx_anyargs,fx_noprops"}`}}},
+		fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "fx_lookup", Input: `{"input":{"id":"42"}}`}, {Name: "fx_noprops", Input: `{}`}}},
+		fakeanthropic.Reply{Text: "Found 42."},
+	)
+	defer an.Close()
+	oa := fakemodel.New(
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "tool_search", Args: `{"query":"select:fx_lookup,fx_anyargs,fx_noprops"}`}}},
+		fakemodel.Reply{ToolCalls: []fakemodel.Call{{Name: "fx_lookup", Args: `{"input":{"id":"42"}}`}, {Name: "fx_noprops", Args: `{}`}}},
+		fakemodel.Reply{Content: "Found 42."},
+	)
+	defer oa.Close()
+	stream := true
+	s := startAwkwardLoop(t, []runtime.ModelConfig{
+		{Name: "claude", Provider: runtime.ProviderAnthropic, BaseURL: an.BaseURL(), Stream: &stream},
+		{Name: "gpt", Provider: runtime.ProviderOpenAI, BaseURL: oa.BaseURL(), Stream: &stream},
+	})
+	c := s.rt()
+	ctx := context.Background()
+	for _, model := range []string{"claude", "gpt"} {
+		th := s.thread(c)
+		st, err := c.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "look up 42", Model: model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := collect(t, st)
+		if lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+			t.Fatalf("%s: events %v", model, evs)
+		}
+		ms, err := c.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: th})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var results []string
+		for _, m := range ms.GetMessages() {
+			if m.GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_TOOL && m.GetName() != "tool_search" {
+				results = append(results, m.GetName()+" "+m.GetContent())
+			}
+		}
+		if strings.Join(results, " | ") != `fx_lookup args={"id":"42"} | fx_noprops args={}` {
+			t.Fatalf("%s: tool results %q, want the union's arguments unwrapped", model, results)
+		}
+	}
+	if p := an.Problems(); len(p) > 0 {
+		t.Fatalf("the Messages API fake refused requests: %v", p)
+	}
+	if p := oa.Problems(); len(p) > 0 {
+		t.Fatalf("the OpenAI fake refused requests: %v", p)
+	}
+	// What each provider was sent for the promoted tools passes its
+	// profile's validator.
+	areqs := an.Requests()
+	for _, tool := range areqs[1].Tools {
+		m := map[string]any{"name": tool.Name, "description": tool.Description, "input_schema": tool.InputSchema}
+		if errs := runtimeschema.Check(runtimeschema.AnthropicMessages, m); len(errs) > 0 {
+			t.Errorf("anthropic tool %s: %v", tool.Name, errs)
+		}
+	}
+	oreqs := oa.Requests()
+	var names []string
+	for _, tool := range oreqs[1].Tools {
+		names = append(names, tool.Function.Name)
+		m := map[string]any{"type": "function", "function": map[string]any{"name": tool.Function.Name, "parameters": tool.Function.Parameters, "strict": false}}
+		if errs := runtimeschema.Check(runtimeschema.OpenAIChat, m); len(errs) > 0 {
+			t.Errorf("openai tool %s: %v", tool.Function.Name, errs)
+		}
+		if tool.Function.Name == "fx_lookup" {
+			if _, ok := tool.Function.Parameters["properties"].(map[string]any)["input"]; !ok {
+				t.Errorf("fx_lookup parameters not wrapped: %v", tool.Function.Parameters)
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(names, ","), "fx_lookup") {
+		t.Fatalf("fx_lookup not bound after promotion: %v", names)
+	}
+
+	// AssembleTools for each profile after promotion: every bound form is
+	// valid for its profile; nothing is left out.
+	th := s.thread(c)
+	if _, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, ToolCall: &runtimev1.ToolCall{Id: "s1", Name: "tool_search",
+		RawArguments: `{"query":"select:fx_lookup,fx_anyargs,fx_noprops"}`}}); err != nil {
+		t.Fatal(err)
+	}
+	for p, id := range map[runtimev1.ToolProfile]runtimeschema.ID{
+		runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_CHAT: runtimeschema.OpenAIChat, runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES: runtimeschema.OpenAIResponses,
+		runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES: runtimeschema.AnthropicMessages, runtimev1.ToolProfile_TOOL_PROFILE_GEMINI: runtimeschema.Gemini,
+		runtimev1.ToolProfile_TOOL_PROFILE_MCP: runtimeschema.MCP} {
+		resp, err := c.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetReport().GetLeftOut()) > 0 {
+			t.Errorf("%v: left out %v", p, resp.GetReport().GetLeftOut())
+		}
+		seen := 0
+		for _, ts := range resp.GetTools() {
+			if errs := runtimeschema.Check(id, ts.GetBound().AsMap()); len(errs) > 0 {
+				t.Errorf("%v %s: %v", p, ts.GetName(), errs)
+			}
+			if strings.HasPrefix(ts.GetName(), "fx_") {
+				seen++
+			}
+		}
+		if seen != 3 {
+			t.Errorf("%v: %d fixture tools bound, want 3", p, seen)
+		}
+	}
+	// ExecuteToolCall with the profile the caller's model saw maps the
+	// arguments back; an unknown profile is refused naming the field.
+	res, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: runtimev1.ToolProfile_TOOL_PROFILE_GEMINI,
+		ToolCall: &runtimev1.ToolCall{Id: "c1", Name: "fx_lookup", RawArguments: `{"input":{"id":"7"}}`}})
+	if err != nil || res.GetResult().GetContent()[0].GetText() != `args={"id":"7"}` {
+		t.Fatalf("gemini call: %v %v", res, err)
+	}
+	if _, err := c.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: 99}); err == nil || !strings.Contains(err.Error(), "profile") {
+		t.Fatalf("unknown profile: %v", err)
+	}
+}
