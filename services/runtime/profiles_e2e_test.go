@@ -6,8 +6,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -179,5 +182,37 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 	}
 	if _, err := c.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: 99}); err == nil || !strings.Contains(err.Error(), "profile") {
 		t.Fatalf("unknown profile: %v", err)
+	}
+}
+
+var nextPage = regexp.MustCompile(`\n\[read_file returns at most (\d+) characters per call: this is lines (\d+)-(\d+)\. Call read_file with start_line=(\d+) to read on\.\]$`)
+
+// readPaged reads a file with read_file page by page, as a model would,
+// checking that no page is over the budget, and returns the whole text.
+func readPaged(t testing.TB, c runtimev1.RuntimeServiceClient, thread, path string, budget int) (string, int) {
+	t.Helper()
+	var all strings.Builder
+	start, pages := 1, 0
+	for {
+		pages++
+		if pages > 10000 {
+			t.Fatal("read_file paging does not end")
+		}
+		r := call(t, c, thread, "read_file", map[string]any{"path": path, "start_line": start})
+		page := text(r)
+		if n := utf8.RuneCountInString(page); n > budget {
+			t.Fatalf("page %d is %d characters, over the budget %d", pages, n, budget)
+		}
+		m := nextPage.FindStringSubmatch(page)
+		if m == nil {
+			all.WriteString(page)
+			return all.String(), pages
+		}
+		all.WriteString(strings.TrimSuffix(page, m[0]))
+		next, _ := strconv.Atoi(m[4])
+		if next <= start {
+			t.Fatalf("next page %d does not advance from %d", next, start)
+		}
+		start = next
 	}
 }
