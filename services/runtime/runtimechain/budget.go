@@ -147,7 +147,9 @@ func blockSize(b *typev1.ContentBlock) int {
 		len(b.GetTitle()) + len(b.GetDescription())
 }
 
-func isText(b *typev1.ContentBlock) bool { return b.GetType() == typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT }
+func isText(b *typev1.ContentBlock) bool {
+	return b.GetType() == typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT
+}
 
 func (s OutputBudget) externalise(c *Call, o *Outcome, structured string, limit int) {
 	name := c.Name
