@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -40,6 +41,15 @@ func awkwardMCP(t *testing.T) string {
 	} {
 		s.AddTool(mcp.NewToolWithRawSchema(name, "Awkward fixture "+name+".", json.RawMessage(schema)), echoArgs)
 	}
+	// report answers with structuredContent alone, 5 MB of it.
+	s.AddTool(mcp.NewToolWithRawSchema("report", "A 5 MB structured-only report.", json.RawMessage(`{"type": "object", "properties": {}}`)),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			rows := make([]any, 0, 100000)
+			for i := 0; len(rows) < 100000; i++ {
+				rows = append(rows, map[string]any{"id": i, "name": fmt.Sprintf("row %08d of the quarterly report", i)})
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{}, StructuredContent: map[string]any{"rows": rows}}, nil
+		})
 	ts := httptest.NewServer(server.NewStreamableHTTPServer(s))
 	t.Cleanup(ts.Close)
 	return ts.URL + "/mcp"
@@ -214,5 +224,84 @@ func readPaged(t testing.TB, c runtimev1.RuntimeServiceClient, thread, path stri
 			t.Fatalf("next page %d does not advance from %d", next, start)
 		}
 		start = next
+	}
+}
+
+var savedAt = regexp.MustCompile(`saved at (/mnt/user-data/outputs/\.tool-results/\S+?\.txt)\.`)
+
+// TestRunTurnBoundedResults: a 5 MB structured-only result and a 20 MiB
+// read-back in one RunTurn against the strict Anthropic fake; no model
+// request grows past the budget's order of magnitude.
+func TestRunTurnBoundedResults(t *testing.T) {
+	var savedPath string
+	lastResult := func(r fakeanthropic.Request) string {
+		m := r.Messages[len(r.Messages)-1]
+		for _, b := range m.Content {
+			for _, rb := range b.ResultBlocks() {
+				if rb.Text != nil {
+					return *rb.Text
+				}
+			}
+		}
+		return ""
+	}
+	an := fakeanthropic.New(
+		fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "tool_search", Input: `{"query":"select:fx_report"}`}}},
+		fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "fx_report", Input: `{}`}}},
+		fakeanthropic.Reply{From: func(r fakeanthropic.Request) fakeanthropic.Reply {
+			m := savedAt.FindStringSubmatch(lastResult(r))
+			if m == nil {
+				return fakeanthropic.Reply{Text: "no path in: " + lastResult(r)[:200]}
+			}
+			savedPath = m[1]
+			return fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "read_file", Input: `{"path":"` + m[1] + `"}`}}}
+		}},
+		fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "read_file", Input: `{"path":"/mnt/user-data/workspace/big.txt"}`}}},
+		fakeanthropic.Reply{Text: "Read both."},
+	)
+	defer an.Close()
+	stream := false
+	s := startAwkwardLoop(t, []runtime.ModelConfig{{Name: "claude", Provider: runtime.ProviderAnthropic, BaseURL: an.BaseURL(), Stream: &stream}})
+	c := s.rt()
+	ctx := context.Background()
+	th := s.thread(c)
+	ws := filepath.Join(s.dataDir, "runtime", "threads", th, "user-data", "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var big strings.Builder
+	for i := 1; big.Len() < 20<<20; i++ {
+		fmt.Fprintf(&big, "line %07d of a twenty mebibyte workspace file\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "big.txt"), []byte(big.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "get the report, read it back, and read big.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := collect(t, st); lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("events %v", evs)
+	}
+	if p := an.Problems(); len(p) > 0 {
+		t.Fatalf("the fake refused requests: %v", p)
+	}
+	reqs := an.Requests()
+	if len(reqs) != 5 || savedPath == "" {
+		t.Fatalf("%d requests, saved path %q", len(reqs), savedPath)
+	}
+	largest := 0
+	for _, r := range reqs {
+		largest = max(largest, r.Bytes)
+	}
+	t.Logf("largest model request: %d bytes (5 MB structured result, 20 MiB read-back)", largest)
+	if largest > 100<<10 {
+		t.Fatalf("largest model request %d bytes: a result escaped the budget", largest)
+	}
+	// The read-backs are pages: the first page of each file with the next start_line.
+	for i, want := range []string{"Call read_file with start_line=", "line 0000001 of a twenty mebibyte"} {
+		if got := lastResult(reqs[3+i]); !strings.Contains(got, want) || !strings.Contains(got, "read_file returns at most 12000 characters per call") {
+			t.Fatalf("read-back %d: %.300q", i, got)
+		}
 	}
 }
