@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -303,5 +305,75 @@ func TestRunTurnBoundedResults(t *testing.T) {
 		if got := lastResult(reqs[3+i]); !strings.Contains(got, want) || !strings.Contains(got, "read_file returns at most 12000 characters per call") {
 			t.Fatalf("read-back %d: %.300q", i, got)
 		}
+	}
+}
+
+// sdkScript lists the front door's tools with the official TypeScript SDK
+// (its listTools validates every tool's inputSchema), promotes the
+// fixture tools with tool_search, lists again and calls the union tool
+// with the wrapped arguments.
+const sdkScript = `
+const [sdk, url, token] = process.argv.slice(2);
+const { Client } = await import(sdk + "/dist/esm/client/index.js");
+const { StreamableHTTPClientTransport } = await import(sdk + "/dist/esm/client/streamableHttp.js");
+const client = new Client({ name: "profiles-test", version: "1.0.0" });
+await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: "Bearer " + token } } }));
+const before = await client.listTools();
+await client.callTool({ name: "tool_search", arguments: { query: "select:fx_lookup,fx_anyargs,fx_noprops" } });
+const after = await client.listTools();
+const lookup = after.tools.find((t) => t.name === "fx_lookup");
+const res = await client.callTool({ name: "fx_lookup", arguments: { input: { id: "9" } } });
+console.log(JSON.stringify({ before: before.tools.map((t) => t.name), after: after.tools.map((t) => t.name), lookup: lookup.inputSchema, result: res.content[0].text }));
+await client.close();
+`
+
+// TestFrontDoorOfficialSDK: after promotion of a root-union tool, the
+// official TypeScript SDK still lists the front door's tools (the mcp
+// profile fixed the root) and the wrapped call reaches the tool unwrapped.
+func TestFrontDoorOfficialSDK(t *testing.T) {
+	// NPMServer checks node and the install (…/sdk/dist/index.js is absent:
+	// the SDK is a library), so look the package up by its package.json.
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	sdk := filepath.Join(root, ".tools", "npm", "node_modules", "@modelcontextprotocol", "sdk")
+	if _, err := os.Stat(filepath.Join(sdk, "package.json")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the official TypeScript SDK is not installed: %v", err)
+		}
+		t.Skip("the official TypeScript SDK is not installed")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node not found")
+	}
+	s := startAwkwardLoop(t, nil)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "list.mjs")
+	if err := os.WriteFile(script, []byte(sdkScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("node", script, sdk, "http://"+s.httpAddr+"/mcp", loopUserToken).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the official SDK failed: %v\n%s", err, out)
+	}
+	var got struct {
+		Before, After []string
+		Lookup        map[string]any
+		Result        string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !slices.Contains(got.Before, "tool_search") || slices.Contains(got.Before, "fx_lookup") {
+		t.Fatalf("before promotion: %v", got.Before)
+	}
+	for _, n := range []string{"fx_lookup", "fx_anyargs", "fx_noprops"} {
+		if !slices.Contains(got.After, n) {
+			t.Fatalf("after promotion %v lacks %s", got.After, n)
+		}
+	}
+	if got.Lookup["type"] != "object" || got.Lookup["properties"].(map[string]any)["input"] == nil {
+		t.Fatalf("fx_lookup listed as %v", got.Lookup)
+	}
+	if got.Result != `args={"id":"9"}` {
+		t.Fatalf("call result %q", got.Result)
 	}
 }
