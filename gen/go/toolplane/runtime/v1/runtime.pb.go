@@ -1041,9 +1041,12 @@ type Message struct {
 	// Run that produced it.
 	RunId string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// When.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// For tool messages: the result's provider-native form
+	// (ToolResult.provider_output), so a later request can send it again.
+	ProviderOutput *structpb.Struct `protobuf:"bytes,10,opt,name=provider_output,json=providerOutput,proto3" json:"provider_output,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -1135,6 +1138,13 @@ func (x *Message) GetRunId() string {
 func (x *Message) GetCreateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Message) GetProviderOutput() *structpb.Struct {
+	if x != nil {
+		return x.ProviderOutput
 	}
 	return nil
 }
@@ -1586,10 +1596,9 @@ type ToolResult struct {
 	// MCP structuredContent, when given.
 	StructuredContent *structpb.Struct `protobuf:"bytes,9,opt,name=structured_content,json=structuredContent,proto3" json:"structured_content,omitempty"`
 	// The result in the provider's native form when it has one, for the
-	// profile of the request: for tool_search, the Anthropic tool_result
-	// content of tool_reference blocks ({"content": [{"type":
-	// "tool_reference", "tool_name"}]}) or the OpenAI Responses
-	// tool_search_output item; unset otherwise.
+	// profile of the request: for tool_search under anthropic_messages, the
+	// tool_result content of tool_reference blocks ({"content": [{"type":
+	// "tool_reference", "tool_name"}]}); unset otherwise.
 	ProviderOutput *structpb.Struct `protobuf:"bytes,10,opt,name=provider_output,json=providerOutput,proto3" json:"provider_output,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -2108,7 +2117,7 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12#\n" +
-	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\xf1\x02\n" +
+	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\xb3\x03\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
 	"\x04role\x18\x02 \x01(\x0e2!.toolplane.runtime.v1.MessageRoleR\x04role\x12\x18\n" +
@@ -2121,7 +2130,9 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x06status\x18\a \x01(\x0e2$.toolplane.runtime.v1.ToolCallStatusR\x06status\x12\x15\n" +
 	"\x06run_id\x18\b \x01(\tR\x05runId\x12;\n" +
 	"\vcreate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"U\n" +
+	"createTime\x12@\n" +
+	"\x0fprovider_output\x18\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\x0eproviderOutput\"U\n" +
 	"\x12ToolSearchSettings\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12%\n" +
 	"\x0eexempt_servers\x18\x02 \x03(\tR\rexemptServers\"\xa4\x03\n" +
@@ -2307,36 +2318,37 @@ var file_toolplane_runtime_v1_runtime_proto_depIdxs = []int32{
 	13, // 12: toolplane.runtime.v1.Message.tool_calls:type_name -> toolplane.runtime.v1.ToolCall
 	2,  // 13: toolplane.runtime.v1.Message.status:type_name -> toolplane.runtime.v1.ToolCallStatus
 	24, // 14: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
-	26, // 15: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
-	26, // 16: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
-	15, // 17: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
-	24, // 18: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
-	25, // 19: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
-	25, // 20: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
-	25, // 21: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
-	2,  // 22: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
-	0,  // 23: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
-	27, // 24: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
-	9,  // 25: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
-	7,  // 26: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
-	25, // 27: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
-	25, // 28: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
-	3,  // 29: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
-	24, // 30: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
-	24, // 31: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
-	11, // 32: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	13, // 33: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
-	20, // 34: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
-	7,  // 35: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
-	14, // 36: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
-	11, // 37: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	28, // 38: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
-	3,  // 39: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	25, // 15: toolplane.runtime.v1.Message.provider_output:type_name -> google.protobuf.Struct
+	26, // 16: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
+	26, // 17: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
+	15, // 18: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
+	24, // 19: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
+	25, // 20: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
+	25, // 21: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
+	25, // 22: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
+	2,  // 23: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
+	0,  // 24: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
+	27, // 25: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
+	9,  // 26: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
+	7,  // 27: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
+	25, // 28: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
+	25, // 29: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
+	3,  // 30: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
+	24, // 31: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
+	24, // 32: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
+	11, // 33: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	13, // 34: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
+	20, // 35: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
+	7,  // 36: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
+	14, // 37: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
+	11, // 38: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	28, // 39: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
+	3,  // 40: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_runtime_v1_runtime_proto_init() }
