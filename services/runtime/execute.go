@@ -70,7 +70,7 @@ func (s *Server) execute(ctx context.Context, threadID, runID string, profile ru
 	res := o.Result(c)
 	s.metrics.toolCalls.WithLabelValues(c.Source(), strings.TrimPrefix(res.Status.String(), "TOOL_CALL_STATUS_"), strings.TrimPrefix(res.ErrorKind.String(), "ERROR_KIND_")).Inc()
 	tm := &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: runtimechain.TextOf(res.Content), ToolCallId: c.CallID,
-		Name: c.Name, Status: res.Status, RunId: c.RunID}
+		Name: c.Name, Status: res.Status, RunId: c.RunID, ProviderOutput: res.ProviderOutput}
 	_, err = s.store.UpdateThread(context.WithoutCancel(ctx), c.ThreadID(), func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
 		o.Apply(t)
 		if msg != storeMessage {

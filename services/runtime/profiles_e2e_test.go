@@ -127,9 +127,37 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 	if p := oa.Problems(); len(p) > 0 {
 		t.Fatalf("the OpenAI fake refused requests: %v", p)
 	}
+	// Native tool search on the Messages API: the deferred tools go out
+	// with defer_loading from the first request, tool_search answers with
+	// tool_reference blocks, and the tool definitions (the cached prefix)
+	// are the same before and after the promotion.
+	areqs := an.Requests()
+	deferred := map[string]bool{}
+	for _, tool := range areqs[0].Tools {
+		if tool.DeferLoading {
+			deferred[tool.Name] = true
+		}
+	}
+	if !deferred["fx_lookup"] || !deferred["fx_anyargs"] || !deferred["fx_noprops"] || deferred["tool_search"] {
+		t.Fatalf("defer_loading in the first request: %v", deferred)
+	}
+	tj := func(r fakeanthropic.Request) string { b, _ := json.Marshal(r.Tools); return string(b) }
+	if tj(areqs[0]) != tj(areqs[1]) || tj(areqs[1]) != tj(areqs[2]) {
+		t.Fatalf("the tool definitions changed with the promotion:\n%s\n%s", tj(areqs[0]), tj(areqs[2]))
+	}
+	var refs []string
+	for _, b := range areqs[1].Messages[len(areqs[1].Messages)-1].Content {
+		for _, rb := range b.ResultBlocks() {
+			if rb.Type == "tool_reference" {
+				refs = append(refs, rb.ToolName)
+			}
+		}
+	}
+	if strings.Join(refs, ",") != "fx_anyargs,fx_lookup,fx_noprops" {
+		t.Fatalf("tool_search result references %v", refs)
+	}
 	// What each provider was sent for the promoted tools passes its
 	// profile's validator.
-	areqs := an.Requests()
 	for _, tool := range areqs[1].Tools {
 		m := map[string]any{"name": tool.Name, "description": tool.Description, "input_schema": tool.InputSchema}
 		if errs := runtimeschema.Check(runtimeschema.AnthropicMessages, m); len(errs) > 0 {
@@ -181,8 +209,12 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 				seen++
 			}
 		}
-		if seen != 3 {
-			t.Errorf("%v: %d fixture tools bound, want 3", p, seen)
+		want := 3 // the promoted ones
+		if p == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES {
+			want = 4 // and fx_report, deferred, with defer_loading
+		}
+		if seen != want {
+			t.Errorf("%v: %d fixture tools bound, want %d", p, seen, want)
 		}
 	}
 	// ExecuteToolCall with the profile the caller's model saw maps the

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/prometheus/client_golang/prometheus"
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
@@ -711,6 +712,22 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 			continue
 		}
 		resp.Tools = append(resp.Tools, ts)
+	}
+	if NativeDeferral(profile, v) {
+		n := 0
+		for _, t := range UnpromotedDeferred(v) {
+			ts, err := Bind(t, profile)
+			if err != nil {
+				report.LeftOut = append(report.LeftOut, t.Name+": "+leftOutReason(err))
+				continue
+			}
+			ts.Bound.Fields["defer_loading"] = structpb.NewBoolValue(true)
+			resp.Tools = append(resp.Tools, ts)
+			n++
+		}
+		report.Notes = append(report.Notes, fmt.Sprintf("anthropic_messages: %d deferred tools bound with defer_loading; tool_search answers with tool_reference blocks", n))
+	} else if profile == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES && len(b.DeferredNames) > AnthropicDeferredMax {
+		report.Notes = append(report.Notes, fmt.Sprintf("anthropic_messages: %d deferred tools, over the %d the Messages API accepts with defer_loading: names in the prompt, tool_search returns definitions", len(b.DeferredNames), AnthropicDeferredMax))
 	}
 	resp.PromptSections = s.promptSections(b, activation)
 	resp.Report = report

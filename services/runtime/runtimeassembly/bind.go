@@ -77,3 +77,33 @@ func Bind(t *Tool, profile runtimev1.ToolProfile) (*runtimev1.ToolSchema, error)
 	}
 	return ts, nil
 }
+
+// AnthropicDeferredMax bounds the tools one Messages API request may carry
+// with defer_loading (Anthropic, "Tool search tool": up to 10,000 tools in
+// the catalog). Above it the profile falls back to names in the prompt and
+// a tool_search that returns definitions.
+const AnthropicDeferredMax = 10000
+
+// NativeDeferral reports whether the anthropic_messages profile binds the
+// view's deferred tools natively: every deferred tool that is not promoted
+// goes out with defer_loading: true and tool_search answers with
+// tool_reference blocks, so a promotion leaves the tool definitions — the
+// cached prompt prefix — unchanged (docs/architecture.md §3.1).
+func NativeDeferral(profile runtimev1.ToolProfile, v *View) bool {
+	return profile == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES && v.Base.HasDeferred() && len(v.Base.DeferredNames) <= AnthropicDeferredMax
+}
+
+// UnpromotedDeferred lists the view's deferred tools that are not promoted
+// and that the skill policy allows, in name order.
+func UnpromotedDeferred(v *View) []*Tool {
+	var out []*Tool
+	for _, n := range v.Base.DeferredNames {
+		if v.Promoted[n] || !v.Allows(n) {
+			continue
+		}
+		if t := v.Base.Deferred[n]; t != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}

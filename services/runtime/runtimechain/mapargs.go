@@ -31,7 +31,14 @@ func (MapArguments) Description() string {
 
 // Run implements Step.
 func (MapArguments) Run(ctx context.Context, c *Call, next Next) (*Outcome, error) {
-	if c.View == nil || c.IsToolSearch() {
+	if c.IsToolSearch() {
+		o, err := next(ctx, c)
+		if err == nil && o != nil {
+			toolReferences(c, o)
+		}
+		return o, err
+	}
+	if c.View == nil {
 		return next(ctx, c)
 	}
 	id, ok := runtimeassembly.ProfileID(c.Profile)
@@ -82,4 +89,27 @@ func boundByName(v *runtimeassembly.View, id runtimeschema.ID, name string) *run
 		}
 	}
 	return nil
+}
+
+// toolReferences gives a tool_search result its Messages API form under
+// native deferral (runtimeassembly.NativeDeferral): one tool_reference
+// block per promoted tool, by the name the model sees ("Tool search tool",
+// custom client-side search returns tool_reference blocks).
+func toolReferences(c *Call, o *Outcome) {
+	if !runtimeassembly.NativeDeferral(c.Profile, c.View) || len(o.Promoted.GetNames()) == 0 {
+		return
+	}
+	var blocks []any
+	for _, n := range o.Promoted.GetNames() {
+		name := n
+		if t := c.View.Base.Deferred[n]; t != nil {
+			if b, err := runtimeassembly.BindTool(t, runtimeschema.AnthropicMessages); err == nil {
+				name = b.Name
+			}
+		}
+		blocks = append(blocks, map[string]any{"type": "tool_reference", "tool_name": name})
+	}
+	if s, err := structpb.NewStruct(map[string]any{"content": blocks}); err == nil {
+		o.ProviderOutput = s
+	}
 }

@@ -161,6 +161,39 @@ func (m *AnthropicModel) params(req *ModelRequest) (anthropic.MessageNewParams, 
 	if strings.TrimSpace(req.System) != "" {
 		system = append(system, req.System)
 	}
+	// Native tool search ("Tool search tool", custom client-side search):
+	// a tool the runtime defers goes out with defer_loading: true — also
+	// once promoted, when a tool_reference in the history loaded it, so
+	// the tool definitions (the cached prefix) stay as they were; a
+	// promoted tool no reference loaded (a routing promotion, a thread
+	// that switched provider) goes out loaded.
+	tools := make([]*anthropic.ToolParam, 0, len(req.Tools))
+	deferrable := map[string]bool{}
+	for _, t := range req.Tools {
+		tp, err := anthropicToolOf(t)
+		if err != nil {
+			return p, err
+		}
+		tools = append(tools, tp)
+	}
+	deferredSet := map[string]bool{}
+	for _, n := range req.Deferred {
+		deferredSet[n] = true
+	}
+	referenced := map[string]bool{}
+	for _, msg := range req.Messages {
+		for _, ref := range toolReferences(msg) {
+			referenced[ref] = true
+		}
+	}
+	for i, t := range req.Tools {
+		if deferredSet[t.GetName()] && referenced[tools[i].Name] {
+			tools[i].DeferLoading = anthropic.Bool(true)
+		}
+		if tools[i].DeferLoading.Valid() && tools[i].DeferLoading.Value {
+			deferrable[tools[i].Name] = true
+		}
+	}
 	type turn struct {
 		user   bool
 		blocks []anthropic.ContentBlockParamUnion
@@ -204,6 +237,11 @@ func (m *AnthropicModel) params(req *ModelRequest) (anthropic.MessageNewParams, 
 			if c := msg.GetContent(); c != "" {
 				res.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: c}}}
 			}
+			for _, ref := range toolReferences(msg) {
+				if deferrable[ref] {
+					res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfToolReference: &anthropic.ToolReferenceBlockParam{ToolName: ref}})
+				}
+			}
 			if msg.GetStatus() == runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR {
 				res.IsError = anthropic.Bool(true)
 			}
@@ -230,14 +268,26 @@ func (m *AnthropicModel) params(req *ModelRequest) (anthropic.MessageNewParams, 
 	if len(system) > 0 {
 		p.System = []anthropic.TextBlockParam{{Text: strings.Join(system, "\n\n")}}
 	}
-	for _, t := range req.Tools {
-		tp, err := anthropicToolOf(t)
-		if err != nil {
-			return p, err
-		}
+	for _, tp := range tools {
 		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tp})
 	}
 	return p, nil
+}
+
+// toolReferences are the tool names of the tool_reference blocks in a tool
+// message's provider output (a tool_search result under native deferral).
+func toolReferences(msg *runtimev1.Message) []string {
+	if msg.GetRole() != runtimev1.MessageRole_MESSAGE_ROLE_TOOL {
+		return nil
+	}
+	var out []string
+	for _, v := range msg.GetProviderOutput().GetFields()["content"].GetListValue().GetValues() {
+		b := v.GetStructValue().GetFields()
+		if b["type"].GetStringValue() == "tool_reference" && b["tool_name"].GetStringValue() != "" {
+			out = append(out, b["tool_name"].GetStringValue())
+		}
+	}
+	return out
 }
 
 // anthropicToolOf reads a ToolSchema's Messages API form ({"name",

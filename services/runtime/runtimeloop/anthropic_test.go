@@ -179,3 +179,40 @@ func compactJSON(v any) string {
 	b, _ := s.MarshalJSON()
 	return strings.ReplaceAll(string(b), " ", "")
 }
+
+// Native tool search: a promoted deferred tool stays deferred once a
+// tool_reference loaded it, goes out loaded otherwise; references to
+// tools not deferred in this request are dropped.
+func TestAnthropicNativeDeferral(t *testing.T) {
+	s := fakeanthropic.New(fakeanthropic.Reply{Text: "a"}, fakeanthropic.Reply{Text: "b"})
+	defer s.Close()
+	m := anthropicModel(t, s, false)
+	tools := []*runtimev1.ToolSchema{schema("tool_search"), schema("weather_get")}
+	user := &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: "weather?"}
+	// Promoted by routing: no reference in the history → loaded.
+	if _, err := m.Complete(context.Background(), &ModelRequest{Messages: []*runtimev1.Message{user}, Tools: tools, Deferred: []string{"weather_get"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Promoted by tool_search, whose result referenced it → deferred.
+	po, _ := structpb.NewStruct(map[string]any{"content": []any{
+		map[string]any{"type": "tool_reference", "tool_name": "weather_get"},
+		map[string]any{"type": "tool_reference", "tool_name": "gone_tool"}}})
+	hist := []*runtimev1.Message{user,
+		{Role: runtimev1.MessageRole_MESSAGE_ROLE_ASSISTANT, ToolCalls: []*runtimev1.ToolCall{ParseToolCall("toolu_1", "tool_search", `{"query":"weather"}`)}},
+		{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, ToolCallId: "toolu_1", Content: "Promoted: weather_get", ProviderOutput: po},
+	}
+	if _, err := m.Complete(context.Background(), &ModelRequest{Messages: hist, Tools: tools, Deferred: []string{"weather_get"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.Problems(); len(p) > 0 {
+		t.Fatalf("problems %v", p)
+	}
+	reqs := s.Requests()
+	if reqs[0].Tools[1].DeferLoading || !reqs[1].Tools[1].DeferLoading {
+		t.Fatalf("defer_loading: unreferenced %v, referenced %v", reqs[0].Tools[1].DeferLoading, reqs[1].Tools[1].DeferLoading)
+	}
+	blocks := reqs[1].Messages[2].Content[0].ResultBlocks()
+	if len(blocks) != 2 || blocks[1].Type != "tool_reference" || blocks[1].ToolName != "weather_get" {
+		t.Fatalf("tool_result content %+v", blocks)
+	}
+}

@@ -821,7 +821,7 @@ func (t *turn) request(asm *runtimev1.AssembleToolsResponse, history []*runtimev
 		msgs = append(msgs, &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: p})
 	}
 	t.pending = nil
-	return &ModelRequest{System: strings.Join(sys, "\n\n"), Messages: msgs, Tools: tools}
+	return &ModelRequest{System: strings.Join(sys, "\n\n"), Messages: msgs, Tools: tools, Deferred: asm.GetDeferred()}
 }
 
 // bindable returns the tools to bind: the assembly's tools, plus task for
@@ -919,6 +919,7 @@ func (t *turn) executeAll(ctx context.Context, calls []*runtimev1.ToolCall) ([]*
 		msgs[i] = &runtimev1.Message{
 			Id: t.e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: resultText(r),
 			ToolCallId: c.GetId(), Name: c.GetName(), Status: r.GetStatus(), RunId: t.run.GetRunId(), CreateTime: now,
+			ProviderOutput: r.GetProviderOutput(),
 		}
 	}
 	return msgs, question
@@ -1021,6 +1022,7 @@ func (t *turn) executeInOrder(ctx context.Context, calls []*runtimev1.ToolCall) 
 			ok = t.append(ctx, &runtimev1.Message{
 				Id: t.e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: resultText(r),
 				ToolCallId: c.GetId(), Name: c.GetName(), Status: r.GetStatus(), RunId: t.run.GetRunId(), CreateTime: timestamppb.New(t.e.d.Now()),
+				ProviderOutput: r.GetProviderOutput(),
 			})
 		}
 	}

@@ -14,8 +14,12 @@ type ModelRequest struct {
 	// Messages are the conversation after repair and sanitisation (no
 	// system messages): user, assistant (with tool calls) and tool messages.
 	Messages []*runtimev1.Message
-	// Tools are the tools to bind (their OpenAI format is sent).
+	// Tools are the tools to bind, in the model's profile (ToolSchema.bound)
+	// or the v0.1.0 forms.
 	Tools []*runtimev1.ToolSchema
+	// Deferred names the thread's deferred set (promoted tools included):
+	// an adapter with provider-native tool search keeps them deferred.
+	Deferred []string
 }
 
 // ModelResponse is the model's answer.
