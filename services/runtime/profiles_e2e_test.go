@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/services/runtime"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeanthropic"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodel"
@@ -63,7 +64,9 @@ func startAwkwardLoop(t *testing.T, models []runtime.ModelConfig) *loopSuite {
 	runtime.SetLoopConfigForTest(&lc)
 	t.Cleanup(func() { runtime.SetLoopConfigForTest(nil) })
 	dir := t.TempDir()
-	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json")}
+	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json"),
+		// The fixture server is on loopback, which catalog.egress refuses by default.
+		mutate: func(c *app.Config) { c.Catalog.Egress.Allow = []string{"127.0.0.0/8", "::1"} }}
 	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"fx": map[string]any{"type": "http", "url": awkwardMCP(t)}}})
 	if err := os.WriteFile(s.ext, ext, 0o600); err != nil {
 		t.Fatal(err)
