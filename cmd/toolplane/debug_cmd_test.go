@@ -18,7 +18,7 @@ func TestDebugChainPrintsTheOrderInForce(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"output_budget", "refusal_audit", "result_sanitisation", "assembly", "input_budget", "decode_arguments", "authorization", "read_before_write",
+	want := []string{"output_budget", "refusal_audit", "result_sanitisation", "assembly", "input_budget", "decode_arguments", "map_arguments", "authorization", "read_before_write",
 		"error_normalisation", "tool_lookup", "skill_policy", "deferred_filter", "dispatch"}
 	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
 	if len(lines) != len(want) {

@@ -15,6 +15,7 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/internal/tokens"
+	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
 )
 
 // toolSearchToolName is the built-in tool that loads deferred tools
@@ -175,12 +176,17 @@ func measureToolStats(ctx context.Context, cc grpc.ClientConnInterface, agent st
 			if !t.GetAvailable() {
 				continue
 			}
-			params := map[string]any{"type": "object", "properties": map[string]any{}}
+			// In the form assembly binds it (openai_chat, normalised for
+			// the provider; docs/architecture.md §3.1).
+			var in any
 			if t.GetInputSchema() != nil {
-				params = t.GetInputSchema().AsMap()
+				in = t.GetInputSchema().AsMap()
 			}
-			all = append(all, map[string]any{"type": "function", "function": map[string]any{
-				"name": t.GetName(), "description": t.GetDescription(), "parameters": params}})
+			b, err := runtimeschema.Normalize(runtimeschema.OpenAIChat, runtimeschema.Tool{Name: t.GetName(), Description: t.GetDescription(), InputSchema: in})
+			if err != nil {
+				continue // left out of every binding
+			}
+			all = append(all, b.Render())
 			catalogTools++
 		}
 		if token = r.GetNextPageToken(); token == "" {

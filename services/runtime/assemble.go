@@ -21,7 +21,7 @@ func (s *Server) AssembleTools(ctx context.Context, req *runtimev1.AssembleTools
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.assembly.Assemble(ctx, th, req.GetUserMessage())
+	resp, err := s.assembly.Assemble(ctx, th, req.GetUserMessage(), req.GetProfile())
 	if err != nil {
 		return nil, useCaseErr(err)
 	}

@@ -170,11 +170,11 @@ func TestCallContextHostileCases(t *testing.T) {
 	if _, err := s.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: child}); err != nil {
 		t.Fatalf("reading the child: %v", err)
 	}
-	res, err := loopAdapter{s}.Execute(ctx, child, "childrun", write("loop.txt"), func(*typev1.Notification) {})
+	res, err := loopAdapter{s}.Execute(ctx, child, "childrun", runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED, write("loop.txt"), func(*typev1.Notification) {})
 	if err != nil || res.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS || !exists(child, "loop.txt") {
 		t.Fatalf("the loop's own call on the child: %v %v", res, err)
 	}
-	if _, err := (loopAdapter{s}).Assemble(ctx, child, ""); err != nil {
+	if _, err := (loopAdapter{s}).Assemble(ctx, child, "", runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED); err != nil {
 		t.Fatalf("the loop's own assembly of the child: %v", err)
 	}
 }

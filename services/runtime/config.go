@@ -61,7 +61,8 @@ type ToolOutputConfig struct {
 	// PreviewTailChars is the synopsis tail length (default 1000).
 	PreviewTailChars int `yaml:"preview_tail_chars"`
 	// ExemptTools are never externalised (default [read_file], so paging
-	// through an externalised result never loops).
+	// through an externalised result never loops); their results are still
+	// cut to the budget (read_file returns whole lines and where to read on).
 	ExemptTools []string `yaml:"exempt_tools"`
 }
 

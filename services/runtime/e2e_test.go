@@ -334,9 +334,11 @@ func TestPipelineEndToEnd(t *testing.T) {
 			t.Fatalf("output not externalised (%d chars): %.300s", len(out), out)
 		}
 		path := r.GetArtifacts()[0].GetPath()
-		back := call(t, alice, th, "read_file", map[string]any{"path": path})
-		if !strings.Contains(text(back), big.String()) {
-			t.Fatalf("read back %d chars, want the full %d-char echo", len(text(back)), big.Len())
+		// Read back page by page: every page within the budget, the pages
+		// together the whole echo.
+		back, pages := readPaged(t, alice, th, path, 12000)
+		if !strings.Contains(back, big.String()) || pages < 3 {
+			t.Fatalf("read back %d chars in %d pages, want the full %d-char echo", len(back), pages, big.Len())
 		}
 		page := call(t, alice, th, "read_file", map[string]any{"path": path, "start_line": 101, "end_line": 102})
 		if strings.Count(text(page), "\n") != 2 || !strings.Contains(text(page), "line 00100") {

@@ -28,7 +28,7 @@ const (
 // ExecuteToolCall runs one tool call through the tool-call chain
 // (docs/architecture.md §3.2; services/runtime/runtimechain).
 func (s *Server) ExecuteToolCall(ctx context.Context, req *runtimev1.ExecuteToolCallRequest) (*runtimev1.ExecuteToolCallResponse, error) {
-	res, err := s.execute(ctx, req.GetThreadId(), req.GetRunId(), req.GetToolCall(), nil, storeMessage)
+	res, err := s.execute(ctx, req.GetThreadId(), req.GetRunId(), req.GetProfile(), req.GetToolCall(), nil, storeMessage)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (s *Server) ExecuteToolCallStream(req *runtimev1.ExecuteToolCallStreamReque
 	notify := func(n *typev1.Notification) {
 		_ = stream.Send(&runtimev1.ExecuteToolCallStreamResponse{Event: &runtimev1.ExecuteToolCallStreamResponse_Notification{Notification: n}})
 	}
-	res, err := s.execute(stream.Context(), req.GetThreadId(), req.GetRunId(), req.GetToolCall(), notify, storeMessage)
+	res, err := s.execute(stream.Context(), req.GetThreadId(), req.GetRunId(), req.GetProfile(), req.GetToolCall(), notify, storeMessage)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (s *Server) ExecuteToolCallStream(req *runtimev1.ExecuteToolCallStreamReque
 // failures are results; only a missing thread or a store failure is an RPC
 // error. ExecuteToolCall, ExecuteToolCallStream (and so the MCP front
 // door) and the agent loop all come through here.
-func (s *Server) execute(ctx context.Context, threadID, runID string, call *runtimev1.ToolCall, notify func(*typev1.Notification), msg messageMode) (*runtimev1.ToolResult, error) {
+func (s *Server) execute(ctx context.Context, threadID, runID string, profile runtimev1.ToolProfile, call *runtimev1.ToolCall, notify func(*typev1.Notification), msg messageMode) (*runtimev1.ToolResult, error) {
 	th, err := s.actThread(ctx, threadID)
 	if err != nil {
 		return nil, err
@@ -65,11 +65,12 @@ func (s *Server) execute(ctx context.Context, threadID, runID string, call *runt
 		return nil, err
 	}
 	c := runtimechain.NewCall(th, runID, call, notify)
+	c.Profile = profile
 	o := s.chain.Run(ctx, c)
 	res := o.Result(c)
 	s.metrics.toolCalls.WithLabelValues(c.Source(), strings.TrimPrefix(res.Status.String(), "TOOL_CALL_STATUS_"), strings.TrimPrefix(res.ErrorKind.String(), "ERROR_KIND_")).Inc()
 	tm := &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: runtimechain.TextOf(res.Content), ToolCallId: c.CallID,
-		Name: c.Name, Status: res.Status, RunId: c.RunID}
+		Name: c.Name, Status: res.Status, RunId: c.RunID, ProviderOutput: res.ProviderOutput}
 	_, err = s.store.UpdateThread(context.WithoutCancel(ctx), c.ThreadID(), func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
 		o.Apply(t)
 		if msg != storeMessage {

@@ -78,7 +78,7 @@ func TestLimitsHostileCases(t *testing.T) {
 	// The agent loop's calls skip the RPC validation: the input_budget step
 	// refuses them before decoding and authorization.
 	before := az.AuthorizeCalls.Load()
-	res, err := loopAdapter{s}.Execute(ctx, id, "", &runtimev1.ToolCall{Id: "l1", Name: "write_file", RawArguments: nested(20)}, nil)
+	res, err := loopAdapter{s}.Execute(ctx, id, "", runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED, &runtimev1.ToolCall{Id: "l1", Name: "write_file", RawArguments: nested(20)}, nil)
 	if err != nil || res.GetReasonCode() != "input_budget.exceeded" || !strings.Contains(text0(res), "runtime.limits.tool_arguments.max_depth") {
 		t.Fatalf("loop call over max_depth: %v %v", res, err)
 	}

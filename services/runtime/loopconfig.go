@@ -42,6 +42,12 @@ type LoopConfig struct {
 	Subagents SubagentsConfig `yaml:"subagents"`
 }
 
+// Model providers of runtime.loop.models[].provider.
+const (
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+)
+
 // ModelConfig is one `runtime.loop.models` entry.
 type ModelConfig struct {
 	// Name is the model's name in Toolplane (authz target of model:use,
@@ -49,8 +55,13 @@ type ModelConfig struct {
 	Name string `yaml:"name"`
 	// Model is the provider's model id (default: name).
 	Model string `yaml:"model"`
-	// BaseURL is the OpenAI-compatible API root, e.g.
-	// "https://api.openai.com/v1" (required).
+	// Provider is the API the model is reached with: "openai" (an
+	// OpenAI-compatible Chat Completions endpoint; the default) or
+	// "anthropic" (the Anthropic Messages API). It decides the profile
+	// the tools are bound in (docs/architecture.md §3.1, §3.3).
+	Provider string `yaml:"provider"`
+	// BaseURL is the API root, e.g. "https://api.openai.com/v1" or
+	// "https://api.anthropic.com" (required).
 	BaseURL string `yaml:"base_url"`
 	// APIKeyEnv names the environment variable holding the API key; empty
 	// sends no key (local servers). The key itself is never in the config.
@@ -158,6 +169,9 @@ func (c *LoopConfig) SetDefaults() {
 		if m.Model == "" {
 			m.Model = m.Name
 		}
+		if m.Provider == "" {
+			m.Provider = ProviderOpenAI
+		}
 		if m.Stream == nil {
 			t := true
 			m.Stream = &t
@@ -190,6 +204,12 @@ func (c *LoopConfig) Validate() error {
 			return fmt.Errorf("%s.name: duplicate model %q", key, m.Name)
 		}
 		seen[m.Name] = true
+		if m.Provider != ProviderOpenAI && m.Provider != ProviderAnthropic {
+			return fmt.Errorf("%s.provider: %q must be %q or %q", key, m.Provider, ProviderOpenAI, ProviderAnthropic)
+		}
+		if m.Provider == ProviderAnthropic && m.Temperature != nil {
+			return fmt.Errorf("%s.temperature: not supported with provider %q", key, ProviderAnthropic)
+		}
 		u, err := url.Parse(m.BaseURL)
 		if m.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%s.base_url: %q must be an http(s) URL", key, m.BaseURL)

@@ -71,8 +71,16 @@ func (ls *loopState) get() (*runtimeloop.Engine, error) {
 		if m.APIKeyEnv != "" {
 			key = os.Getenv(m.APIKeyEnv)
 		}
-		cl, err := runtimeloop.NewOpenAIModel(runtimeloop.OpenAISpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
-			MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature})
+		var cl runtimeloop.Model
+		var err error
+		switch m.Provider {
+		case ProviderAnthropic:
+			cl, err = runtimeloop.NewAnthropicModel(runtimeloop.AnthropicSpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
+				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens})
+		default:
+			cl, err = runtimeloop.NewOpenAIModel(runtimeloop.OpenAISpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
+				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature})
+		}
 		if err != nil {
 			ls.err = fmt.Errorf("runtime.loop.models[%s].%w", m.Name, err)
 			return nil, ls.err
@@ -292,8 +300,8 @@ func (s *Server) CancelRun(ctx context.Context, req *runtimev1.CancelRunRequest)
 type loopAdapter struct{ s *Server }
 
 // Assemble implements runtimeloop.Assembler.
-func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runtimev1.AssembleToolsResponse, error) {
-	r, err := a.s.AssembleTools(inLoop(ctx), &runtimev1.AssembleToolsRequest{ThreadId: threadID, UserMessage: user})
+func (a loopAdapter) Assemble(ctx context.Context, threadID, user string, profile runtimev1.ToolProfile) (*runtimev1.AssembleToolsResponse, error) {
+	r, err := a.s.AssembleTools(inLoop(ctx), &runtimev1.AssembleToolsRequest{ThreadId: threadID, UserMessage: user, Profile: profile})
 	if err != nil {
 		return nil, errors.New(status.Convert(err).Message())
 	}
@@ -305,8 +313,8 @@ func (a loopAdapter) Assemble(ctx context.Context, threadID, user string) (*runt
 // runs a step's calls concurrently (runtime.loop.parallel_tool_calls) and
 // stores their results in call order in one transaction
 // (Deps.ExecutorStoresResults false; docs/architecture.md §3.3).
-func (a loopAdapter) Execute(ctx context.Context, threadID, runID string, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
-	return a.s.execute(inLoop(ctx), threadID, runID, c, notify, returnOnly)
+func (a loopAdapter) Execute(ctx context.Context, threadID, runID string, profile runtimev1.ToolProfile, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
+	return a.s.execute(inLoop(ctx), threadID, runID, profile, c, notify, returnOnly)
 }
 
 // AuthorizeModel implements runtimeloop.ModelAuthorizer with authz

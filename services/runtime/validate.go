@@ -19,6 +19,11 @@ func (s *Server) Validate(_ string, req any) error {
 	if r, ok := req.(interface{ GetPageSize() int32 }); ok && (r.GetPageSize() < 0 || r.GetPageSize() > 1000) {
 		return invalid("page_size", grpcx.ViolationOutOfRange, "%d is outside 0..1000", r.GetPageSize())
 	}
+	if r, ok := req.(interface{ GetProfile() runtimev1.ToolProfile }); ok {
+		if _, known := runtimev1.ToolProfile_name[int32(r.GetProfile())]; !known {
+			return invalid("profile", grpcx.ViolationInvalid, "%d is not a ToolProfile", r.GetProfile())
+		}
+	}
 	switch r := req.(type) {
 	case *runtimev1.CreateThreadRequest:
 		if r.GetAgent() != "" && !agentNameRE.MatchString(r.GetAgent()) {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/prometheus/client_golang/prometheus"
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
@@ -23,6 +24,7 @@ import (
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
+	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
 
@@ -652,9 +654,12 @@ func (v *View) BoundTools() (bound []*Tool, skillFiltered []string) {
 // groups, authz layer 1, deferral and hash), promotions under the hash plus
 // routing auto-promotions from user_message, and the skill policy last.
 //
+// The tools are bound in profile's form (Bind); one that cannot be made
+// valid is left out and named in report.left_out.
+//
 // th is the caller's own thread (loaded by the runtime). Errors are gRPC
 // status errors, a *FailedError, or store errors (the runtime maps them).
-func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMessage string) (*runtimev1.AssembleToolsResponse, error) {
+func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMessage string, profile runtimev1.ToolProfile) (*runtimev1.AssembleToolsResponse, error) {
 	b, err := s.Build(ctx, th)
 	if err != nil {
 		return nil, err
@@ -699,12 +704,42 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 		report.Notes = append(report.Notes, "skill policy: "+v.Policy.Reason)
 	}
 	for _, t := range bound {
-		oa, an := SchemaOf(t)
-		resp.Tools = append(resp.Tools, &runtimev1.ToolSchema{Name: t.Name, Openai: oa, Anthropic: an, Source: t.Source})
+		ts, err := Bind(t, profile)
+		if err != nil {
+			// A tool that cannot be made valid for the profile is left out
+			// with its reason; it never breaks the request.
+			report.LeftOut = append(report.LeftOut, t.Name+": "+leftOutReason(err))
+			continue
+		}
+		resp.Tools = append(resp.Tools, ts)
+	}
+	if NativeDeferral(profile, v) {
+		n := 0
+		for _, t := range UnpromotedDeferred(v) {
+			ts, err := Bind(t, profile)
+			if err != nil {
+				report.LeftOut = append(report.LeftOut, t.Name+": "+leftOutReason(err))
+				continue
+			}
+			ts.Bound.Fields["defer_loading"] = structpb.NewBoolValue(true)
+			resp.Tools = append(resp.Tools, ts)
+			n++
+		}
+		report.Notes = append(report.Notes, fmt.Sprintf("anthropic_messages: %d deferred tools bound with defer_loading; tool_search answers with tool_reference blocks", n))
+	} else if profile == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES && len(b.DeferredNames) > AnthropicDeferredMax {
+		report.Notes = append(report.Notes, fmt.Sprintf("anthropic_messages: %d deferred tools, over the %d the Messages API accepts with defer_loading: names in the prompt, tool_search returns definitions", len(b.DeferredNames), AnthropicDeferredMax))
 	}
 	resp.PromptSections = s.promptSections(b, activation)
 	resp.Report = report
 	return resp, nil
+}
+
+func leftOutReason(err error) string {
+	var lo *runtimeschema.LeftOut
+	if errors.As(err, &lo) {
+		return string(lo.Profile) + ": " + lo.Reason
+	}
+	return err.Error()
 }
 
 // Build builds the base assembly of a thread (from the cache when both

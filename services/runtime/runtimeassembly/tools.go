@@ -133,21 +133,6 @@ func BuiltinDef(name string) *Tool {
 	return &Tool{Name: name, Description: sp.Description, Params: sp.Params, Source: SourceBuiltin, Use: name}
 }
 
-// SchemaOf renders a tool in both provider formats, the input schema
-// untouched (an absent schema becomes an empty object schema).
-func SchemaOf(t *Tool) (openai, anthropic *structpb.Struct) {
-	params := t.Params
-	if params == nil {
-		params = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("object"), "properties": structpb.NewStructValue(&structpb.Struct{})}}
-	}
-	fn := &structpb.Struct{Fields: map[string]*structpb.Value{
-		"name": structpb.NewStringValue(t.Name), "description": structpb.NewStringValue(t.Description), "parameters": structpb.NewStructValue(params)}}
-	openai = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("function"), "function": structpb.NewStructValue(fn)}}
-	anthropic = &structpb.Struct{Fields: map[string]*structpb.Value{
-		"name": structpb.NewStringValue(t.Name), "description": structpb.NewStringValue(t.Description), "input_schema": structpb.NewStructValue(params)}}
-	return openai, anthropic
-}
-
 // ImplNames maps a config tool `use` to the implementation's own name.
 var ImplNames = map[string]string{
 	"file.read":        "read_file",

@@ -35,6 +35,13 @@ type Call struct {
 	Args   map[string]any
 	// Notify relays MCP progress and log notifications (streaming only).
 	Notify func(*typev1.Notification)
+	// Profile is the provider form the model saw the tools in
+	// (ExecuteToolCallRequest.profile); the map_arguments step maps the
+	// name and arguments back from it.
+	Profile runtimev1.ToolProfile
+	// BoundName is the tool name as the model called it, when the
+	// map_arguments step mapped it onto the tool's own name ("" = same).
+	BoundName string
 }
 
 // NewCall starts a call from the request's ToolCall.
@@ -97,6 +104,9 @@ type Outcome struct {
 	Promoted  *runtimev1.Promoted
 	ReadMark  *ReadMark
 	Activate  *runtimev1.ActiveSkill
+	// ProviderOutput is the result's provider-native form (tool_search's
+	// tool_reference blocks for anthropic_messages).
+	ProviderOutput *structpb.Struct
 }
 
 // RecoverySentence ends RUNTIME and some POLICY failures.
@@ -151,7 +161,7 @@ func TextOf(blocks []*typev1.ContentBlock) string {
 // Result renders the outcome as the call's ToolResult.
 func (o *Outcome) Result(c *Call) *runtimev1.ToolResult {
 	res := &runtimev1.ToolResult{ToolCallId: c.CallID, Name: c.Name, Status: runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS,
-		ErrorKind: o.Kind, ReasonCode: o.Reason, Artifacts: o.Artifacts, Promoted: o.Promoted, StructuredContent: o.Structured, Content: o.Content}
+		ErrorKind: o.Kind, ReasonCode: o.Reason, Artifacts: o.Artifacts, Promoted: o.Promoted, StructuredContent: o.Structured, Content: o.Content, ProviderOutput: o.ProviderOutput}
 	if o.Kind != runtimev1.ErrorKind_ERROR_KIND_UNSPECIFIED {
 		res.Status = runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR
 	}

@@ -26,7 +26,7 @@ func TestStandardOrder(t *testing.T) {
 			t.Errorf("step %s: description must be one non-empty line, got %q", s.Name(), s.Description())
 		}
 	}
-	want := "output_budget refusal_audit result_sanitisation assembly input_budget decode_arguments authorization read_before_write error_normalisation tool_lookup skill_policy deferred_filter dispatch"
+	want := "output_budget refusal_audit result_sanitisation assembly input_budget decode_arguments map_arguments authorization read_before_write error_normalisation tool_lookup skill_policy deferred_filter dispatch"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("chain order:\n got %s\nwant %s", strings.Join(got, " "), want)
 	}

@@ -76,6 +76,7 @@ func Standard(d Deps) *Chain {
 		Assembly{Views: d.Views},
 		InputBudget{Limits: d.Arguments},
 		DecodeArguments{},
+		MapArguments{},
 		Authorization{Authz: d.Authorizer},
 		ReadBeforeWrite{Workspace: d.Workspace},
 		ErrorNormalisation{},

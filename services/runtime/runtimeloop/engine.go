@@ -385,6 +385,11 @@ type turn struct {
 	tasksUsed  int
 	model      Model
 	modelName  string
+	// modelFailure says why no model could be chosen (reported after the
+	// first assembly, which may answer without a model).
+	modelFailure string
+	// profile is the tool profile of the model's provider.
+	profile runtimev1.ToolProfile
 }
 
 func (e *Engine) newTurn(threadID string, run *runtimev1.Run, a Agent, l Limits, sink Sink, seq int64) *turn {
@@ -440,7 +445,26 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, fmt.Sprintf("%s: the turn reached its limit of %d model calls", ReasonTurnLimit, t.limits.MaxModelCalls))
 			return
 		}
-		asm, err := e.d.Assembler.Assemble(ctx, t.threadID, t.userText)
+		if t.model == nil && t.modelFailure == "" {
+			// The model is chosen before the first assembly: its provider
+			// decides the profile the tools are bound in.
+			want := requestedModel
+			if t.subType != nil && t.subType.Model != "" && want == "" {
+				want = t.subType.Model
+			}
+			name, m, reason := e.chooseModel(ctx, want, t.agent.Model)
+			if m == nil {
+				t.modelFailure = reason
+			} else {
+				t.model, t.modelName, t.run.Model = m, name, name
+			}
+		}
+		var profile runtimev1.ToolProfile
+		if t.model != nil {
+			profile = ProfileOf(t.model)
+		}
+		t.profile = profile
+		asm, err := e.d.Assembler.Assemble(ctx, t.threadID, t.userText, profile)
 		if err != nil {
 			if t.stopped(ctx) {
 				return
@@ -458,16 +482,8 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 			return
 		}
 		if t.model == nil {
-			want := requestedModel
-			if t.subType != nil && t.subType.Model != "" && want == "" {
-				want = t.subType.Model
-			}
-			name, m, reason := e.chooseModel(ctx, want, t.agent.Model)
-			if m == nil {
-				t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, reason)
-				return
-			}
-			t.model, t.modelName, t.run.Model = m, name, name
+			t.finish(ctx, runtimev1.RunStatus_RUN_STATUS_FAILED, t.modelFailure)
+			return
 		}
 		first = false
 		tools := t.bindable(asm)
@@ -805,7 +821,7 @@ func (t *turn) request(asm *runtimev1.AssembleToolsResponse, history []*runtimev
 		msgs = append(msgs, &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_USER, Content: p})
 	}
 	t.pending = nil
-	return &ModelRequest{System: strings.Join(sys, "\n\n"), Messages: msgs, Tools: tools}
+	return &ModelRequest{System: strings.Join(sys, "\n\n"), Messages: msgs, Tools: tools, Deferred: asm.GetDeferred()}
 }
 
 // bindable returns the tools to bind: the assembly's tools, plus task for
@@ -903,6 +919,7 @@ func (t *turn) executeAll(ctx context.Context, calls []*runtimev1.ToolCall) ([]*
 		msgs[i] = &runtimev1.Message{
 			Id: t.e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: resultText(r),
 			ToolCallId: c.GetId(), Name: c.GetName(), Status: r.GetStatus(), RunId: t.run.GetRunId(), CreateTime: now,
+			ProviderOutput: r.GetProviderOutput(),
 		}
 	}
 	return msgs, question
@@ -940,7 +957,7 @@ func (t *turn) executeOne(ctx context.Context, c *runtimev1.ToolCall) (_ *runtim
 	if t.isTask(c) {
 		return t.runTask(ctx, c), false
 	}
-	r, err := t.e.d.Executor.Execute(ctx, t.threadID, t.run.GetRunId(), c, func(n *typev1.Notification) {
+	r, err := t.e.d.Executor.Execute(ctx, t.threadID, t.run.GetRunId(), t.profile, c, func(n *typev1.Notification) {
 		t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Notification{Notification: n}})
 	})
 	if err != nil || r == nil {
@@ -1005,6 +1022,7 @@ func (t *turn) executeInOrder(ctx context.Context, calls []*runtimev1.ToolCall) 
 			ok = t.append(ctx, &runtimev1.Message{
 				Id: t.e.d.NewID(), Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: resultText(r),
 				ToolCallId: c.GetId(), Name: c.GetName(), Status: r.GetStatus(), RunId: t.run.GetRunId(), CreateTime: timestamppb.New(t.e.d.Now()),
+				ProviderOutput: r.GetProviderOutput(),
 			})
 		}
 	}

@@ -93,7 +93,7 @@ func schema(name string) *runtimev1.ToolSchema {
 }
 
 // Assemble implements Assembler.
-func (w *world) Assemble(_ context.Context, threadID, user string) (*runtimev1.AssembleToolsResponse, error) {
+func (w *world) Assemble(_ context.Context, threadID, user string, profile runtimev1.ToolProfile) (*runtimev1.AssembleToolsResponse, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.assembles++
@@ -135,7 +135,7 @@ func (w *world) Assemble(_ context.Context, threadID, user string) (*runtimev1.A
 }
 
 // Execute implements Executor.
-func (w *world) Execute(ctx context.Context, threadID, runID string, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
+func (w *world) Execute(ctx context.Context, threadID, runID string, profile runtimev1.ToolProfile, c *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error) {
 	w.mu.Lock()
 	th := w.threads[threadID]
 	if th == nil {

@@ -14,8 +14,12 @@ type ModelRequest struct {
 	// Messages are the conversation after repair and sanitisation (no
 	// system messages): user, assistant (with tool calls) and tool messages.
 	Messages []*runtimev1.Message
-	// Tools are the tools to bind (their OpenAI format is sent).
+	// Tools are the tools to bind, in the model's profile (ToolSchema.bound)
+	// or the v0.1.0 forms.
 	Tools []*runtimev1.ToolSchema
+	// Deferred names the thread's deferred set (promoted tools included):
+	// an adapter with provider-native tool search keeps them deferred.
+	Deferred []string
 }
 
 // ModelResponse is the model's answer.
@@ -38,6 +42,22 @@ type Model interface {
 	// they arrive (never called by non-streaming models except once with the
 	// whole text).
 	Complete(ctx context.Context, req *ModelRequest, onDelta func(string)) (*ModelResponse, error)
+}
+
+// Profiled is implemented by models whose provider has a tool profile
+// (docs/architecture.md §3.1): assembly binds the tools in that form.
+type Profiled interface {
+	// ToolProfile is the provider's profile.
+	ToolProfile() runtimev1.ToolProfile
+}
+
+// ProfileOf is m's tool profile; UNSPECIFIED (the v0.1.0 forms) for a model
+// that names none.
+func ProfileOf(m Model) runtimev1.ToolProfile {
+	if p, ok := m.(Profiled); ok {
+		return p.ToolProfile()
+	}
+	return runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED
 }
 
 // Models resolves model names (as authorized with model:use) to clients.

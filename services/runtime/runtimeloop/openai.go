@@ -257,12 +257,18 @@ func (m *OpenAIModel) params(req *ModelRequest) (openai.ChatCompletionNewParams,
 	return p, nil
 }
 
-// functionOf reads a ToolSchema's OpenAI form ({"type":"function",
-// "function":{name, description, parameters}}); the parameters are passed
-// through untouched (docs/architecture.md §2: schemas survive end to end).
+// functionOf reads a ToolSchema's Chat Completions form ({"type":
+// "function", "function": {name, description, parameters, strict}}): bound
+// when assembly bound the tools for openai_chat, else the openai form; the
+// parameters are sent as assembly normalised them for the provider, the
+// catalog's schema itself unchanged (docs/architecture.md §2, §3.1).
 func functionOf(t *runtimev1.ToolSchema) (shared.FunctionDefinitionParam, error) {
 	fn := shared.FunctionDefinitionParam{Name: t.GetName()}
-	f := t.GetOpenai().GetFields()["function"].GetStructValue()
+	form := t.GetOpenai()
+	if b := t.GetBound(); b != nil && b.GetFields()["function"] != nil {
+		form = b
+	}
+	f := form.GetFields()["function"].GetStructValue()
 	if f == nil {
 		return fn, fmt.Errorf("tool %q: openai schema has no function object", t.GetName())
 	}
@@ -272,10 +278,18 @@ func functionOf(t *runtimev1.ToolSchema) (shared.FunctionDefinitionParam, error)
 	if d := f.GetFields()["description"].GetStringValue(); d != "" {
 		fn.Description = openai.String(d)
 	}
+	if st, ok := f.GetFields()["strict"]; ok {
+		fn.Strict = openai.Bool(st.GetBoolValue())
+	}
 	if ps := f.GetFields()["parameters"].GetStructValue(); ps != nil {
 		fn.Parameters = shared.FunctionParameters(ps.AsMap())
 	} else {
 		fn.Parameters = shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
 	}
 	return fn, nil
+}
+
+// ToolProfile implements Profiled: Chat Completions function tools.
+func (m *OpenAIModel) ToolProfile() runtimev1.ToolProfile {
+	return runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_CHAT
 }

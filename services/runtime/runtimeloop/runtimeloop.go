@@ -80,8 +80,9 @@ var (
 // Assembler returns the tools, prompt sections and deferred names of the
 // next model call of a thread (the runtime's AssembleTools, docs/architecture.md §3.1).
 type Assembler interface {
-	// Assemble runs assembly for threadID with the latest user text.
-	Assemble(ctx context.Context, threadID, userMessage string) (*runtimev1.AssembleToolsResponse, error)
+	// Assemble runs assembly for threadID with the latest user text, the
+	// tools bound in profile's form (the chosen model's provider).
+	Assemble(ctx context.Context, threadID, userMessage string, profile runtimev1.ToolProfile) (*runtimev1.AssembleToolsResponse, error)
 }
 
 // Executor runs one tool call through the tool-call chain (the runtime's
@@ -89,9 +90,11 @@ type Assembler interface {
 // means the call could not be run at all (the loop turns it into a RUNTIME
 // error result so the model can carry on, docs/deerflow.md §7).
 type Executor interface {
-	// Execute runs call in threadID for runID; notify receives progress and
-	// log notifications (may be called from the executing goroutine).
-	Execute(ctx context.Context, threadID, runID string, call *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error)
+	// Execute runs call in threadID for runID; profile is the form the
+	// model saw the tools in (the call's name and arguments are mapped back
+	// from it); notify receives progress and log notifications (may be
+	// called from the executing goroutine).
+	Execute(ctx context.Context, threadID, runID string, profile runtimev1.ToolProfile, call *runtimev1.ToolCall, notify func(*typev1.Notification)) (*runtimev1.ToolResult, error)
 }
 
 // ModelAuthorizer decides model:use for the principal of the context

@@ -21,10 +21,12 @@ func credentialKey(authorization string) string {
 }
 
 // toolsFrom converts the assembled tools to MCP tools: name, description and
-// the input schema exactly as the runtime gives them (Anthropic form's
-// input_schema, else OpenAI form's parameters). tool_search's description
-// gets the deferred-tools section appended when it does not already carry
-// the deferred names.
+// input schema of the mcp profile's bound form (assembly fixed the root of
+// the schema so every official SDK accepts it; $defs, $ref and the 2020-12
+// dialect pass unchanged, docs/architecture.md §3.1), else of the Anthropic
+// form's input_schema, else of the OpenAI form's parameters. tool_search's
+// description gets the deferred-tools section appended when it does not
+// already carry the deferred names.
 func toolsFrom(a *runtimev1.AssembleToolsResponse) []mcp.Tool {
 	deferredText := ""
 	for _, ps := range a.GetPromptSections() {
@@ -34,8 +36,15 @@ func toolsFrom(a *runtimev1.AssembleToolsResponse) []mcp.Tool {
 	}
 	out := make([]mcp.Tool, 0, len(a.GetTools()))
 	for _, ts := range a.GetTools() {
-		desc, schema := "", map[string]any(nil)
-		if an := ts.GetAnthropic().AsMap(); len(an) > 0 {
+		name, desc, schema := ts.GetName(), "", map[string]any(nil)
+		if b := ts.GetBound().AsMap(); b["inputSchema"] != nil {
+			desc, _ = b["description"].(string)
+			schema, _ = b["inputSchema"].(map[string]any)
+			if n, _ := b["name"].(string); n != "" {
+				name = n
+			}
+		}
+		if an := ts.GetAnthropic().AsMap(); schema == nil && len(an) > 0 {
 			desc, _ = an["description"].(string)
 			schema, _ = an["input_schema"].(map[string]any)
 		}
@@ -57,7 +66,7 @@ func toolsFrom(a *runtimev1.AssembleToolsResponse) []mcp.Tool {
 		if ts.GetName() == "tool_search" && deferredText != "" && !containsAll(desc, a.GetDeferred()) {
 			desc = strings.TrimSpace(desc + "\n\n" + deferredText)
 		}
-		out = append(out, mcp.NewToolWithRawSchema(ts.GetName(), desc, raw))
+		out = append(out, mcp.NewToolWithRawSchema(name, desc, raw))
 	}
 	return out
 }

@@ -487,7 +487,7 @@ func (s *Server) assemble(ctx context.Context, explicit string) (*runtimev1.Asse
 			return nil, err
 		}
 		cctx, cancel := s.rpcCtx(ctx)
-		res, err := s.rt.AssembleTools(cctx, &runtimev1.AssembleToolsRequest{ThreadId: t})
+		res, err := s.rt.AssembleTools(cctx, &runtimev1.AssembleToolsRequest{ThreadId: t, Profile: runtimev1.ToolProfile_TOOL_PROFILE_MCP})
 		cancel()
 		if status.Code(err) == codes.NotFound && s.implicit(ctx, explicit) {
 			// The bound thread is gone (deleted, retention): bind a new one once.
@@ -590,13 +590,13 @@ func (s *Server) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 
 	octx := outgoing(ctx)
 	var result *runtimev1.ToolResult
-	stream, err := s.rt.ExecuteToolCallStream(octx, &runtimev1.ExecuteToolCallStreamRequest{ThreadId: t, ToolCall: call})
+	stream, err := s.rt.ExecuteToolCallStream(octx, &runtimev1.ExecuteToolCallStreamRequest{ThreadId: t, ToolCall: call, Profile: runtimev1.ToolProfile_TOOL_PROFILE_MCP})
 	if err == nil {
 		result, err = s.drain(ctx, stream, token)
 	}
 	if status.Code(err) == codes.Unimplemented {
 		var res *runtimev1.ExecuteToolCallResponse
-		res, err = s.rt.ExecuteToolCall(octx, &runtimev1.ExecuteToolCallRequest{ThreadId: t, ToolCall: call})
+		res, err = s.rt.ExecuteToolCall(octx, &runtimev1.ExecuteToolCallRequest{ThreadId: t, ToolCall: call, Profile: runtimev1.ToolProfile_TOOL_PROFILE_MCP})
 		result = res.GetResult()
 	}
 	if err != nil {

@@ -81,6 +81,73 @@ func (ErrorKind) EnumDescriptor() ([]byte, []int) {
 	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{0}
 }
 
+// ToolProfile names the provider form tools are bound in, with that
+// provider's rules (docs/architecture.md §3.1; services/runtime/runtimeschema).
+type ToolProfile int32
+
+const (
+	// The v0.1.0 output: the openai and anthropic forms of ToolSchema, each
+	// normalised for its provider; ToolSchema.bound is not set.
+	ToolProfile_TOOL_PROFILE_UNSPECIFIED ToolProfile = 0
+	// OpenAI Chat Completions function tools (strict: false).
+	ToolProfile_TOOL_PROFILE_OPENAI_CHAT ToolProfile = 1
+	// OpenAI Responses function tools (strict where the schema allows it).
+	ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES ToolProfile = 2
+	// Anthropic Messages API client tools.
+	ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES ToolProfile = 3
+	// Gemini function declarations (the OpenAPI 3.0 schema subset).
+	ToolProfile_TOOL_PROFILE_GEMINI ToolProfile = 4
+	// MCP tools/list entries (only the root of the input schema is fixed).
+	ToolProfile_TOOL_PROFILE_MCP ToolProfile = 5
+)
+
+// Enum value maps for ToolProfile.
+var (
+	ToolProfile_name = map[int32]string{
+		0: "TOOL_PROFILE_UNSPECIFIED",
+		1: "TOOL_PROFILE_OPENAI_CHAT",
+		2: "TOOL_PROFILE_OPENAI_RESPONSES",
+		3: "TOOL_PROFILE_ANTHROPIC_MESSAGES",
+		4: "TOOL_PROFILE_GEMINI",
+		5: "TOOL_PROFILE_MCP",
+	}
+	ToolProfile_value = map[string]int32{
+		"TOOL_PROFILE_UNSPECIFIED":        0,
+		"TOOL_PROFILE_OPENAI_CHAT":        1,
+		"TOOL_PROFILE_OPENAI_RESPONSES":   2,
+		"TOOL_PROFILE_ANTHROPIC_MESSAGES": 3,
+		"TOOL_PROFILE_GEMINI":             4,
+		"TOOL_PROFILE_MCP":                5,
+	}
+)
+
+func (x ToolProfile) Enum() *ToolProfile {
+	p := new(ToolProfile)
+	*p = x
+	return p
+}
+
+func (x ToolProfile) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolProfile) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolplane_runtime_v1_runtime_proto_enumTypes[1].Descriptor()
+}
+
+func (ToolProfile) Type() protoreflect.EnumType {
+	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[1]
+}
+
+func (x ToolProfile) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolProfile.Descriptor instead.
+func (ToolProfile) EnumDescriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{1}
+}
+
 // ToolCallStatus is the outcome of a tool call.
 type ToolCallStatus int32
 
@@ -118,11 +185,11 @@ func (x ToolCallStatus) String() string {
 }
 
 func (ToolCallStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolplane_runtime_v1_runtime_proto_enumTypes[1].Descriptor()
+	return file_toolplane_runtime_v1_runtime_proto_enumTypes[2].Descriptor()
 }
 
 func (ToolCallStatus) Type() protoreflect.EnumType {
-	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[1]
+	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[2]
 }
 
 func (x ToolCallStatus) Number() protoreflect.EnumNumber {
@@ -131,7 +198,7 @@ func (x ToolCallStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolCallStatus.Descriptor instead.
 func (ToolCallStatus) EnumDescriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{1}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{2}
 }
 
 // RunStatus is the status of one agent-loop turn.
@@ -187,11 +254,11 @@ func (x RunStatus) String() string {
 }
 
 func (RunStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolplane_runtime_v1_runtime_proto_enumTypes[2].Descriptor()
+	return file_toolplane_runtime_v1_runtime_proto_enumTypes[3].Descriptor()
 }
 
 func (RunStatus) Type() protoreflect.EnumType {
-	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[2]
+	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[3]
 }
 
 func (x RunStatus) Number() protoreflect.EnumNumber {
@@ -200,7 +267,7 @@ func (x RunStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunStatus.Descriptor instead.
 func (RunStatus) EnumDescriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{2}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{3}
 }
 
 // MessageRole is the role of a conversation message.
@@ -248,11 +315,11 @@ func (x MessageRole) String() string {
 }
 
 func (MessageRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolplane_runtime_v1_runtime_proto_enumTypes[3].Descriptor()
+	return file_toolplane_runtime_v1_runtime_proto_enumTypes[4].Descriptor()
 }
 
 func (MessageRole) Type() protoreflect.EnumType {
-	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[3]
+	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[4]
 }
 
 func (x MessageRole) Number() protoreflect.EnumNumber {
@@ -261,7 +328,7 @@ func (x MessageRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageRole.Descriptor instead.
 func (MessageRole) EnumDescriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{3}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{4}
 }
 
 // SkillActivationSource says how a skill became active (deerflow-reference §4.7, §4.8).
@@ -301,11 +368,11 @@ func (x SkillActivationSource) String() string {
 }
 
 func (SkillActivationSource) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolplane_runtime_v1_runtime_proto_enumTypes[4].Descriptor()
+	return file_toolplane_runtime_v1_runtime_proto_enumTypes[5].Descriptor()
 }
 
 func (SkillActivationSource) Type() protoreflect.EnumType {
-	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[4]
+	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[5]
 }
 
 func (x SkillActivationSource) Number() protoreflect.EnumNumber {
@@ -314,7 +381,7 @@ func (x SkillActivationSource) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SkillActivationSource.Descriptor instead.
 func (SkillActivationSource) EnumDescriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{4}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{5}
 }
 
 // ErrorReason is the `reason` of the google.rpc.ErrorInfo on runtime errors.
@@ -382,11 +449,11 @@ func (x ErrorReason) String() string {
 }
 
 func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolplane_runtime_v1_runtime_proto_enumTypes[5].Descriptor()
+	return file_toolplane_runtime_v1_runtime_proto_enumTypes[6].Descriptor()
 }
 
 func (ErrorReason) Type() protoreflect.EnumType {
-	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[5]
+	return &file_toolplane_runtime_v1_runtime_proto_enumTypes[6]
 }
 
 func (x ErrorReason) Number() protoreflect.EnumNumber {
@@ -395,7 +462,7 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{5}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{6}
 }
 
 // Promoted is the thread's promotion state (deerflow-reference §2.5).
@@ -974,9 +1041,12 @@ type Message struct {
 	// Run that produced it.
 	RunId string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// When.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// For tool messages: the result's provider-native form
+	// (ToolResult.provider_output), so a later request can send it again.
+	ProviderOutput *structpb.Struct `protobuf:"bytes,10,opt,name=provider_output,json=providerOutput,proto3" json:"provider_output,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -1068,6 +1138,13 @@ func (x *Message) GetRunId() string {
 func (x *Message) GetCreateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Message) GetProviderOutput() *structpb.Struct {
+	if x != nil {
+		return x.ProviderOutput
 	}
 	return nil
 }
@@ -1255,7 +1332,13 @@ type ToolSchema struct {
 	// Anthropic format: {"name", "description", "input_schema"}.
 	Anthropic *structpb.Struct `protobuf:"bytes,3,opt,name=anthropic,proto3" json:"anthropic,omitempty"`
 	// Source: "config", "builtin", "mcp".
-	Source        string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	Source string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// The tool in the requested profile's form (AssembleToolsRequest.profile),
+	// e.g. {"type": "function", "name", "description", "parameters", "strict"}
+	// for openai_responses; unset for TOOL_PROFILE_UNSPECIFIED. Its name may
+	// differ from `name` where the provider's name rules required a mapping;
+	// ExecuteToolCall with the same profile maps it back.
+	Bound         *structpb.Struct `protobuf:"bytes,5,opt,name=bound,proto3" json:"bound,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1316,6 +1399,13 @@ func (x *ToolSchema) GetSource() string {
 		return x.Source
 	}
 	return ""
+}
+
+func (x *ToolSchema) GetBound() *structpb.Struct {
+	if x != nil {
+		return x.Bound
+	}
+	return nil
 }
 
 // PromptSection is a system-prompt section produced by assembly.
@@ -1390,7 +1480,10 @@ type AssemblyReport struct {
 	// Names auto-promoted by routing this turn.
 	AutoPromoted []string `protobuf:"bytes,6,rep,name=auto_promoted,json=autoPromoted,proto3" json:"auto_promoted,omitempty"`
 	// Free notes.
-	Notes         []string `protobuf:"bytes,7,rep,name=notes,proto3" json:"notes,omitempty"`
+	Notes []string `protobuf:"bytes,7,rep,name=notes,proto3" json:"notes,omitempty"`
+	// Tools left out because they cannot be made valid for the profile,
+	// as "<name>: <reason>".
+	LeftOut       []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1474,6 +1567,13 @@ func (x *AssemblyReport) GetNotes() []string {
 	return nil
 }
 
+func (x *AssemblyReport) GetLeftOut() []string {
+	if x != nil {
+		return x.LeftOut
+	}
+	return nil
+}
+
 // ToolResult is the result of one tool call.
 type ToolResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1495,8 +1595,13 @@ type ToolResult struct {
 	ReasonCode string `protobuf:"bytes,8,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
 	// MCP structuredContent, when given.
 	StructuredContent *structpb.Struct `protobuf:"bytes,9,opt,name=structured_content,json=structuredContent,proto3" json:"structured_content,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The result in the provider's native form when it has one, for the
+	// profile of the request: for tool_search under anthropic_messages, the
+	// tool_result content of tool_reference blocks ({"content": [{"type":
+	// "tool_reference", "tool_name"}]}); unset otherwise.
+	ProviderOutput *structpb.Struct `protobuf:"bytes,10,opt,name=provider_output,json=providerOutput,proto3" json:"provider_output,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolResult) Reset() {
@@ -1588,6 +1693,13 @@ func (x *ToolResult) GetReasonCode() string {
 func (x *ToolResult) GetStructuredContent() *structpb.Struct {
 	if x != nil {
 		return x.StructuredContent
+	}
+	return nil
+}
+
+func (x *ToolResult) GetProviderOutput() *structpb.Struct {
+	if x != nil {
+		return x.ProviderOutput
 	}
 	return nil
 }
@@ -2005,7 +2117,7 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12#\n" +
-	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\xf1\x02\n" +
+	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\xb3\x03\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
 	"\x04role\x18\x02 \x01(\x0e2!.toolplane.runtime.v1.MessageRoleR\x04role\x12\x18\n" +
@@ -2018,7 +2130,9 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x06status\x18\a \x01(\x0e2$.toolplane.runtime.v1.ToolCallStatusR\x06status\x12\x15\n" +
 	"\x06run_id\x18\b \x01(\tR\x05runId\x12;\n" +
 	"\vcreate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"U\n" +
+	"createTime\x12@\n" +
+	"\x0fprovider_output\x18\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\x0eproviderOutput\"U\n" +
 	"\x12ToolSearchSettings\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12%\n" +
 	"\x0eexempt_servers\x18\x02 \x03(\tR\rexemptServers\"\xa4\x03\n" +
@@ -2034,16 +2148,17 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"toolSearch\x12+\n" +
 	"\x11subagents_enabled\x18\b \x01(\bR\x10subagentsEnabled\x12;\n" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xa0\x01\n" +
+	"updateTime\"\xcf\x01\n" +
 	"\n" +
 	"ToolSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x06openai\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06openai\x125\n" +
 	"\tanthropic\x18\x03 \x01(\v2\x17.google.protobuf.StructR\tanthropic\x12\x16\n" +
-	"\x06source\x18\x04 \x01(\tR\x06source\"7\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12-\n" +
+	"\x05bound\x18\x05 \x01(\v2\x17.google.protobuf.StructR\x05bound\"7\n" +
 	"\rPromptSection\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x8a\x02\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xa5\x02\n" +
 	"\x0eAssemblyReport\x12-\n" +
 	"\x12dropped_duplicates\x18\x01 \x03(\tR\x11droppedDuplicates\x12'\n" +
 	"\x0fname_mismatches\x18\x02 \x03(\tR\x0enameMismatches\x12\x16\n" +
@@ -2051,7 +2166,8 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x0eskill_filtered\x18\x04 \x03(\tR\rskillFiltered\x12&\n" +
 	"\x0fauthz_fail_open\x18\x05 \x01(\bR\rauthzFailOpen\x12#\n" +
 	"\rauto_promoted\x18\x06 \x03(\tR\fautoPromoted\x12\x14\n" +
-	"\x05notes\x18\a \x03(\tR\x05notes\"\xde\x03\n" +
+	"\x05notes\x18\a \x03(\tR\x05notes\x12\x19\n" +
+	"\bleft_out\x18\b \x03(\tR\aleftOut\"\xa0\x04\n" +
 	"\n" +
 	"ToolResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -2065,7 +2181,9 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\bpromoted\x18\a \x01(\v2\x1e.toolplane.runtime.v1.PromotedR\bpromoted\x12\x1f\n" +
 	"\vreason_code\x18\b \x01(\tR\n" +
 	"reasonCode\x12F\n" +
-	"\x12structured_content\x18\t \x01(\v2\x17.google.protobuf.StructR\x11structuredContent\"\xf5\x02\n" +
+	"\x12structured_content\x18\t \x01(\v2\x17.google.protobuf.StructR\x11structuredContent\x12@\n" +
+	"\x0fprovider_output\x18\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\x0eproviderOutput\"\xf5\x02\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x127\n" +
@@ -2097,7 +2215,14 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ERROR_KIND_BUSINESS\x10\x01\x12\x15\n" +
 	"\x11ERROR_KIND_POLICY\x10\x02\x12\x16\n" +
-	"\x12ERROR_KIND_RUNTIME\x10\x03*l\n" +
+	"\x12ERROR_KIND_RUNTIME\x10\x03*\xc0\x01\n" +
+	"\vToolProfile\x12\x1c\n" +
+	"\x18TOOL_PROFILE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18TOOL_PROFILE_OPENAI_CHAT\x10\x01\x12!\n" +
+	"\x1dTOOL_PROFILE_OPENAI_RESPONSES\x10\x02\x12#\n" +
+	"\x1fTOOL_PROFILE_ANTHROPIC_MESSAGES\x10\x03\x12\x17\n" +
+	"\x13TOOL_PROFILE_GEMINI\x10\x04\x12\x14\n" +
+	"\x10TOOL_PROFILE_MCP\x10\x05*l\n" +
 	"\x0eToolCallStatus\x12 \n" +
 	"\x1cTOOL_CALL_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TOOL_CALL_STATUS_SUCCESS\x10\x01\x12\x1a\n" +
@@ -2144,82 +2269,86 @@ func file_toolplane_runtime_v1_runtime_proto_rawDescGZIP() []byte {
 	return file_toolplane_runtime_v1_runtime_proto_rawDescData
 }
 
-var file_toolplane_runtime_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_toolplane_runtime_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_toolplane_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_toolplane_runtime_v1_runtime_proto_goTypes = []any{
 	(ErrorKind)(0),                // 0: toolplane.runtime.v1.ErrorKind
-	(ToolCallStatus)(0),           // 1: toolplane.runtime.v1.ToolCallStatus
-	(RunStatus)(0),                // 2: toolplane.runtime.v1.RunStatus
-	(MessageRole)(0),              // 3: toolplane.runtime.v1.MessageRole
-	(SkillActivationSource)(0),    // 4: toolplane.runtime.v1.SkillActivationSource
-	(ErrorReason)(0),              // 5: toolplane.runtime.v1.ErrorReason
-	(*Promoted)(nil),              // 6: toolplane.runtime.v1.Promoted
-	(*ActiveSkill)(nil),           // 7: toolplane.runtime.v1.ActiveSkill
-	(*Artifact)(nil),              // 8: toolplane.runtime.v1.Artifact
-	(*Todo)(nil),                  // 9: toolplane.runtime.v1.Todo
-	(*TokenUsage)(nil),            // 10: toolplane.runtime.v1.TokenUsage
-	(*Thread)(nil),                // 11: toolplane.runtime.v1.Thread
-	(*ToolCall)(nil),              // 12: toolplane.runtime.v1.ToolCall
-	(*Message)(nil),               // 13: toolplane.runtime.v1.Message
-	(*ToolSearchSettings)(nil),    // 14: toolplane.runtime.v1.ToolSearchSettings
-	(*Agent)(nil),                 // 15: toolplane.runtime.v1.Agent
-	(*ToolSchema)(nil),            // 16: toolplane.runtime.v1.ToolSchema
-	(*PromptSection)(nil),         // 17: toolplane.runtime.v1.PromptSection
-	(*AssemblyReport)(nil),        // 18: toolplane.runtime.v1.AssemblyReport
-	(*ToolResult)(nil),            // 19: toolplane.runtime.v1.ToolResult
-	(*Run)(nil),                   // 20: toolplane.runtime.v1.Run
-	(*RunEvent)(nil),              // 21: toolplane.runtime.v1.RunEvent
-	nil,                           // 22: toolplane.runtime.v1.Thread.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 25: toolplane.type.v1.StringList
-	(*v1.ContentBlock)(nil),       // 26: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),       // 27: toolplane.type.v1.Notification
+	(ToolProfile)(0),              // 1: toolplane.runtime.v1.ToolProfile
+	(ToolCallStatus)(0),           // 2: toolplane.runtime.v1.ToolCallStatus
+	(RunStatus)(0),                // 3: toolplane.runtime.v1.RunStatus
+	(MessageRole)(0),              // 4: toolplane.runtime.v1.MessageRole
+	(SkillActivationSource)(0),    // 5: toolplane.runtime.v1.SkillActivationSource
+	(ErrorReason)(0),              // 6: toolplane.runtime.v1.ErrorReason
+	(*Promoted)(nil),              // 7: toolplane.runtime.v1.Promoted
+	(*ActiveSkill)(nil),           // 8: toolplane.runtime.v1.ActiveSkill
+	(*Artifact)(nil),              // 9: toolplane.runtime.v1.Artifact
+	(*Todo)(nil),                  // 10: toolplane.runtime.v1.Todo
+	(*TokenUsage)(nil),            // 11: toolplane.runtime.v1.TokenUsage
+	(*Thread)(nil),                // 12: toolplane.runtime.v1.Thread
+	(*ToolCall)(nil),              // 13: toolplane.runtime.v1.ToolCall
+	(*Message)(nil),               // 14: toolplane.runtime.v1.Message
+	(*ToolSearchSettings)(nil),    // 15: toolplane.runtime.v1.ToolSearchSettings
+	(*Agent)(nil),                 // 16: toolplane.runtime.v1.Agent
+	(*ToolSchema)(nil),            // 17: toolplane.runtime.v1.ToolSchema
+	(*PromptSection)(nil),         // 18: toolplane.runtime.v1.PromptSection
+	(*AssemblyReport)(nil),        // 19: toolplane.runtime.v1.AssemblyReport
+	(*ToolResult)(nil),            // 20: toolplane.runtime.v1.ToolResult
+	(*Run)(nil),                   // 21: toolplane.runtime.v1.Run
+	(*RunEvent)(nil),              // 22: toolplane.runtime.v1.RunEvent
+	nil,                           // 23: toolplane.runtime.v1.Thread.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 26: toolplane.type.v1.StringList
+	(*v1.ContentBlock)(nil),       // 27: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),       // 28: toolplane.type.v1.Notification
 }
 var file_toolplane_runtime_v1_runtime_proto_depIdxs = []int32{
-	4,  // 0: toolplane.runtime.v1.ActiveSkill.source:type_name -> toolplane.runtime.v1.SkillActivationSource
-	23, // 1: toolplane.runtime.v1.ActiveSkill.time:type_name -> google.protobuf.Timestamp
-	6,  // 2: toolplane.runtime.v1.Thread.promoted:type_name -> toolplane.runtime.v1.Promoted
-	7,  // 3: toolplane.runtime.v1.Thread.active_skills:type_name -> toolplane.runtime.v1.ActiveSkill
-	8,  // 4: toolplane.runtime.v1.Thread.artifacts:type_name -> toolplane.runtime.v1.Artifact
-	9,  // 5: toolplane.runtime.v1.Thread.todos:type_name -> toolplane.runtime.v1.Todo
-	10, // 6: toolplane.runtime.v1.Thread.token_usage:type_name -> toolplane.runtime.v1.TokenUsage
-	23, // 7: toolplane.runtime.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
-	23, // 8: toolplane.runtime.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	22, // 9: toolplane.runtime.v1.Thread.metadata:type_name -> toolplane.runtime.v1.Thread.MetadataEntry
-	24, // 10: toolplane.runtime.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	3,  // 11: toolplane.runtime.v1.Message.role:type_name -> toolplane.runtime.v1.MessageRole
-	12, // 12: toolplane.runtime.v1.Message.tool_calls:type_name -> toolplane.runtime.v1.ToolCall
-	1,  // 13: toolplane.runtime.v1.Message.status:type_name -> toolplane.runtime.v1.ToolCallStatus
-	23, // 14: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
-	25, // 15: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
-	25, // 16: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
-	14, // 17: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
-	23, // 18: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
-	24, // 19: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
-	24, // 20: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
-	1,  // 21: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
-	0,  // 22: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
-	26, // 23: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
-	8,  // 24: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
-	6,  // 25: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
-	24, // 26: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
-	2,  // 27: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
-	23, // 28: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
-	23, // 29: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
-	10, // 30: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	12, // 31: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
-	19, // 32: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
-	6,  // 33: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
-	13, // 34: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
-	10, // 35: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	27, // 36: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
-	2,  // 37: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	5,  // 0: toolplane.runtime.v1.ActiveSkill.source:type_name -> toolplane.runtime.v1.SkillActivationSource
+	24, // 1: toolplane.runtime.v1.ActiveSkill.time:type_name -> google.protobuf.Timestamp
+	7,  // 2: toolplane.runtime.v1.Thread.promoted:type_name -> toolplane.runtime.v1.Promoted
+	8,  // 3: toolplane.runtime.v1.Thread.active_skills:type_name -> toolplane.runtime.v1.ActiveSkill
+	9,  // 4: toolplane.runtime.v1.Thread.artifacts:type_name -> toolplane.runtime.v1.Artifact
+	10, // 5: toolplane.runtime.v1.Thread.todos:type_name -> toolplane.runtime.v1.Todo
+	11, // 6: toolplane.runtime.v1.Thread.token_usage:type_name -> toolplane.runtime.v1.TokenUsage
+	24, // 7: toolplane.runtime.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	24, // 8: toolplane.runtime.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
+	23, // 9: toolplane.runtime.v1.Thread.metadata:type_name -> toolplane.runtime.v1.Thread.MetadataEntry
+	25, // 10: toolplane.runtime.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	4,  // 11: toolplane.runtime.v1.Message.role:type_name -> toolplane.runtime.v1.MessageRole
+	13, // 12: toolplane.runtime.v1.Message.tool_calls:type_name -> toolplane.runtime.v1.ToolCall
+	2,  // 13: toolplane.runtime.v1.Message.status:type_name -> toolplane.runtime.v1.ToolCallStatus
+	24, // 14: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
+	25, // 15: toolplane.runtime.v1.Message.provider_output:type_name -> google.protobuf.Struct
+	26, // 16: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
+	26, // 17: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
+	15, // 18: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
+	24, // 19: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
+	25, // 20: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
+	25, // 21: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
+	25, // 22: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
+	2,  // 23: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
+	0,  // 24: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
+	27, // 25: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
+	9,  // 26: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
+	7,  // 27: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
+	25, // 28: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
+	25, // 29: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
+	3,  // 30: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
+	24, // 31: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
+	24, // 32: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
+	11, // 33: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	13, // 34: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
+	20, // 35: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
+	7,  // 36: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
+	14, // 37: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
+	11, // 38: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	28, // 39: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
+	3,  // 40: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_runtime_v1_runtime_proto_init() }
@@ -2244,7 +2373,7 @@ func file_toolplane_runtime_v1_runtime_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_runtime_v1_runtime_proto_rawDesc), len(file_toolplane_runtime_v1_runtime_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,

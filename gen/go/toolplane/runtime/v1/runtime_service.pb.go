@@ -534,7 +534,10 @@ type AssembleToolsRequest struct {
 	// Thread id.
 	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
 	// The latest user text (slash activation and routing).
-	UserMessage   string `protobuf:"bytes,2,opt,name=user_message,json=userMessage,proto3" json:"user_message,omitempty"`
+	UserMessage string `protobuf:"bytes,2,opt,name=user_message,json=userMessage,proto3" json:"user_message,omitempty"`
+	// The provider form of the tools (ToolSchema.bound); unspecified = the
+	// v0.1.0 openai and anthropic forms.
+	Profile       ToolProfile `protobuf:"varint,3,opt,name=profile,proto3,enum=toolplane.runtime.v1.ToolProfile" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +584,13 @@ func (x *AssembleToolsRequest) GetUserMessage() string {
 		return x.UserMessage
 	}
 	return ""
+}
+
+func (x *AssembleToolsRequest) GetProfile() ToolProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return ToolProfile_TOOL_PROFILE_UNSPECIFIED
 }
 
 // AssembleToolsResponse is what to bind.
@@ -709,7 +719,10 @@ type ExecuteToolCallRequest struct {
 	// The call.
 	ToolCall *ToolCall `protobuf:"bytes,2,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
 	// Run id, when called from a loop.
-	RunId         string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The profile the model saw the tools in (AssembleToolsRequest.profile):
+	// the tool name and arguments are mapped back to the MCP tool's own shape.
+	Profile       ToolProfile `protobuf:"varint,4,opt,name=profile,proto3,enum=toolplane.runtime.v1.ToolProfile" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -763,6 +776,13 @@ func (x *ExecuteToolCallRequest) GetRunId() string {
 		return x.RunId
 	}
 	return ""
+}
+
+func (x *ExecuteToolCallRequest) GetProfile() ToolProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return ToolProfile_TOOL_PROFILE_UNSPECIFIED
 }
 
 // ExecuteToolCallResponse carries the result.
@@ -819,7 +839,9 @@ type ExecuteToolCallStreamRequest struct {
 	// The call.
 	ToolCall *ToolCall `protobuf:"bytes,2,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
 	// Run id.
-	RunId         string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The profile the model saw the tools in (see ExecuteToolCallRequest.profile).
+	Profile       ToolProfile `protobuf:"varint,4,opt,name=profile,proto3,enum=toolplane.runtime.v1.ToolProfile" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -873,6 +895,13 @@ func (x *ExecuteToolCallStreamRequest) GetRunId() string {
 		return x.RunId
 	}
 	return ""
+}
+
+func (x *ExecuteToolCallStreamRequest) GetProfile() ToolProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return ToolProfile_TOOL_PROFILE_UNSPECIFIED
 }
 
 // ExecuteToolCallStreamResponse is a notification or, last, the result.
@@ -1768,10 +1797,11 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"y\n" +
 	"\x14ListMessagesResponse\x129\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1d.toolplane.runtime.v1.MessageR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"V\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x01\n" +
 	"\x14AssembleToolsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12!\n" +
-	"\fuser_message\x18\x02 \x01(\tR\vuserMessage\"\xd1\x03\n" +
+	"\fuser_message\x18\x02 \x01(\tR\vuserMessage\x12;\n" +
+	"\aprofile\x18\x03 \x01(\x0e2!.toolplane.runtime.v1.ToolProfileR\aprofile\"\xd1\x03\n" +
 	"\x15AssembleToolsResponse\x126\n" +
 	"\x05tools\x18\x01 \x03(\v2 .toolplane.runtime.v1.ToolSchemaR\x05tools\x12\x1a\n" +
 	"\bdeferred\x18\x02 \x03(\tR\bdeferred\x12L\n" +
@@ -1782,17 +1812,19 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"\rdirect_answer\x18\a \x01(\tR\fdirectAnswer\x12\x1d\n" +
 	"\n" +
 	"skip_model\x18\b \x01(\bR\tskipModel\x12J\n" +
-	"\x0factivated_skill\x18\t \x01(\v2!.toolplane.runtime.v1.ActiveSkillR\x0eactivatedSkill\"\x89\x01\n" +
+	"\x0factivated_skill\x18\t \x01(\v2!.toolplane.runtime.v1.ActiveSkillR\x0eactivatedSkill\"\xc6\x01\n" +
 	"\x16ExecuteToolCallRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12;\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x1e.toolplane.runtime.v1.ToolCallR\btoolCall\x12\x15\n" +
-	"\x06run_id\x18\x03 \x01(\tR\x05runId\"S\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12;\n" +
+	"\aprofile\x18\x04 \x01(\x0e2!.toolplane.runtime.v1.ToolProfileR\aprofile\"S\n" +
 	"\x17ExecuteToolCallResponse\x128\n" +
-	"\x06result\x18\x01 \x01(\v2 .toolplane.runtime.v1.ToolResultR\x06result\"\x8f\x01\n" +
+	"\x06result\x18\x01 \x01(\v2 .toolplane.runtime.v1.ToolResultR\x06result\"\xcc\x01\n" +
 	"\x1cExecuteToolCallStreamRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12;\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x1e.toolplane.runtime.v1.ToolCallR\btoolCall\x12\x15\n" +
-	"\x06run_id\x18\x03 \x01(\tR\x05runId\"\xab\x01\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12;\n" +
+	"\aprofile\x18\x04 \x01(\x0e2!.toolplane.runtime.v1.ToolProfileR\aprofile\"\xab\x01\n" +
 	"\x1dExecuteToolCallStreamResponse\x12E\n" +
 	"\fnotification\x18\x01 \x01(\v2\x1f.toolplane.type.v1.NotificationH\x00R\fnotification\x12:\n" +
 	"\x06result\x18\x02 \x01(\v2 .toolplane.runtime.v1.ToolResultH\x00R\x06resultB\a\n" +
@@ -1901,17 +1933,18 @@ var file_toolplane_runtime_v1_runtime_service_proto_goTypes = []any{
 	nil,                                   // 32: toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
 	(*Thread)(nil),                        // 33: toolplane.runtime.v1.Thread
 	(*Message)(nil),                       // 34: toolplane.runtime.v1.Message
-	(*ToolSchema)(nil),                    // 35: toolplane.runtime.v1.ToolSchema
-	(*PromptSection)(nil),                 // 36: toolplane.runtime.v1.PromptSection
-	(*AssemblyReport)(nil),                // 37: toolplane.runtime.v1.AssemblyReport
-	(*ActiveSkill)(nil),                   // 38: toolplane.runtime.v1.ActiveSkill
-	(*ToolCall)(nil),                      // 39: toolplane.runtime.v1.ToolCall
-	(*ToolResult)(nil),                    // 40: toolplane.runtime.v1.ToolResult
-	(*v1.Notification)(nil),               // 41: toolplane.type.v1.Notification
-	(*structpb.Struct)(nil),               // 42: google.protobuf.Struct
-	(*RunEvent)(nil),                      // 43: toolplane.runtime.v1.RunEvent
-	(*Run)(nil),                           // 44: toolplane.runtime.v1.Run
-	(*Agent)(nil),                         // 45: toolplane.runtime.v1.Agent
+	(ToolProfile)(0),                      // 35: toolplane.runtime.v1.ToolProfile
+	(*ToolSchema)(nil),                    // 36: toolplane.runtime.v1.ToolSchema
+	(*PromptSection)(nil),                 // 37: toolplane.runtime.v1.PromptSection
+	(*AssemblyReport)(nil),                // 38: toolplane.runtime.v1.AssemblyReport
+	(*ActiveSkill)(nil),                   // 39: toolplane.runtime.v1.ActiveSkill
+	(*ToolCall)(nil),                      // 40: toolplane.runtime.v1.ToolCall
+	(*ToolResult)(nil),                    // 41: toolplane.runtime.v1.ToolResult
+	(*v1.Notification)(nil),               // 42: toolplane.type.v1.Notification
+	(*structpb.Struct)(nil),               // 43: google.protobuf.Struct
+	(*RunEvent)(nil),                      // 44: toolplane.runtime.v1.RunEvent
+	(*Run)(nil),                           // 45: toolplane.runtime.v1.Run
+	(*Agent)(nil),                         // 46: toolplane.runtime.v1.Agent
 }
 var file_toolplane_runtime_v1_runtime_service_proto_depIdxs = []int32{
 	32, // 0: toolplane.runtime.v1.CreateThreadRequest.metadata:type_name -> toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
@@ -1919,61 +1952,64 @@ var file_toolplane_runtime_v1_runtime_service_proto_depIdxs = []int32{
 	33, // 2: toolplane.runtime.v1.ListThreadsResponse.threads:type_name -> toolplane.runtime.v1.Thread
 	33, // 3: toolplane.runtime.v1.GetThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
 	34, // 4: toolplane.runtime.v1.ListMessagesResponse.messages:type_name -> toolplane.runtime.v1.Message
-	35, // 5: toolplane.runtime.v1.AssembleToolsResponse.tools:type_name -> toolplane.runtime.v1.ToolSchema
-	36, // 6: toolplane.runtime.v1.AssembleToolsResponse.prompt_sections:type_name -> toolplane.runtime.v1.PromptSection
-	37, // 7: toolplane.runtime.v1.AssembleToolsResponse.report:type_name -> toolplane.runtime.v1.AssemblyReport
-	38, // 8: toolplane.runtime.v1.AssembleToolsResponse.activated_skill:type_name -> toolplane.runtime.v1.ActiveSkill
-	39, // 9: toolplane.runtime.v1.ExecuteToolCallRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
-	40, // 10: toolplane.runtime.v1.ExecuteToolCallResponse.result:type_name -> toolplane.runtime.v1.ToolResult
-	39, // 11: toolplane.runtime.v1.ExecuteToolCallStreamRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
-	41, // 12: toolplane.runtime.v1.ExecuteToolCallStreamResponse.notification:type_name -> toolplane.type.v1.Notification
-	40, // 13: toolplane.runtime.v1.ExecuteToolCallStreamResponse.result:type_name -> toolplane.runtime.v1.ToolResult
-	42, // 14: toolplane.runtime.v1.RunTurnRequest.options:type_name -> google.protobuf.Struct
-	43, // 15: toolplane.runtime.v1.RunTurnResponse.event:type_name -> toolplane.runtime.v1.RunEvent
-	44, // 16: toolplane.runtime.v1.ListRunsResponse.runs:type_name -> toolplane.runtime.v1.Run
-	44, // 17: toolplane.runtime.v1.CancelRunResponse.run:type_name -> toolplane.runtime.v1.Run
-	43, // 18: toolplane.runtime.v1.ResumeRunResponse.event:type_name -> toolplane.runtime.v1.RunEvent
-	45, // 19: toolplane.runtime.v1.ListAgentsResponse.agents:type_name -> toolplane.runtime.v1.Agent
-	45, // 20: toolplane.runtime.v1.GetAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
-	45, // 21: toolplane.runtime.v1.UpsertAgentRequest.agent:type_name -> toolplane.runtime.v1.Agent
-	45, // 22: toolplane.runtime.v1.UpsertAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
-	0,  // 23: toolplane.runtime.v1.RuntimeService.CreateThread:input_type -> toolplane.runtime.v1.CreateThreadRequest
-	2,  // 24: toolplane.runtime.v1.RuntimeService.ListThreads:input_type -> toolplane.runtime.v1.ListThreadsRequest
-	4,  // 25: toolplane.runtime.v1.RuntimeService.GetThread:input_type -> toolplane.runtime.v1.GetThreadRequest
-	6,  // 26: toolplane.runtime.v1.RuntimeService.DeleteThread:input_type -> toolplane.runtime.v1.DeleteThreadRequest
-	8,  // 27: toolplane.runtime.v1.RuntimeService.ListMessages:input_type -> toolplane.runtime.v1.ListMessagesRequest
-	10, // 28: toolplane.runtime.v1.RuntimeService.AssembleTools:input_type -> toolplane.runtime.v1.AssembleToolsRequest
-	12, // 29: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:input_type -> toolplane.runtime.v1.ExecuteToolCallRequest
-	14, // 30: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:input_type -> toolplane.runtime.v1.ExecuteToolCallStreamRequest
-	16, // 31: toolplane.runtime.v1.RuntimeService.RunTurn:input_type -> toolplane.runtime.v1.RunTurnRequest
-	18, // 32: toolplane.runtime.v1.RuntimeService.ListRuns:input_type -> toolplane.runtime.v1.ListRunsRequest
-	20, // 33: toolplane.runtime.v1.RuntimeService.CancelRun:input_type -> toolplane.runtime.v1.CancelRunRequest
-	22, // 34: toolplane.runtime.v1.RuntimeService.ResumeRun:input_type -> toolplane.runtime.v1.ResumeRunRequest
-	24, // 35: toolplane.runtime.v1.RuntimeService.ListAgents:input_type -> toolplane.runtime.v1.ListAgentsRequest
-	26, // 36: toolplane.runtime.v1.RuntimeService.GetAgent:input_type -> toolplane.runtime.v1.GetAgentRequest
-	28, // 37: toolplane.runtime.v1.RuntimeService.UpsertAgent:input_type -> toolplane.runtime.v1.UpsertAgentRequest
-	30, // 38: toolplane.runtime.v1.RuntimeService.DeleteAgent:input_type -> toolplane.runtime.v1.DeleteAgentRequest
-	1,  // 39: toolplane.runtime.v1.RuntimeService.CreateThread:output_type -> toolplane.runtime.v1.CreateThreadResponse
-	3,  // 40: toolplane.runtime.v1.RuntimeService.ListThreads:output_type -> toolplane.runtime.v1.ListThreadsResponse
-	5,  // 41: toolplane.runtime.v1.RuntimeService.GetThread:output_type -> toolplane.runtime.v1.GetThreadResponse
-	7,  // 42: toolplane.runtime.v1.RuntimeService.DeleteThread:output_type -> toolplane.runtime.v1.DeleteThreadResponse
-	9,  // 43: toolplane.runtime.v1.RuntimeService.ListMessages:output_type -> toolplane.runtime.v1.ListMessagesResponse
-	11, // 44: toolplane.runtime.v1.RuntimeService.AssembleTools:output_type -> toolplane.runtime.v1.AssembleToolsResponse
-	13, // 45: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:output_type -> toolplane.runtime.v1.ExecuteToolCallResponse
-	15, // 46: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:output_type -> toolplane.runtime.v1.ExecuteToolCallStreamResponse
-	17, // 47: toolplane.runtime.v1.RuntimeService.RunTurn:output_type -> toolplane.runtime.v1.RunTurnResponse
-	19, // 48: toolplane.runtime.v1.RuntimeService.ListRuns:output_type -> toolplane.runtime.v1.ListRunsResponse
-	21, // 49: toolplane.runtime.v1.RuntimeService.CancelRun:output_type -> toolplane.runtime.v1.CancelRunResponse
-	23, // 50: toolplane.runtime.v1.RuntimeService.ResumeRun:output_type -> toolplane.runtime.v1.ResumeRunResponse
-	25, // 51: toolplane.runtime.v1.RuntimeService.ListAgents:output_type -> toolplane.runtime.v1.ListAgentsResponse
-	27, // 52: toolplane.runtime.v1.RuntimeService.GetAgent:output_type -> toolplane.runtime.v1.GetAgentResponse
-	29, // 53: toolplane.runtime.v1.RuntimeService.UpsertAgent:output_type -> toolplane.runtime.v1.UpsertAgentResponse
-	31, // 54: toolplane.runtime.v1.RuntimeService.DeleteAgent:output_type -> toolplane.runtime.v1.DeleteAgentResponse
-	39, // [39:55] is the sub-list for method output_type
-	23, // [23:39] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	35, // 5: toolplane.runtime.v1.AssembleToolsRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	36, // 6: toolplane.runtime.v1.AssembleToolsResponse.tools:type_name -> toolplane.runtime.v1.ToolSchema
+	37, // 7: toolplane.runtime.v1.AssembleToolsResponse.prompt_sections:type_name -> toolplane.runtime.v1.PromptSection
+	38, // 8: toolplane.runtime.v1.AssembleToolsResponse.report:type_name -> toolplane.runtime.v1.AssemblyReport
+	39, // 9: toolplane.runtime.v1.AssembleToolsResponse.activated_skill:type_name -> toolplane.runtime.v1.ActiveSkill
+	40, // 10: toolplane.runtime.v1.ExecuteToolCallRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
+	35, // 11: toolplane.runtime.v1.ExecuteToolCallRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	41, // 12: toolplane.runtime.v1.ExecuteToolCallResponse.result:type_name -> toolplane.runtime.v1.ToolResult
+	40, // 13: toolplane.runtime.v1.ExecuteToolCallStreamRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
+	35, // 14: toolplane.runtime.v1.ExecuteToolCallStreamRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	42, // 15: toolplane.runtime.v1.ExecuteToolCallStreamResponse.notification:type_name -> toolplane.type.v1.Notification
+	41, // 16: toolplane.runtime.v1.ExecuteToolCallStreamResponse.result:type_name -> toolplane.runtime.v1.ToolResult
+	43, // 17: toolplane.runtime.v1.RunTurnRequest.options:type_name -> google.protobuf.Struct
+	44, // 18: toolplane.runtime.v1.RunTurnResponse.event:type_name -> toolplane.runtime.v1.RunEvent
+	45, // 19: toolplane.runtime.v1.ListRunsResponse.runs:type_name -> toolplane.runtime.v1.Run
+	45, // 20: toolplane.runtime.v1.CancelRunResponse.run:type_name -> toolplane.runtime.v1.Run
+	44, // 21: toolplane.runtime.v1.ResumeRunResponse.event:type_name -> toolplane.runtime.v1.RunEvent
+	46, // 22: toolplane.runtime.v1.ListAgentsResponse.agents:type_name -> toolplane.runtime.v1.Agent
+	46, // 23: toolplane.runtime.v1.GetAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
+	46, // 24: toolplane.runtime.v1.UpsertAgentRequest.agent:type_name -> toolplane.runtime.v1.Agent
+	46, // 25: toolplane.runtime.v1.UpsertAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
+	0,  // 26: toolplane.runtime.v1.RuntimeService.CreateThread:input_type -> toolplane.runtime.v1.CreateThreadRequest
+	2,  // 27: toolplane.runtime.v1.RuntimeService.ListThreads:input_type -> toolplane.runtime.v1.ListThreadsRequest
+	4,  // 28: toolplane.runtime.v1.RuntimeService.GetThread:input_type -> toolplane.runtime.v1.GetThreadRequest
+	6,  // 29: toolplane.runtime.v1.RuntimeService.DeleteThread:input_type -> toolplane.runtime.v1.DeleteThreadRequest
+	8,  // 30: toolplane.runtime.v1.RuntimeService.ListMessages:input_type -> toolplane.runtime.v1.ListMessagesRequest
+	10, // 31: toolplane.runtime.v1.RuntimeService.AssembleTools:input_type -> toolplane.runtime.v1.AssembleToolsRequest
+	12, // 32: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:input_type -> toolplane.runtime.v1.ExecuteToolCallRequest
+	14, // 33: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:input_type -> toolplane.runtime.v1.ExecuteToolCallStreamRequest
+	16, // 34: toolplane.runtime.v1.RuntimeService.RunTurn:input_type -> toolplane.runtime.v1.RunTurnRequest
+	18, // 35: toolplane.runtime.v1.RuntimeService.ListRuns:input_type -> toolplane.runtime.v1.ListRunsRequest
+	20, // 36: toolplane.runtime.v1.RuntimeService.CancelRun:input_type -> toolplane.runtime.v1.CancelRunRequest
+	22, // 37: toolplane.runtime.v1.RuntimeService.ResumeRun:input_type -> toolplane.runtime.v1.ResumeRunRequest
+	24, // 38: toolplane.runtime.v1.RuntimeService.ListAgents:input_type -> toolplane.runtime.v1.ListAgentsRequest
+	26, // 39: toolplane.runtime.v1.RuntimeService.GetAgent:input_type -> toolplane.runtime.v1.GetAgentRequest
+	28, // 40: toolplane.runtime.v1.RuntimeService.UpsertAgent:input_type -> toolplane.runtime.v1.UpsertAgentRequest
+	30, // 41: toolplane.runtime.v1.RuntimeService.DeleteAgent:input_type -> toolplane.runtime.v1.DeleteAgentRequest
+	1,  // 42: toolplane.runtime.v1.RuntimeService.CreateThread:output_type -> toolplane.runtime.v1.CreateThreadResponse
+	3,  // 43: toolplane.runtime.v1.RuntimeService.ListThreads:output_type -> toolplane.runtime.v1.ListThreadsResponse
+	5,  // 44: toolplane.runtime.v1.RuntimeService.GetThread:output_type -> toolplane.runtime.v1.GetThreadResponse
+	7,  // 45: toolplane.runtime.v1.RuntimeService.DeleteThread:output_type -> toolplane.runtime.v1.DeleteThreadResponse
+	9,  // 46: toolplane.runtime.v1.RuntimeService.ListMessages:output_type -> toolplane.runtime.v1.ListMessagesResponse
+	11, // 47: toolplane.runtime.v1.RuntimeService.AssembleTools:output_type -> toolplane.runtime.v1.AssembleToolsResponse
+	13, // 48: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:output_type -> toolplane.runtime.v1.ExecuteToolCallResponse
+	15, // 49: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:output_type -> toolplane.runtime.v1.ExecuteToolCallStreamResponse
+	17, // 50: toolplane.runtime.v1.RuntimeService.RunTurn:output_type -> toolplane.runtime.v1.RunTurnResponse
+	19, // 51: toolplane.runtime.v1.RuntimeService.ListRuns:output_type -> toolplane.runtime.v1.ListRunsResponse
+	21, // 52: toolplane.runtime.v1.RuntimeService.CancelRun:output_type -> toolplane.runtime.v1.CancelRunResponse
+	23, // 53: toolplane.runtime.v1.RuntimeService.ResumeRun:output_type -> toolplane.runtime.v1.ResumeRunResponse
+	25, // 54: toolplane.runtime.v1.RuntimeService.ListAgents:output_type -> toolplane.runtime.v1.ListAgentsResponse
+	27, // 55: toolplane.runtime.v1.RuntimeService.GetAgent:output_type -> toolplane.runtime.v1.GetAgentResponse
+	29, // 56: toolplane.runtime.v1.RuntimeService.UpsertAgent:output_type -> toolplane.runtime.v1.UpsertAgentResponse
+	31, // 57: toolplane.runtime.v1.RuntimeService.DeleteAgent:output_type -> toolplane.runtime.v1.DeleteAgentResponse
+	42, // [42:58] is the sub-list for method output_type
+	26, // [26:42] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_runtime_v1_runtime_service_proto_init() }

@@ -14,7 +14,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file toolplane/runtime/v1/runtime.proto.
  */
 export const file_toolplane_runtime_v1_runtime: GenFile = /*@__PURE__*/
-  fileDesc("CiJ0b29scGxhbmUvcnVudGltZS92MS9ydW50aW1lLnByb3RvEhR0b29scGxhbmUucnVudGltZS52MSIvCghQcm9tb3RlZBIUCgxjYXRhbG9nX2hhc2gYASABKAkSDQoFbmFtZXMYAiADKAkioAEKC0FjdGl2ZVNraWxsEjsKBnNvdXJjZRgBIAEoDjIrLnRvb2xwbGFuZS5ydW50aW1lLnYxLlNraWxsQWN0aXZhdGlvblNvdXJjZRIMCgRuYW1lGAIgASgJEgwKBHBhdGgYAyABKAkSDgoGZGlnZXN0GAQgASgJEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KCEFydGlmYWN0EgwKBHBhdGgYASABKAkSDAoEc2l6ZRgCIAEoAxIRCgltaW1lX3R5cGUYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJIicKBFRvZG8SDwoHY29udGVudBgBIAEoCRIOCgZzdGF0dXMYAiABKAkiTwoKVG9rZW5Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMivQQKBlRocmVhZBIRCgl0aHJlYWRfaWQYASABKAkSDQoFYWdlbnQYAiABKAkSFQoNb3duZXJfc3ViamVjdBgDIAEoCRIUCgxvd25lcl90ZW5hbnQYBCABKAkSMAoIcHJvbW90ZWQYBSABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Qcm9tb3RlZBI4Cg1hY3RpdmVfc2tpbGxzGAYgAygLMiEudG9vbHBsYW5lLnJ1bnRpbWUudjEuQWN0aXZlU2tpbGwSMQoJYXJ0aWZhY3RzGAcgAygLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuQXJ0aWZhY3QSKQoFdG9kb3MYCCADKAsyGi50b29scGxhbmUucnVudGltZS52MS5Ub2RvEjUKC3Rva2VuX3VzYWdlGAkgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9rZW5Vc2FnZRIvCgtjcmVhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjwKCG1ldGFkYXRhGAwgAygLMioudG9vbHBsYW5lLnJ1bnRpbWUudjEuVGhyZWFkLk1ldGFkYXRhRW50cnkSEgoKcmVhZF9maWxlcxgNIAMoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiZwoIVG9vbENhbGwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIqCglhcmd1bWVudHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKDXJhd19hcmd1bWVudHMYBCABKAkipgIKB01lc3NhZ2USCgoCaWQYASABKAkSLwoEcm9sZRgCIAEoDjIhLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2VSb2xlEg8KB2NvbnRlbnQYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIMCgRuYW1lGAYgASgJEjQKBnN0YXR1cxgHIAEoDjIkLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsU3RhdHVzEg4KBnJ1bl9pZBgIIAEoCRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPQoSVG9vbFNlYXJjaFNldHRpbmdzEg8KB2VuYWJsZWQYASABKAgSFgoOZXhlbXB0X3NlcnZlcnMYAiADKAkivgIKBUFnZW50EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSMgoLdG9vbF9ncm91cHMYAyABKAsyHS50b29scGxhbmUudHlwZS52MS5TdHJpbmdMaXN0Ei0KBnNraWxscxgEIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSDQoFbW9kZWwYBSABKAkSFQoNc3lzdGVtX3Byb21wdBgGIAEoCRI9Cgt0b29sX3NlYXJjaBgHIAEoCzIoLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xTZWFyY2hTZXR0aW5ncxIZChFzdWJhZ2VudHNfZW5hYmxlZBgIIAEoCBIvCgt1cGRhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAifwoKVG9vbFNjaGVtYRIMCgRuYW1lGAEgASgJEicKBm9wZW5haRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoJYW50aHJvcGljGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzb3VyY2UYBCABKAkiKwoNUHJvbXB0U2VjdGlvbhIMCgRuYW1lGAEgASgJEgwKBHRleHQYAiABKAkirAEKDkFzc2VtYmx5UmVwb3J0EhoKEmRyb3BwZWRfZHVwbGljYXRlcxgBIAMoCRIXCg9uYW1lX21pc21hdGNoZXMYAiADKAkSDgoGZGVuaWVkGAMgAygJEhYKDnNraWxsX2ZpbHRlcmVkGAQgAygJEhcKD2F1dGh6X2ZhaWxfb3BlbhgFIAEoCBIVCg1hdXRvX3Byb21vdGVkGAYgAygJEg0KBW5vdGVzGAcgAygJIvwCCgpUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEjQKBnN0YXR1cxgDIAEoDjIkLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsU3RhdHVzEjMKCmVycm9yX2tpbmQYBCABKA4yHy50b29scGxhbmUucnVudGltZS52MS5FcnJvcktpbmQSMAoHY29udGVudBgFIAMoCzIfLnRvb2xwbGFuZS50eXBlLnYxLkNvbnRlbnRCbG9jaxIxCglhcnRpZmFjdHMYBiADKAsyHi50b29scGxhbmUucnVudGltZS52MS5BcnRpZmFjdBIwCghwcm9tb3RlZBgHIAEoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlByb21vdGVkEhMKC3JlYXNvbl9jb2RlGAggASgJEjMKEnN0cnVjdHVyZWRfY29udGVudBgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QioQIKA1J1bhIOCgZydW5faWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blN0YXR1cxIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAYgASgJEi8KBXVzYWdlGAcgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9rZW5Vc2FnZRINCgVtb2RlbBgIIAEoCRIYChBwZW5kaW5nX3F1ZXN0aW9uGAkgASgJIvgDCghSdW5FdmVudBIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgDEhQKCnRleHRfZGVsdGEYAyABKAlIABI7ChF0b29sX2NhbGxfc3RhcnRlZBgEIAEoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsSAASPgoSdG9vbF9jYWxsX2ZpbmlzaGVkGAUgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFJlc3VsdEgAEjIKCHByb21vdGVkGAYgASgLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuUHJvbW90ZWRIABIXCg1jbGFyaWZpY2F0aW9uGAcgASgJSAASNgoNZmluYWxfbWVzc2FnZRgIIAEoCzIdLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2VIABIxCgV1c2FnZRgJIAEoCzIgLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRva2VuVXNhZ2VIABIPCgVlcnJvchgKIAEoCUgAEjcKDG5vdGlmaWNhdGlvbhgLIAEoCzIfLnRvb2xwbGFuZS50eXBlLnYxLk5vdGlmaWNhdGlvbkgAEjEKBnN0YXR1cxgMIAEoDjIfLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blN0YXR1c0gAQgcKBWV2ZW50Km8KCUVycm9yS2luZBIaChZFUlJPUl9LSU5EX1VOU1BFQ0lGSUVEEAASFwoTRVJST1JfS0lORF9CVVNJTkVTUxABEhUKEUVSUk9SX0tJTkRfUE9MSUNZEAISFgoSRVJST1JfS0lORF9SVU5USU1FEAMqbAoOVG9vbENhbGxTdGF0dXMSIAocVE9PTF9DQUxMX1NUQVRVU19VTlNQRUNJRklFRBAAEhwKGFRPT0xfQ0FMTF9TVEFUVVNfU1VDQ0VTUxABEhoKFlRPT0xfQ0FMTF9TVEFUVVNfRVJST1IQAirIAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1JVTk5JTkcQARIYChRSVU5fU1RBVFVTX0NPTVBMRVRFRBACEhoKFlJVTl9TVEFUVVNfSU5URVJSVVBURUQQAxIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAEEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAUSIAocUlVOX1NUQVRVU19XQUlUSU5HX0ZPUl9JTlBVVBAGKo4BCgtNZXNzYWdlUm9sZRIcChhNRVNTQUdFX1JPTEVfVU5TUEVDSUZJRUQQABIXChNNRVNTQUdFX1JPTEVfU1lTVEVNEAESFQoRTUVTU0FHRV9ST0xFX1VTRVIQAhIaChZNRVNTQUdFX1JPTEVfQVNTSVNUQU5UEAMSFQoRTUVTU0FHRV9ST0xFX1RPT0wQBCqFAQoVU2tpbGxBY3RpdmF0aW9uU291cmNlEicKI1NLSUxMX0FDVElWQVRJT05fU09VUkNFX1VOU1BFQ0lGSUVEEAASIQodU0tJTExfQUNUSVZBVElPTl9TT1VSQ0VfU0xBU0gQARIgChxTS0lMTF9BQ1RJVkFUSU9OX1NPVVJDRV9SRUFEEAIq1QIKC0Vycm9yUmVhc29uEhwKGEVSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEiEKHUVSUk9SX1JFQVNPTl9USFJFQURfTk9UX0ZPVU5EEAESIAocRVJST1JfUkVBU09OX0FHRU5UX05PVF9GT1VORBACEh4KGkVSUk9SX1JFQVNPTl9SVU5fTk9UX0ZPVU5EEAMSJQohRVJST1JfUkVBU09OX1VQU1RSRUFNX1VOQVZBSUxBQkxFEAQSIAocRVJST1JfUkVBU09OX0FTU0VNQkxZX0ZBSUxFRBAFEiAKHEVSUk9SX1JFQVNPTl9SVU5fTk9UX1dBSVRJTkcQBhIbChdFUlJPUl9SRUFTT05fUlVOX0FDVElWRRAHEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1JFUVVFU1QQCBIZChVFUlJPUl9SRUFTT05fSU5URVJOQUwQCUJGWkRnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9ydW50aW1lL3YxO3J1bnRpbWV2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_type_v1_type]);
+  fileDesc("CiJ0b29scGxhbmUvcnVudGltZS92MS9ydW50aW1lLnByb3RvEhR0b29scGxhbmUucnVudGltZS52MSIvCghQcm9tb3RlZBIUCgxjYXRhbG9nX2hhc2gYASABKAkSDQoFbmFtZXMYAiADKAkioAEKC0FjdGl2ZVNraWxsEjsKBnNvdXJjZRgBIAEoDjIrLnRvb2xwbGFuZS5ydW50aW1lLnYxLlNraWxsQWN0aXZhdGlvblNvdXJjZRIMCgRuYW1lGAIgASgJEgwKBHBhdGgYAyABKAkSDgoGZGlnZXN0GAQgASgJEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KCEFydGlmYWN0EgwKBHBhdGgYASABKAkSDAoEc2l6ZRgCIAEoAxIRCgltaW1lX3R5cGUYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJIicKBFRvZG8SDwoHY29udGVudBgBIAEoCRIOCgZzdGF0dXMYAiABKAkiTwoKVG9rZW5Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMivQQKBlRocmVhZBIRCgl0aHJlYWRfaWQYASABKAkSDQoFYWdlbnQYAiABKAkSFQoNb3duZXJfc3ViamVjdBgDIAEoCRIUCgxvd25lcl90ZW5hbnQYBCABKAkSMAoIcHJvbW90ZWQYBSABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Qcm9tb3RlZBI4Cg1hY3RpdmVfc2tpbGxzGAYgAygLMiEudG9vbHBsYW5lLnJ1bnRpbWUudjEuQWN0aXZlU2tpbGwSMQoJYXJ0aWZhY3RzGAcgAygLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuQXJ0aWZhY3QSKQoFdG9kb3MYCCADKAsyGi50b29scGxhbmUucnVudGltZS52MS5Ub2RvEjUKC3Rva2VuX3VzYWdlGAkgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9rZW5Vc2FnZRIvCgtjcmVhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjwKCG1ldGFkYXRhGAwgAygLMioudG9vbHBsYW5lLnJ1bnRpbWUudjEuVGhyZWFkLk1ldGFkYXRhRW50cnkSEgoKcmVhZF9maWxlcxgNIAMoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiZwoIVG9vbENhbGwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIqCglhcmd1bWVudHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKDXJhd19hcmd1bWVudHMYBCABKAki2AIKB01lc3NhZ2USCgoCaWQYASABKAkSLwoEcm9sZRgCIAEoDjIhLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2VSb2xlEg8KB2NvbnRlbnQYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIMCgRuYW1lGAYgASgJEjQKBnN0YXR1cxgHIAEoDjIkLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsU3RhdHVzEg4KBnJ1bl9pZBgIIAEoCRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoPcHJvdmlkZXJfb3V0cHV0GAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI9ChJUb29sU2VhcmNoU2V0dGluZ3MSDwoHZW5hYmxlZBgBIAEoCBIWCg5leGVtcHRfc2VydmVycxgCIAMoCSK+AgoFQWdlbnQSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIyCgt0b29sX2dyb3VwcxgDIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSLQoGc2tpbGxzGAQgASgLMh0udG9vbHBsYW5lLnR5cGUudjEuU3RyaW5nTGlzdBINCgVtb2RlbBgFIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAYgASgJEj0KC3Rvb2xfc2VhcmNoGAcgASgLMigudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFNlYXJjaFNldHRpbmdzEhkKEXN1YmFnZW50c19lbmFibGVkGAggASgIEi8KC3VwZGF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKnAQoKVG9vbFNjaGVtYRIMCgRuYW1lGAEgASgJEicKBm9wZW5haRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoJYW50aHJvcGljGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzb3VyY2UYBCABKAkSJgoFYm91bmQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IisKDVByb21wdFNlY3Rpb24SDAoEbmFtZRgBIAEoCRIMCgR0ZXh0GAIgASgJIr4BCg5Bc3NlbWJseVJlcG9ydBIaChJkcm9wcGVkX2R1cGxpY2F0ZXMYASADKAkSFwoPbmFtZV9taXNtYXRjaGVzGAIgAygJEg4KBmRlbmllZBgDIAMoCRIWCg5za2lsbF9maWx0ZXJlZBgEIAMoCRIXCg9hdXRoel9mYWlsX29wZW4YBSABKAgSFQoNYXV0b19wcm9tb3RlZBgGIAMoCRINCgVub3RlcxgHIAMoCRIQCghsZWZ0X291dBgIIAMoCSKuAwoKVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRI0CgZzdGF0dXMYAyABKA4yJC50b29scGxhbmUucnVudGltZS52MS5Ub29sQ2FsbFN0YXR1cxIzCgplcnJvcl9raW5kGAQgASgOMh8udG9vbHBsYW5lLnJ1bnRpbWUudjEuRXJyb3JLaW5kEjAKB2NvbnRlbnQYBSADKAsyHy50b29scGxhbmUudHlwZS52MS5Db250ZW50QmxvY2sSMQoJYXJ0aWZhY3RzGAYgAygLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuQXJ0aWZhY3QSMAoIcHJvbW90ZWQYByABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Qcm9tb3RlZBITCgtyZWFzb25fY29kZRgIIAEoCRIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjAKD3Byb3ZpZGVyX291dHB1dBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QioQIKA1J1bhIOCgZydW5faWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blN0YXR1cxIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAYgASgJEi8KBXVzYWdlGAcgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9rZW5Vc2FnZRINCgVtb2RlbBgIIAEoCRIYChBwZW5kaW5nX3F1ZXN0aW9uGAkgASgJIvgDCghSdW5FdmVudBIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgDEhQKCnRleHRfZGVsdGEYAyABKAlIABI7ChF0b29sX2NhbGxfc3RhcnRlZBgEIAEoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsSAASPgoSdG9vbF9jYWxsX2ZpbmlzaGVkGAUgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFJlc3VsdEgAEjIKCHByb21vdGVkGAYgASgLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuUHJvbW90ZWRIABIXCg1jbGFyaWZpY2F0aW9uGAcgASgJSAASNgoNZmluYWxfbWVzc2FnZRgIIAEoCzIdLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2VIABIxCgV1c2FnZRgJIAEoCzIgLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRva2VuVXNhZ2VIABIPCgVlcnJvchgKIAEoCUgAEjcKDG5vdGlmaWNhdGlvbhgLIAEoCzIfLnRvb2xwbGFuZS50eXBlLnYxLk5vdGlmaWNhdGlvbkgAEjEKBnN0YXR1cxgMIAEoDjIfLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blN0YXR1c0gAQgcKBWV2ZW50Km8KCUVycm9yS2luZBIaChZFUlJPUl9LSU5EX1VOU1BFQ0lGSUVEEAASFwoTRVJST1JfS0lORF9CVVNJTkVTUxABEhUKEUVSUk9SX0tJTkRfUE9MSUNZEAISFgoSRVJST1JfS0lORF9SVU5USU1FEAMqwAEKC1Rvb2xQcm9maWxlEhwKGFRPT0xfUFJPRklMRV9VTlNQRUNJRklFRBAAEhwKGFRPT0xfUFJPRklMRV9PUEVOQUlfQ0hBVBABEiEKHVRPT0xfUFJPRklMRV9PUEVOQUlfUkVTUE9OU0VTEAISIwofVE9PTF9QUk9GSUxFX0FOVEhST1BJQ19NRVNTQUdFUxADEhcKE1RPT0xfUFJPRklMRV9HRU1JTkkQBBIUChBUT09MX1BST0ZJTEVfTUNQEAUqbAoOVG9vbENhbGxTdGF0dXMSIAocVE9PTF9DQUxMX1NUQVRVU19VTlNQRUNJRklFRBAAEhwKGFRPT0xfQ0FMTF9TVEFUVVNfU1VDQ0VTUxABEhoKFlRPT0xfQ0FMTF9TVEFUVVNfRVJST1IQAirIAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1JVTk5JTkcQARIYChRSVU5fU1RBVFVTX0NPTVBMRVRFRBACEhoKFlJVTl9TVEFUVVNfSU5URVJSVVBURUQQAxIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAEEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAUSIAocUlVOX1NUQVRVU19XQUlUSU5HX0ZPUl9JTlBVVBAGKo4BCgtNZXNzYWdlUm9sZRIcChhNRVNTQUdFX1JPTEVfVU5TUEVDSUZJRUQQABIXChNNRVNTQUdFX1JPTEVfU1lTVEVNEAESFQoRTUVTU0FHRV9ST0xFX1VTRVIQAhIaChZNRVNTQUdFX1JPTEVfQVNTSVNUQU5UEAMSFQoRTUVTU0FHRV9ST0xFX1RPT0wQBCqFAQoVU2tpbGxBY3RpdmF0aW9uU291cmNlEicKI1NLSUxMX0FDVElWQVRJT05fU09VUkNFX1VOU1BFQ0lGSUVEEAASIQodU0tJTExfQUNUSVZBVElPTl9TT1VSQ0VfU0xBU0gQARIgChxTS0lMTF9BQ1RJVkFUSU9OX1NPVVJDRV9SRUFEEAIq1QIKC0Vycm9yUmVhc29uEhwKGEVSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEiEKHUVSUk9SX1JFQVNPTl9USFJFQURfTk9UX0ZPVU5EEAESIAocRVJST1JfUkVBU09OX0FHRU5UX05PVF9GT1VORBACEh4KGkVSUk9SX1JFQVNPTl9SVU5fTk9UX0ZPVU5EEAMSJQohRVJST1JfUkVBU09OX1VQU1RSRUFNX1VOQVZBSUxBQkxFEAQSIAocRVJST1JfUkVBU09OX0FTU0VNQkxZX0ZBSUxFRBAFEiAKHEVSUk9SX1JFQVNPTl9SVU5fTk9UX1dBSVRJTkcQBhIbChdFUlJPUl9SRUFTT05fUlVOX0FDVElWRRAHEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1JFUVVFU1QQCBIZChVFUlJPUl9SRUFTT05fSU5URVJOQUwQCUJGWkRnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9ydW50aW1lL3YxO3J1bnRpbWV2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_type_v1_type]);
 
 /**
  * Promoted is the thread's promotion state (deerflow-reference §2.5).
@@ -413,6 +413,14 @@ export type Message = Message$1<"toolplane.runtime.v1.Message"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 9;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * For tool messages: the result's provider-native form
+   * (ToolResult.provider_output), so a later request can send it again.
+   *
+   * @generated from field: google.protobuf.Struct provider_output = 10;
+   */
+  providerOutput?: JsonObject | undefined;
 };
 
 /**
@@ -560,6 +568,17 @@ export type ToolSchema = Message$1<"toolplane.runtime.v1.ToolSchema"> & {
    * @generated from field: string source = 4;
    */
   source: string;
+
+  /**
+   * The tool in the requested profile's form (AssembleToolsRequest.profile),
+   * e.g. {"type": "function", "name", "description", "parameters", "strict"}
+   * for openai_responses; unset for TOOL_PROFILE_UNSPECIFIED. Its name may
+   * differ from `name` where the provider's name rules required a mapping;
+   * ExecuteToolCall with the same profile maps it back.
+   *
+   * @generated from field: google.protobuf.Struct bound = 5;
+   */
+  bound?: JsonObject | undefined;
 };
 
 /**
@@ -652,6 +671,14 @@ export type AssemblyReport = Message$1<"toolplane.runtime.v1.AssemblyReport"> & 
    * @generated from field: repeated string notes = 7;
    */
   notes: string[];
+
+  /**
+   * Tools left out because they cannot be made valid for the profile,
+   * as "<name>: <reason>".
+   *
+   * @generated from field: repeated string left_out = 8;
+   */
+  leftOut: string[];
 };
 
 /**
@@ -729,6 +756,16 @@ export type ToolResult = Message$1<"toolplane.runtime.v1.ToolResult"> & {
    * @generated from field: google.protobuf.Struct structured_content = 9;
    */
   structuredContent?: JsonObject | undefined;
+
+  /**
+   * The result in the provider's native form when it has one, for the
+   * profile of the request: for tool_search under anthropic_messages, the
+   * tool_result content of tool_reference blocks ({"content": [{"type":
+   * "tool_reference", "tool_name"}]}); unset otherwise.
+   *
+   * @generated from field: google.protobuf.Struct provider_output = 10;
+   */
+  providerOutput?: JsonObject | undefined;
 };
 
 /**
@@ -972,6 +1009,63 @@ export const ErrorKindSchema: GenEnum<ErrorKind> = /*@__PURE__*/
   enumDesc(file_toolplane_runtime_v1_runtime, 0);
 
 /**
+ * ToolProfile names the provider form tools are bound in, with that
+ * provider's rules (docs/architecture.md §3.1; services/runtime/runtimeschema).
+ *
+ * @generated from enum toolplane.runtime.v1.ToolProfile
+ */
+export enum ToolProfile {
+  /**
+   * The v0.1.0 output: the openai and anthropic forms of ToolSchema, each
+   * normalised for its provider; ToolSchema.bound is not set.
+   *
+   * @generated from enum value: TOOL_PROFILE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * OpenAI Chat Completions function tools (strict: false).
+   *
+   * @generated from enum value: TOOL_PROFILE_OPENAI_CHAT = 1;
+   */
+  OPENAI_CHAT = 1,
+
+  /**
+   * OpenAI Responses function tools (strict where the schema allows it).
+   *
+   * @generated from enum value: TOOL_PROFILE_OPENAI_RESPONSES = 2;
+   */
+  OPENAI_RESPONSES = 2,
+
+  /**
+   * Anthropic Messages API client tools.
+   *
+   * @generated from enum value: TOOL_PROFILE_ANTHROPIC_MESSAGES = 3;
+   */
+  ANTHROPIC_MESSAGES = 3,
+
+  /**
+   * Gemini function declarations (the OpenAPI 3.0 schema subset).
+   *
+   * @generated from enum value: TOOL_PROFILE_GEMINI = 4;
+   */
+  GEMINI = 4,
+
+  /**
+   * MCP tools/list entries (only the root of the input schema is fixed).
+   *
+   * @generated from enum value: TOOL_PROFILE_MCP = 5;
+   */
+  MCP = 5,
+}
+
+/**
+ * Describes the enum toolplane.runtime.v1.ToolProfile.
+ */
+export const ToolProfileSchema: GenEnum<ToolProfile> = /*@__PURE__*/
+  enumDesc(file_toolplane_runtime_v1_runtime, 1);
+
+/**
  * ToolCallStatus is the outcome of a tool call.
  *
  * @generated from enum toolplane.runtime.v1.ToolCallStatus
@@ -1003,7 +1097,7 @@ export enum ToolCallStatus {
  * Describes the enum toolplane.runtime.v1.ToolCallStatus.
  */
 export const ToolCallStatusSchema: GenEnum<ToolCallStatus> = /*@__PURE__*/
-  enumDesc(file_toolplane_runtime_v1_runtime, 1);
+  enumDesc(file_toolplane_runtime_v1_runtime, 2);
 
 /**
  * RunStatus is the status of one agent-loop turn.
@@ -1065,7 +1159,7 @@ export enum RunStatus {
  * Describes the enum toolplane.runtime.v1.RunStatus.
  */
 export const RunStatusSchema: GenEnum<RunStatus> = /*@__PURE__*/
-  enumDesc(file_toolplane_runtime_v1_runtime, 2);
+  enumDesc(file_toolplane_runtime_v1_runtime, 3);
 
 /**
  * MessageRole is the role of a conversation message.
@@ -1113,7 +1207,7 @@ export enum MessageRole {
  * Describes the enum toolplane.runtime.v1.MessageRole.
  */
 export const MessageRoleSchema: GenEnum<MessageRole> = /*@__PURE__*/
-  enumDesc(file_toolplane_runtime_v1_runtime, 3);
+  enumDesc(file_toolplane_runtime_v1_runtime, 4);
 
 /**
  * SkillActivationSource says how a skill became active (deerflow-reference §4.7, §4.8).
@@ -1147,7 +1241,7 @@ export enum SkillActivationSource {
  * Describes the enum toolplane.runtime.v1.SkillActivationSource.
  */
 export const SkillActivationSourceSchema: GenEnum<SkillActivationSource> = /*@__PURE__*/
-  enumDesc(file_toolplane_runtime_v1_runtime, 4);
+  enumDesc(file_toolplane_runtime_v1_runtime, 5);
 
 /**
  * ErrorReason is the `reason` of the google.rpc.ErrorInfo on runtime errors.
@@ -1230,5 +1324,5 @@ export enum ErrorReason {
  * Describes the enum toolplane.runtime.v1.ErrorReason.
  */
 export const ErrorReasonSchema: GenEnum<ErrorReason> = /*@__PURE__*/
-  enumDesc(file_toolplane_runtime_v1_runtime, 5);
+  enumDesc(file_toolplane_runtime_v1_runtime, 6);
 

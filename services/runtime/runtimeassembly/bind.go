@@ -1,0 +1,109 @@
+package runtimeassembly
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
+)
+
+// ProfileID maps the contract's ToolProfile onto a runtimeschema profile.
+// TOOL_PROFILE_UNSPECIFIED (the v0.1.0 output) maps onto openai_chat: its
+// openai and anthropic forms are bound with the same names and argument
+// shapes, so a call is mapped back alike. ok is false for an unknown value.
+func ProfileID(p runtimev1.ToolProfile) (id runtimeschema.ID, ok bool) {
+	switch p {
+	case runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED, runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_CHAT:
+		return runtimeschema.OpenAIChat, true
+	case runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES:
+		return runtimeschema.OpenAIResponses, true
+	case runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES:
+		return runtimeschema.AnthropicMessages, true
+	case runtimev1.ToolProfile_TOOL_PROFILE_GEMINI:
+		return runtimeschema.Gemini, true
+	case runtimev1.ToolProfile_TOOL_PROFILE_MCP:
+		return runtimeschema.MCP, true
+	}
+	return "", false
+}
+
+// SchemaTool is t as runtimeschema reads it (the catalog's schema is never
+// changed: Normalize copies it).
+func SchemaTool(t *Tool) runtimeschema.Tool {
+	var in any
+	if t.Params != nil {
+		in = t.Params.AsMap()
+	}
+	return runtimeschema.Tool{Name: t.Name, Description: t.Description, InputSchema: in}
+}
+
+// BindTool normalises t for profile id.
+func BindTool(t *Tool, id runtimeschema.ID) (*runtimeschema.Bound, error) {
+	return runtimeschema.Normalize(id, SchemaTool(t))
+}
+
+// Bind renders t for a request's profile: the openai and anthropic forms
+// (normalised for openai_chat and anthropic_messages) always, and bound in
+// the requested profile's form. An error (a *runtimeschema.LeftOut) means
+// the tool cannot be bound for the profile and is left out.
+func Bind(t *Tool, profile runtimev1.ToolProfile) (*runtimev1.ToolSchema, error) {
+	ts := &runtimev1.ToolSchema{Name: t.Name, Source: t.Source}
+	forms := []struct {
+		id  runtimeschema.ID
+		dst **structpb.Struct
+	}{{runtimeschema.OpenAIChat, &ts.Openai}, {runtimeschema.AnthropicMessages, &ts.Anthropic}}
+	if profile != runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED {
+		id, ok := ProfileID(profile)
+		if !ok {
+			return nil, fmt.Errorf("profile %v: unknown", profile)
+		}
+		forms = append(forms, struct {
+			id  runtimeschema.ID
+			dst **structpb.Struct
+		}{id, &ts.Bound})
+	}
+	for _, f := range forms {
+		b, err := BindTool(t, f.id)
+		if err != nil {
+			return nil, err
+		}
+		s, err := structpb.NewStruct(b.Render())
+		if err != nil {
+			return nil, &runtimeschema.LeftOut{Tool: t.Name, Profile: f.id, Reason: "bound form is not JSON: " + err.Error()}
+		}
+		*f.dst = s
+	}
+	return ts, nil
+}
+
+// AnthropicDeferredMax bounds the tools one Messages API request may carry
+// with defer_loading (Anthropic, "Tool search tool": up to 10,000 tools in
+// the catalog). Above it the profile falls back to names in the prompt and
+// a tool_search that returns definitions.
+const AnthropicDeferredMax = 10000
+
+// NativeDeferral reports whether the anthropic_messages profile binds the
+// view's deferred tools natively: every deferred tool that is not promoted
+// goes out with defer_loading: true and tool_search answers with
+// tool_reference blocks, so a promotion leaves the tool definitions — the
+// cached prompt prefix — unchanged (docs/architecture.md §3.1).
+func NativeDeferral(profile runtimev1.ToolProfile, v *View) bool {
+	return profile == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES && v.Base.HasDeferred() && len(v.Base.DeferredNames) <= AnthropicDeferredMax
+}
+
+// UnpromotedDeferred lists the view's deferred tools that are not promoted
+// and that the skill policy allows, in name order.
+func UnpromotedDeferred(v *View) []*Tool {
+	var out []*Tool
+	for _, n := range v.Base.DeferredNames {
+		if v.Promoted[n] || !v.Allows(n) {
+			continue
+		}
+		if t := v.Base.Deferred[n]; t != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}

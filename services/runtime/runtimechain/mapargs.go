@@ -1,0 +1,115 @@
+package runtimechain
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
+	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
+)
+
+// MapArguments maps a call made against a tool's bound form (the call's
+// profile, docs/architecture.md §3.1) back to the MCP tool's own shape
+// before anything reads the arguments: a name mapped for the provider's
+// name rules gets the tool's name back, a wrapped root union is
+// unwrapped, properties renamed for the provider get their names back,
+// nulls strict mode made up for optional properties are removed, objects
+// carried as JSON text are decoded (runtimeschema.Bound.MapArguments).
+// Arguments that cannot be mapped are a BUSINESS error the model can fix.
+type MapArguments struct{}
+
+// Name implements Step.
+func (MapArguments) Name() string { return "map_arguments" }
+
+// Description implements Step.
+func (MapArguments) Description() string {
+	return "name and arguments mapped back from the profile's bound form to the MCP tool's shape (wrapped unions unwrapped)"
+}
+
+// Run implements Step.
+func (MapArguments) Run(ctx context.Context, c *Call, next Next) (*Outcome, error) {
+	if c.IsToolSearch() {
+		o, err := next(ctx, c)
+		if err == nil && o != nil {
+			toolReferences(c, o)
+		}
+		return o, err
+	}
+	if c.View == nil {
+		return next(ctx, c)
+	}
+	id, ok := runtimeassembly.ProfileID(c.Profile)
+	if !ok {
+		return next(ctx, c)
+	}
+	t := c.Tool()
+	if t == nil {
+		if t = boundByName(c.View, id, c.Name); t == nil {
+			return next(ctx, c) // tool_lookup answers
+		}
+		c.BoundName, c.Name = c.Name, t.Name
+	}
+	b, err := runtimeassembly.BindTool(t, id)
+	if err != nil {
+		return next(ctx, c) // left out of the binding: the model saw no other shape
+	}
+	if k := b.WrapKey(); k != "" {
+		if _, given := c.Args[k]; !given {
+			// A caller that sends the tool's own shape (a v0.1.0 client
+			// calling the tool directly) is passed through.
+			return next(ctx, c)
+		}
+	}
+	args, err := b.MapArguments(c.Args)
+	if err != nil {
+		return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS,
+			Text: fmt.Sprintf("Error: Tool '%s' %s. Send the arguments in the shape of the tool's schema.", c.Name, TruncDetail(err.Error()))}, nil
+	}
+	pb, err := structpb.NewStruct(args)
+	if err != nil {
+		return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS, Text: fmt.Sprintf("Error: Tool '%s' arguments: %s.", c.Name, TruncDetail(err.Error()))}, nil
+	}
+	c.Args, c.ArgsPB = args, pb
+	return next(ctx, c)
+}
+
+// boundByName finds the tool of the view whose bound name under profile
+// id is name (only names the profile had to map can differ).
+func boundByName(v *runtimeassembly.View, id runtimeschema.ID, name string) *runtimeassembly.Tool {
+	p, _ := runtimeschema.Get(id)
+	for _, t := range v.Base.ByName {
+		if p.NameValid(t.Name) {
+			continue
+		}
+		if b, err := runtimeassembly.BindTool(t, id); err == nil && b.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// toolReferences gives a tool_search result its Messages API form under
+// native deferral (runtimeassembly.NativeDeferral): one tool_reference
+// block per promoted tool, by the name the model sees ("Tool search tool",
+// custom client-side search returns tool_reference blocks).
+func toolReferences(c *Call, o *Outcome) {
+	if !runtimeassembly.NativeDeferral(c.Profile, c.View) || len(o.Promoted.GetNames()) == 0 {
+		return
+	}
+	var blocks []any
+	for _, n := range o.Promoted.GetNames() {
+		name := n
+		if t := c.View.Base.Deferred[n]; t != nil {
+			if b, err := runtimeassembly.BindTool(t, runtimeschema.AnthropicMessages); err == nil {
+				name = b.Name
+			}
+		}
+		blocks = append(blocks, map[string]any{"type": "tool_reference", "tool_name": name})
+	}
+	if s, err := structpb.NewStruct(map[string]any{"content": blocks}); err == nil {
+		o.ProviderOutput = s
+	}
+}
