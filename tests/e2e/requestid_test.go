@@ -106,6 +106,18 @@ func executeEcho(t *testing.T, rt *testkit.Process, id, traceID string) string {
 	return r.Raw
 }
 
+// allThree reports which of the runtime's, authz's and catalog's rpc lines
+// of request id are not logged yet.
+func allThree(lines []logLine, id string) error {
+	by := rpcLines(lines, id)
+	for _, svc := range []string{"runtime", "authz", "catalog"} {
+		if len(by[svc]) == 0 {
+			return fmt.Errorf("no %s line yet", svc)
+		}
+	}
+	return nil
+}
+
 // checkOneRequest asserts that the runtime's, authz's and catalog's rpc lines
 // of request id exist and all carry traceID.
 func checkOneRequest(t *testing.T, lines []logLine, id, traceID string) {
@@ -149,11 +161,10 @@ func TestRequestIDAcrossServices(t *testing.T) {
 		p := testkit.Start(t, testkit.Options{Config: debugJSONLog, Args: []string{"--extensions-config", ext}})
 		id := fmt.Sprintf("e2e-one-%d", time.Now().UnixNano())
 		executeEcho(t, p, id, traceID)
-		testkit.Eventually(t, 5*time.Second, "log lines of the call", func() error {
-			if len(rpcLines(jsonLines(p.Stderr()), id)["catalog"]) == 0 {
-				return fmt.Errorf("no catalog line yet")
-			}
-			return nil
+		// Each process's stderr is read asynchronously, and the runtime's rpc
+		// line is written after its upstream calls: wait for all three.
+		testkit.Eventually(t, 10*time.Second, "log lines of the call", func() error {
+			return allThree(jsonLines(p.Stderr()), id)
 		})
 		checkOneRequest(t, jsonLines(p.Stderr()), id, traceID)
 	})
@@ -167,11 +178,8 @@ func TestRequestIDAcrossServices(t *testing.T) {
 		rt := testkit.Start(t, testkit.Options{Config: cfg, Args: []string{"--services", "runtime"}})
 		id := fmt.Sprintf("e2e-split-%d", time.Now().UnixNano())
 		executeEcho(t, rt, id, traceID)
-		testkit.Eventually(t, 5*time.Second, "log lines of the call", func() error {
-			if len(rpcLines(jsonLines(up.Stderr()), id)["catalog"]) == 0 {
-				return fmt.Errorf("no catalog line yet")
-			}
-			return nil
+		testkit.Eventually(t, 10*time.Second, "log lines of the call", func() error {
+			return allThree(append(jsonLines(rt.Stderr()), jsonLines(up.Stderr())...), id)
 		})
 		lines := append(jsonLines(rt.Stderr()), jsonLines(up.Stderr())...)
 		checkOneRequest(t, lines, id, traceID)
