@@ -24,8 +24,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
