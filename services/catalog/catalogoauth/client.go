@@ -620,6 +620,14 @@ func (c *Client) StartLogin(ctx context.Context, ch *Challenge) (string, error) 
 	return md.AuthorizationEndpoint + sep + q.Encode(), nil
 }
 
+// HasPendingLogin reports whether state is a pending, unexpired login of c.
+func (c *Client) HasPendingLogin(state string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pending[state]
+	return state != "" && p != nil && !c.cfg.Now().After(p.expires)
+}
+
 // CompleteLogin finishes a login from the query of the redirect back
 // (code and state, or error): the state must be a pending login's, once,
 // before it expires; the code is exchanged with the PKCE verifier and the

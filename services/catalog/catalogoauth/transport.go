@@ -101,7 +101,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 				continue
 			}
-			if loggedIn {
+			if loggedIn || req.Method == http.MethodDelete {
+				// A session's DELETE is not worth a login.
 				return resp, nil
 			}
 			loggedIn = true

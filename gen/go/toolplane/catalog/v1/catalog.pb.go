@@ -39,6 +39,11 @@ const (
 	// Failed to start, initialize or list, or the child exited; see last_error.
 	// Restarts follow with exponential backoff capped at 30 s.
 	ServerState_SERVER_STATE_FAILED ServerState = 4
+	// The server requires an OAuth authorization the catalog does not have (no
+	// token, or its refresh token was rejected); see last_error. Not retried
+	// until an admin (or, per_user, the user) connects the server. Counts as
+	// settled for readiness.
+	ServerState_SERVER_STATE_NEEDS_AUTH ServerState = 5
 )
 
 // Enum value maps for ServerState.
@@ -49,6 +54,7 @@ var (
 		2: "SERVER_STATE_CONNECTING",
 		3: "SERVER_STATE_READY",
 		4: "SERVER_STATE_FAILED",
+		5: "SERVER_STATE_NEEDS_AUTH",
 	}
 	ServerState_value = map[string]int32{
 		"SERVER_STATE_UNSPECIFIED": 0,
@@ -56,6 +62,7 @@ var (
 		"SERVER_STATE_CONNECTING":  2,
 		"SERVER_STATE_READY":       3,
 		"SERVER_STATE_FAILED":      4,
+		"SERVER_STATE_NEEDS_AUTH":  5,
 	}
 )
 
@@ -1476,13 +1483,14 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\rtools_removed\x18\x06 \x03(\tR\ftoolsRemoved\x12#\n" +
 	"\rtools_changed\x18\a \x03(\tR\ftoolsChanged\x12!\n" +
 	"\fcatalog_hash\x18\b \x01(\tR\vcatalogHash\x12.\n" +
-	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time*\x94\x01\n" +
+	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time*\xb1\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SERVER_STATE_DISABLED\x10\x01\x12\x1b\n" +
 	"\x17SERVER_STATE_CONNECTING\x10\x02\x12\x16\n" +
 	"\x12SERVER_STATE_READY\x10\x03\x12\x17\n" +
-	"\x13SERVER_STATE_FAILED\x10\x04*\x83\x01\n" +
+	"\x13SERVER_STATE_FAILED\x10\x04\x12\x1b\n" +
+	"\x17SERVER_STATE_NEEDS_AUTH\x10\x05*\x83\x01\n" +
 	"\n" +
 	"ServerType\x12\x1b\n" +
 	"\x17SERVER_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
