@@ -6,13 +6,16 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 	"github.com/toolplane/toolplane/services/catalog/catalogoauth"
 	"github.com/toolplane/toolplane/services/catalog/catalogoauth/oauthtest"
+	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 )
 
 // oauthEnv is a Manager whose callback is served on loopback, and the
@@ -289,5 +292,48 @@ func TestOAuthClientCredentialsWrongSecret(t *testing.T) {
 	time.Sleep(1200 * time.Millisecond)
 	if d := len(fx.TokenRequests()) - n; d != 0 {
 		t.Fatalf("%d token requests while NEEDS_AUTH", d)
+	}
+}
+
+// TestOAuthTokensSurviveRestart: with the catalog's sealed sqlite store, a
+// login survives a restart of the manager: the new one is READY at once,
+// without a new registration or login.
+func TestOAuthTokensSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	keys, err := catalogstore.ParseKeyring(strings.Repeat("0f", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := catalogstore.Open(filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fx := oauthtest.New()
+	defer fx.Close()
+	var cur atomic.Pointer[Manager]
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cur.Load().ServeOAuthCallback(w, r) }))
+	defer cb.Close()
+	newManager := func() *Manager {
+		m := NewManager(ManagerOptions{Options: Options{Version: "test", OAuth: &OAuthOptions{RedirectURI: cb.URL + "/oauth/callback",
+			Store: st.OAuth(keys).For}}})
+		cur.Store(m)
+		m.Apply([]catalogconfig.Server{{Name: "docs", Type: catalogconfig.TypeHTTP, URL: fx.URL()}})
+		return m
+	}
+	e := &oauthEnv{fx: fx, m: newManager()}
+	e.waitState(t, "docs", StateNeedsAuth)
+	e.login(t, "docs", "", "", "admin")
+	e.waitState(t, "docs", StateReady)
+	_ = e.m.Close()
+
+	e.m = newManager()
+	defer e.m.Close()
+	e.waitState(t, "docs", StateReady)
+	if who, err := e.whoami(t, "docs", ScopeKey{}); err != nil || who != "admin" {
+		t.Fatalf("after restart: whoami = %q, %v", who, err)
+	}
+	if r, a := fx.Registrations.Load(), fx.Authorizations.Load(); r != 1 || a != 1 {
+		t.Fatalf("registrations %d, authorizations %d: want 1 and 1", r, a)
 	}
 }
