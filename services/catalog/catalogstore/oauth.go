@@ -16,7 +16,9 @@ import (
 // OAuth returns the store of the OAuth tokens and registered clients of
 // upstream MCP servers, sealed with keys (tables oauth_tokens and
 // oauth_clients, migration 010).
-func (s *Store) OAuth(keys *Keyring) *OAuthStore { return &OAuthStore{db: s.db.DB, tx: s.db.WithTx, keys: keys} }
+func (s *Store) OAuth(keys *Keyring) *OAuthStore {
+	return &OAuthStore{db: s.db.DB, tx: s.db.WithTx, keys: keys}
+}
 
 // OAuthStore seals every token and client secret with a Keyring. Values
 // never leave it unsealed except to the catalogoauth client they belong to.
