@@ -375,6 +375,18 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	probe := &probe{services: services, health: healthSrv}
 	// --- MCP front door (docs/architecture.md §1): /mcp on the HTTP listener when the runtime is served.
 	httpHandler := gateway.Handler(mux, probe, reg)
+	// Routes a service serves outside the gateway (the catalog's OAuth
+	// callback, docs/architecture.md §10.6).
+	for _, s := range services {
+		if r, ok := s.(interface{ HTTPRoutes() map[string]http.Handler }); ok {
+			outer := http.NewServeMux()
+			for pattern, h := range r.HTTPRoutes() {
+				outer.Handle(pattern, h)
+			}
+			outer.Handle("/", httpHandler)
+			httpHandler = outer
+		}
+	}
 	if selected["runtime"] {
 		mlog := log.With("service", "runtime-mcp")
 		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx,

@@ -145,7 +145,7 @@ func wrapHTTP(opts Options, c *catalogoauth.Client) Options {
 	hc := &http.Client{Transport: &catalogoauth.Transport{Client: c}}
 	if opts.HTTPClient != nil {
 		hc.Transport.(*catalogoauth.Transport).Base = opts.HTTPClient.Transport
-		hc.Timeout = opts.HTTPClient.Timeout
+		hc.Timeout, hc.CheckRedirect, hc.Jar = opts.HTTPClient.Timeout, opts.HTTPClient.CheckRedirect, opts.HTTPClient.Jar
 	}
 	opts.HTTPClient = hc
 	return opts
