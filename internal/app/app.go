@@ -378,7 +378,7 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	// Routes a service serves outside the gateway (the catalog's OAuth
 	// callback, docs/architecture.md §10.6).
 	for _, s := range services {
-		if r, ok := s.(interface{ HTTPRoutes() map[string]http.Handler }); ok {
+		if r, ok := s.(httpRouter); ok {
 			outer := http.NewServeMux()
 			for pattern, h := range r.HTTPRoutes() {
 				outer.Handle(pattern, h)
@@ -643,4 +643,10 @@ func abs(p string) string {
 		return p
 	}
 	return a
+}
+
+// httpRouter is a service with routes of its own on the HTTP listener.
+type httpRouter interface {
+	// HTTPRoutes maps ServeMux patterns to handlers.
+	HTTPRoutes() map[string]http.Handler
 }

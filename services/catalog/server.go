@@ -63,7 +63,7 @@ type Server struct {
 	index      searchIndex
 	remote     *remoteEmbedder // catalog.search.embedder; nil without one
 	oauthClose func() error    // the OAuth token store (oauth.go)
-	met    *metrics
+	met        *metrics
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
