@@ -337,3 +337,23 @@ func TestOAuthTokensSurviveRestart(t *testing.T) {
 		t.Fatalf("registrations %d, authorizations %d: want 1 and 1", r, a)
 	}
 }
+
+// TestOAuthWithoutPublicURL: a server that needs a login while the catalog
+// has no public URL is NEEDS_AUTH saying what to set, not FAILED-retried.
+func TestOAuthWithoutPublicURL(t *testing.T) {
+	fx := oauthtest.New()
+	defer fx.Close()
+	m := NewManager(ManagerOptions{Options: Options{Version: "test"}})
+	defer m.Close()
+	m.Apply([]catalogconfig.Server{{Name: "docs", Type: catalogconfig.TypeHTTP, URL: fx.URL()}})
+	e := &oauthEnv{fx: fx, m: m}
+	st := e.waitState(t, "docs", StateNeedsAuth)
+	if !strings.Contains(st.LastError, "catalog.oauth.public_url") {
+		t.Fatalf("last error %q", st.LastError)
+	}
+	n := fx.MCPRequests.Load()
+	time.Sleep(1200 * time.Millisecond)
+	if d := fx.MCPRequests.Load() - n; d != 0 || st.Restarts != 0 {
+		t.Fatalf("%d requests, %d restarts while NEEDS_AUTH", d, st.Restarts)
+	}
+}

@@ -559,7 +559,7 @@ func (c *Client) StartLogin(ctx context.Context, ch *Challenge) (string, error) 
 		return "", fmt.Errorf("grant_type %s has no login", c.cfg.Grant)
 	}
 	if c.cfg.RedirectURI == "" {
-		return "", errors.New("no redirect URI: set server.public_url")
+		return "", errors.New("no redirect URI: set catalog.oauth.public_url")
 	}
 	d, err := c.discover(ctx, ch)
 	if err != nil {
@@ -676,12 +676,18 @@ func (c *Client) CompleteLogin(ctx context.Context, q url.Values) error {
 
 // Login runs the whole authorization code flow with the Authorizer.
 func (c *Client) Login(ctx context.Context, ch *Challenge) error {
+	if c.cfg.Authorize == nil && c.cfg.RedirectURI == "" {
+		if _, err := c.discover(ctx, ch); err != nil {
+			return err
+		}
+		return &NeedsAuthError{Reason: "a login is required but none is possible: set catalog.oauth.public_url"}
+	}
 	authURL, err := c.StartLogin(ctx, ch)
 	if err != nil {
 		return err
 	}
 	if c.cfg.Authorize == nil {
-		return &NeedsAuthError{Reason: "a user must authorise the connection"}
+		return &NeedsAuthError{Reason: "not authorised yet: connect the server (an admin for a shared server, each user for a per_user one)"}
 	}
 	back, err := c.cfg.Authorize(ctx, authURL)
 	if err != nil {
