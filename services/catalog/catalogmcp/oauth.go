@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 	"github.com/toolplane/toolplane/services/catalog/catalogoauth"
@@ -289,4 +290,66 @@ func (m *Manager) ServeOAuthCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprintf(w, "Toolplane: %s is connected. You can close this page.\n", server)
+}
+
+// Connection is the OAuth state of one server for a principal.
+type Connection struct {
+	// Server name, its session scope and grant type.
+	Server, Scope, Grant string
+	// PerPrincipal: the principal has a connection of its own (else the
+	// server's shared one is reported).
+	PerPrincipal bool
+	// Connected: a token is held; Expires is its expiry (zero: none).
+	Connected bool
+	Expires   time.Time
+}
+
+// ErrNoOAuth: the server does not authenticate with OAuth.
+var ErrNoOAuth = errors.New("the server does not authenticate with OAuth")
+
+// OAuthServer reports how server authenticates: usesOAuth, and whether
+// (tenant, subject) gets a connection of its own (per_user / per_thread
+// with the authorization code grant) and the grant.
+func (m *Manager) OAuthServer(server string) (perPrincipal bool, grant string, err error) {
+	sup, ok := m.Supervisor(server)
+	if !ok {
+		return false, "", fmt.Errorf("%w %q", ErrUnknownServer, server)
+	}
+	if sup.oauth == nil {
+		return false, "", ErrNoOAuth
+	}
+	c, err := sup.oauth.client("", "")
+	if err != nil {
+		return false, "", err
+	}
+	return sup.oauth.perPrincipal(sup.cfg), c.Grant(), nil
+}
+
+// Connections lists the servers using OAuth, in config order, with
+// (tenant, subject)'s state (the shared connection's for shared servers).
+func (m *Manager) Connections(ctx context.Context, tenant, subject string) ([]Connection, error) {
+	m.mu.RLock()
+	sups := append([]*Supervisor(nil), m.order...)
+	m.mu.RUnlock()
+	var out []Connection
+	for _, s := range sups {
+		if s.oauth == nil {
+			continue
+		}
+		per := s.oauth.perPrincipal(s.cfg)
+		t, sub := "", ""
+		if per {
+			t, sub = tenant, subject
+		}
+		c, err := s.oauth.client(t, sub)
+		if err != nil {
+			return nil, err
+		}
+		held, exp, err := c.TokenInfo(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("server %s: %w", s.raw.Name, err)
+		}
+		out = append(out, Connection{Server: s.raw.Name, Scope: s.cfg.Scope(), Grant: c.Grant(), PerPrincipal: per, Connected: held, Expires: exp})
+	}
+	return out, nil
 }

@@ -620,6 +620,22 @@ func (c *Client) StartLogin(ctx context.Context, ch *Challenge) (string, error) 
 	return md.AuthorizationEndpoint + sep + q.Encode(), nil
 }
 
+// Grant is the client's grant type.
+func (c *Client) Grant() string { return c.cfg.Grant }
+
+// TokenInfo reports whether a token is held and when it expires (zero: no
+// expiry). It never returns the token.
+func (c *Client) TokenInfo(ctx context.Context) (held bool, expires time.Time, err error) {
+	t, err := c.stored(ctx)
+	if err != nil || t == nil {
+		return false, time.Time{}, err
+	}
+	return true, t.ExpiresAt, nil
+}
+
+// LoginTTL is how long a pending login stays valid.
+func (c *Client) LoginTTL() time.Duration { return c.cfg.LoginTTL }
+
 // HasPendingLogin reports whether state is a pending, unexpired login of c.
 func (c *Client) HasPendingLogin(state string) bool {
 	c.mu.Lock()

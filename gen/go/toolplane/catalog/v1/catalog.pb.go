@@ -409,6 +409,9 @@ const (
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 11
 	// extensions_config.json could not be read or written (FAILED_PRECONDITION or INTERNAL); the cause is logged.
 	ErrorReason_ERROR_REASON_CONFIG_UNAVAILABLE ErrorReason = 12
+	// The server needs an OAuth authorization the caller (or, for a shared server, an admin) has not given
+	// (FAILED_PRECONDITION); metadata "server" names it: ask the user to connect it (ConnectServer).
+	ErrorReason_ERROR_REASON_NEEDS_AUTH ErrorReason = 13
 )
 
 // Enum value maps for ErrorReason.
@@ -427,6 +430,7 @@ var (
 		10: "ERROR_REASON_INVALID_REQUEST",
 		11: "ERROR_REASON_INTERNAL",
 		12: "ERROR_REASON_CONFIG_UNAVAILABLE",
+		13: "ERROR_REASON_NEEDS_AUTH",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":           0,
@@ -442,6 +446,7 @@ var (
 		"ERROR_REASON_INVALID_REQUEST":       10,
 		"ERROR_REASON_INTERNAL":              11,
 		"ERROR_REASON_CONFIG_UNAVAILABLE":    12,
+		"ERROR_REASON_NEEDS_AUTH":            13,
 	}
 )
 
@@ -1518,7 +1523,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x11SEARCH_MODE_REGEX\x10\x01\x12\x14\n" +
 	"\x10SEARCH_MODE_BM25\x10\x02\x12\x18\n" +
 	"\x14SEARCH_MODE_SEMANTIC\x10\x03\x12\x14\n" +
-	"\x10SEARCH_MODE_AUTO\x10\x04*\xc5\x03\n" +
+	"\x10SEARCH_MODE_AUTO\x10\x04*\xe2\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_TOOL_NOT_FOUND\x10\x01\x12!\n" +
@@ -1533,7 +1538,8 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\n" +
 	"\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\v\x12#\n" +
-	"\x1fERROR_REASON_CONFIG_UNAVAILABLE\x10\f*\x95\x01\n" +
+	"\x1fERROR_REASON_CONFIG_UNAVAILABLE\x10\f\x12\x1b\n" +
+	"\x17ERROR_REASON_NEEDS_AUTH\x10\r*\x95\x01\n" +
 	"\x10CatalogEventType\x12\"\n" +
 	"\x1eCATALOG_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCATALOG_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1e\n" +
