@@ -29,7 +29,7 @@ func principalKey(ctx context.Context) (tenant, subject string) {
 // oauthTarget resolves whose connection of server a Connect or Disconnect
 // acts on: the caller's own for a per-principal server, the shared one
 // (admin only) otherwise.
-func (s *Server) oauthTarget(ctx context.Context, name string) (tenant, subject string, err error) {
+func (s *Server) oauthTarget(ctx context.Context, name string, discovery bool) (tenant, subject string, err error) {
 	if name == "" {
 		return "", "", checkName("name", name)
 	}
@@ -47,20 +47,24 @@ func (s *Server) oauthTarget(ctx context.Context, name string) (tenant, subject 
 		return "", "", statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_INVALID_REQUEST, map[string]string{"server": name},
 			"server %q uses the %s grant: it connects by itself, no login", name, grant)
 	}
-	if per {
+	if per && !discovery {
 		tenant, subject = principalKey(ctx)
 		return tenant, subject, nil
 	}
 	if id, ok := auth.Caller(ctx); !ok || !id.Admin() {
+		what := "is shared: an admin connects it"
+		if per {
+			what = "discovery connection: only an admin connects it"
+		}
 		return "", "", statusErr(codes.PermissionDenied, catalogv1.ErrorReason_ERROR_REASON_NEEDS_AUTH, map[string]string{"server": name},
-			"server %q is shared: an admin connects it", name)
+			"server %q %s", name, what)
 	}
 	return "", "", nil
 }
 
 // ConnectServer implements catalogv1.CatalogServiceServer.
 func (s *Server) ConnectServer(ctx context.Context, req *catalogv1.ConnectServerRequest) (*catalogv1.ConnectServerResponse, error) {
-	tenant, subject, err := s.oauthTarget(ctx, req.GetName())
+	tenant, subject, err := s.oauthTarget(ctx, req.GetName(), req.GetDiscovery())
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +78,7 @@ func (s *Server) ConnectServer(ctx context.Context, req *catalogv1.ConnectServer
 
 // DisconnectServer implements catalogv1.CatalogServiceServer.
 func (s *Server) DisconnectServer(ctx context.Context, req *catalogv1.DisconnectServerRequest) (*catalogv1.DisconnectServerResponse, error) {
-	tenant, subject, err := s.oauthTarget(ctx, req.GetName())
+	tenant, subject, err := s.oauthTarget(ctx, req.GetName(), req.GetDiscovery())
 	if err != nil {
 		return nil, err
 	}

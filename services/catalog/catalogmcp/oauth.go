@@ -152,12 +152,19 @@ func wrapHTTP(opts Options, c *catalogoauth.Client) Options {
 	return opts
 }
 
-// connectOptions returns the options for a session of (tenant, subject).
-func (o *oauthState) connectOptions(opts Options, cfg catalogconfig.Server, tenant, subject string) (Options, *catalogoauth.Client, error) {
+// clientFor returns the client of (tenant, subject)'s connection: its own
+// on a per-principal server, else the shared one ("" "" is always the
+// shared, discovery connection).
+func (o *oauthState) clientFor(cfg catalogconfig.Server, tenant, subject string) (*catalogoauth.Client, error) {
 	if !o.perPrincipal(cfg) {
 		tenant, subject = "", ""
 	}
-	c, err := o.client(tenant, subject)
+	return o.client(tenant, subject)
+}
+
+// connectOptions returns the options for a session of (tenant, subject).
+func (o *oauthState) connectOptions(opts Options, cfg catalogconfig.Server, tenant, subject string) (Options, *catalogoauth.Client, error) {
+	c, err := o.clientFor(cfg, tenant, subject)
 	if err != nil {
 		return opts, nil, err
 	}
@@ -189,7 +196,7 @@ func (s *Supervisor) StartLogin(ctx context.Context, tenant, subject string) (st
 	if s.oauth == nil {
 		return "", fmt.Errorf("server %s does not use OAuth", s.raw.Name)
 	}
-	_, c, err := s.oauth.connectOptions(s.opts, s.cfg, tenant, subject)
+	c, err := s.oauth.clientFor(s.cfg, tenant, subject)
 	if err != nil {
 		return "", err
 	}
@@ -217,7 +224,7 @@ func (s *Supervisor) CompleteLogin(ctx context.Context, q url.Values) (ok bool, 
 	if err := owner.CompleteLogin(ctx, q); err != nil {
 		return true, err
 	}
-	if shared || !s.oauth.perPrincipal(s.cfg) {
+	if shared {
 		select {
 		case s.oauth.authorized <- struct{}{}:
 		default:
@@ -232,7 +239,7 @@ func (s *Supervisor) Revoke(ctx context.Context, tenant, subject string) error {
 	if s.oauth == nil {
 		return fmt.Errorf("server %s does not use OAuth", s.raw.Name)
 	}
-	_, c, err := s.oauth.connectOptions(s.opts, s.cfg, tenant, subject)
+	c, err := s.oauth.clientFor(s.cfg, tenant, subject)
 	if err != nil {
 		return err
 	}

@@ -1469,7 +1469,11 @@ func (x *ReloadServersResponse) GetUnchanged() []string {
 type ConnectServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server name.
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Admin only: authorise the discovery connection of a per_user or
+	// per_thread server (the catalog lists its tools from it before users
+	// connect) instead of the caller's own connection.
+	Discovery     bool `protobuf:"varint,2,opt,name=discovery,proto3" json:"discovery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1509,6 +1513,13 @@ func (x *ConnectServerRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *ConnectServerRequest) GetDiscovery() bool {
+	if x != nil {
+		return x.Discovery
+	}
+	return false
 }
 
 // ConnectServerResponse carries the authorization URL.
@@ -1571,7 +1582,9 @@ func (x *ConnectServerResponse) GetExpiresAt() *timestamppb.Timestamp {
 type DisconnectServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server name.
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Admin only: the discovery connection of a per_user or per_thread server.
+	Discovery     bool `protobuf:"varint,2,opt,name=discovery,proto3" json:"discovery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1611,6 +1624,13 @@ func (x *DisconnectServerRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *DisconnectServerRequest) GetDiscovery() bool {
+	if x != nil {
+		return x.Discovery
+	}
+	return false
 }
 
 // DisconnectServerResponse is empty.
@@ -1909,15 +1929,17 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\x15ReloadServersResponse\x126\n" +
 	"\aservers\x18\x01 \x03(\v2\x1c.toolplane.catalog.v1.ServerR\aservers\x12\x1c\n" +
 	"\trestarted\x18\x02 \x03(\tR\trestarted\x12\x1c\n" +
-	"\tunchanged\x18\x03 \x03(\tR\tunchanged\"*\n" +
+	"\tunchanged\x18\x03 \x03(\tR\tunchanged\"H\n" +
 	"\x14ConnectServerRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x7f\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tdiscovery\x18\x02 \x01(\bR\tdiscovery\"\x7f\n" +
 	"\x15ConnectServerResponse\x12+\n" +
 	"\x11authorization_url\x18\x01 \x01(\tR\x10authorizationUrl\x129\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"-\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"K\n" +
 	"\x17DisconnectServerRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tdiscovery\x18\x02 \x01(\bR\tdiscovery\"\x1a\n" +
 	"\x18DisconnectServerResponse\"\x18\n" +
 	"\x16ListConnectionsRequest\"]\n" +
 	"\x17ListConnectionsResponse\x12B\n" +
