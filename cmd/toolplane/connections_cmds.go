@@ -14,7 +14,8 @@ import (
 // connections, docs/architecture.md §10.6): a user connects a per_user
 // server for themself, an admin connects a shared server.
 func addConnectionCmds(cmd *cobra.Command, client func() (catalogv1.CatalogServiceClient, func(), error), asJSON *bool) {
-	cmd.AddCommand(&cobra.Command{
+	var discovery bool
+	connect := &cobra.Command{
 		Use: "connect NAME", Short: "Start the OAuth login of a server; prints the URL to open in a browser", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, a []string) error {
 			cl, done, err := client()
@@ -22,7 +23,7 @@ func addConnectionCmds(cmd *cobra.Command, client func() (catalogv1.CatalogServi
 				return err
 			}
 			defer done()
-			r, err := cl.ConnectServer(callCtx(c), &catalogv1.ConnectServerRequest{Name: a[0]})
+			r, err := cl.ConnectServer(callCtx(c), &catalogv1.ConnectServerRequest{Name: a[0], Discovery: discovery})
 			if err != nil {
 				return err
 			}
@@ -33,8 +34,11 @@ func addConnectionCmds(cmd *cobra.Command, client func() (catalogv1.CatalogServi
 				a[0], r.GetExpiresAt().AsTime().Local().Format(time.Kitchen), r.GetAuthorizationUrl())
 			return nil
 		},
-	})
-	cmd.AddCommand(&cobra.Command{
+	}
+	connect.Flags().BoolVar(&discovery, "discovery", false, "admin: authorise a per_user server's discovery connection (its tool list)")
+	cmd.AddCommand(connect)
+	var discoveryOff bool
+	disconnect := &cobra.Command{
 		Use: "disconnect NAME", Short: "Revoke and delete your OAuth tokens for a server (a shared server's: admin)", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, a []string) error {
 			cl, done, err := client()
@@ -42,13 +46,15 @@ func addConnectionCmds(cmd *cobra.Command, client func() (catalogv1.CatalogServi
 				return err
 			}
 			defer done()
-			if _, err := cl.DisconnectServer(callCtx(c), &catalogv1.DisconnectServerRequest{Name: a[0]}); err != nil {
+			if _, err := cl.DisconnectServer(callCtx(c), &catalogv1.DisconnectServerRequest{Name: a[0], Discovery: discoveryOff}); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.OutOrStdout(), "disconnected %s\n", a[0])
 			return nil
 		},
-	})
+	}
+	disconnect.Flags().BoolVar(&discoveryOff, "discovery", false, "admin: the discovery connection of a per_user server")
+	cmd.AddCommand(disconnect)
 	cmd.AddCommand(&cobra.Command{
 		Use: "connections", Short: "List the servers that use OAuth and whether you are connected", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
