@@ -321,7 +321,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // with user, submits it and follows the redirects, ending at the catalog's
 // callback, whose answer it returns (body read and closed).
 func Browse(ctx context.Context, authURL, user string) (status int, body string, err error) {
-	hc := &http.Client{Timeout: 10 * time.Second}
+	return BrowseWith(ctx, &http.Client{Timeout: 10 * time.Second}, authURL, user)
+}
+
+// BrowseWith is Browse with the browser's HTTP client (its CheckRedirect
+// may stop at the redirect back).
+func BrowseWith(ctx context.Context, hc *http.Client, authURL, user string) (status int, body string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
 	if err != nil {
 		return 0, "", err
