@@ -672,7 +672,13 @@ func (r *importResult) importExtensions(extPath string) error {
 			reason := "ignored by the Toolplane catalog"
 			switch x.Key {
 			case "oauth":
-				reason = "OAuth token flows are not supported; pass a token in headers (\"Authorization\": \"Bearer ${TOKEN}\")"
+				// Carried over: the catalog reads the block itself
+				// (docs/architecture.md §10.6); only a block it would refuse
+				// is reported.
+				if _, err := s.ParseOAuth(); err != nil {
+					r.drop(file+"mcpServers."+s.Name+".oauth", "the catalog will refuse this server: %v", err)
+				}
+				continue
 			case "task_toolsets":
 				reason = "durable MCP tasks are not supported"
 			}

@@ -155,5 +155,6 @@ func newServersCmd() *cobra.Command {
 			return nil
 		},
 	})
+	addConnectionCmds(cmd, client, &asJSON)
 	return cmd
 }

@@ -382,6 +382,18 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	probe := &probe{services: services, health: healthSrv}
 	// --- MCP front door (docs/architecture.md §1): /mcp on the HTTP listener when the runtime is served.
 	httpHandler := gateway.Handler(mux, probe, reg)
+	// Routes a service serves outside the gateway (the catalog's OAuth
+	// callback, docs/architecture.md §10.6).
+	for _, s := range services {
+		if r, ok := s.(httpRouter); ok {
+			outer := http.NewServeMux()
+			for pattern, h := range r.HTTPRoutes() {
+				outer.Handle(pattern, h)
+			}
+			outer.Handle("/", httpHandler)
+			httpHandler = outer
+		}
+	}
 	if selected["runtime"] {
 		mlog := log.With("service", "runtime-mcp")
 		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx, Catalog: mcpCatalog,
@@ -638,4 +650,10 @@ func abs(p string) string {
 		return p
 	}
 	return a
+}
+
+// httpRouter is a service with routes of its own on the HTTP listener.
+type httpRouter interface {
+	// HTTPRoutes maps ServeMux patterns to handlers.
+	HTTPRoutes() map[string]http.Handler
 }

@@ -18,5 +18,10 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.catalog.v1.CatalogService/UpdateServer":   auth.ClassAdmin,
 		"/toolplane.catalog.v1.CatalogService/ReplaceServers": auth.ClassAdmin,
 		"/toolplane.catalog.v1.CatalogService/ReloadServers":  auth.ClassAdmin,
+		// OAuth connections act for the effective principal (a shared
+		// server's: admin, checked in the handler; connections.go).
+		"/toolplane.catalog.v1.CatalogService/ConnectServer":    auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/DisconnectServer": auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/ListConnections":  auth.ClassService,
 	}
 }

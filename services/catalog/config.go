@@ -58,6 +58,8 @@ type Config struct {
 	Egress EgressConfig `yaml:"egress"`
 	// Search configures SearchTools.
 	Search SearchConfig `yaml:"search"`
+	// OAuth configures OAuth to upstream MCP servers (oauth.go).
+	OAuth OAuthConfig `yaml:"oauth"`
 }
 
 // Values of Config.ReadyRequires.
@@ -204,6 +206,9 @@ func (c *Config) Validate() error {
 	case ReadyNone, ReadyAny, ReadyAll:
 	default:
 		return fmt.Errorf("catalog.ready_requires: %q is not one of none, any, all", c.ReadyRequires)
+	}
+	if err := c.OAuth.validate("catalog.oauth"); err != nil {
+		return err
 	}
 	return c.Search.Embedder.validate("catalog.search.embedder")
 }

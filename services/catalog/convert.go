@@ -112,6 +112,8 @@ func stateEnum(s catalogmcp.State) catalogv1.ServerState {
 		return catalogv1.ServerState_SERVER_STATE_READY
 	case catalogmcp.StateFailed:
 		return catalogv1.ServerState_SERVER_STATE_FAILED
+	case catalogmcp.StateNeedsAuth:
+		return catalogv1.ServerState_SERVER_STATE_NEEDS_AUTH
 	}
 	return catalogv1.ServerState_SERVER_STATE_UNSPECIFIED
 }

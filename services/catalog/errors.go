@@ -81,7 +81,13 @@ func configUnavailable(code codes.Code, err error) error {
 func callError(ctx context.Context, tool string, timedOut bool, err error) error {
 	var nr *catalogmcp.NotReadyError
 	var rpc *catalogmcp.RPCError
+	var na *catalogmcp.NeedsAuthError
 	switch {
+	case errors.As(err, &na):
+		// docs/architecture.md §10.6: a clear "connect it" answer, not a
+		// transport error.
+		return statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_NEEDS_AUTH, map[string]string{"server": na.Server},
+			"tool %q: server %s needs authorization: ask the user to connect %s (toolplane servers connect %s)", tool, na.Server, na.Server, na.Server)
 	case errors.As(err, &nr):
 		// The server's last error (process exit text, dial errors) stays in
 		// the log and in GetServer for operators.

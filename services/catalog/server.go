@@ -60,9 +60,10 @@ type Server struct {
 	watchMu  sync.Mutex
 	watchers map[chan *catalogv1.CatalogEvent]struct{}
 
-	index  searchIndex
-	remote *remoteEmbedder // catalog.search.embedder; nil without one
-	met    *metrics
+	index      searchIndex
+	remote     *remoteEmbedder // catalog.search.embedder; nil without one
+	oauthClose func() error    // the OAuth token store (oauth.go)
+	met        *metrics
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -109,8 +110,14 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
 	s.index.init(emb, log)
 	s.met = newMetrics(s, env.Metrics)
+	oopts, oclose, err := oauthOptions(cfg.OAuth, env.DataDir, cfg.Egress.policy().Client())
+	if err != nil {
+		s.closeStore()
+		return nil, err
+	}
+	s.oauthClose = oclose
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
-		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), HTTPClient: cfg.Egress.policy().StreamingClient()},
+		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), HTTPClient: cfg.Egress.policy().StreamingClient(), OAuth: oopts},
 		PoolCap:     cfg.Sessions.MaxScoped,
 		PoolIdleTTL: cfg.Sessions.IdleTTL,
 		OnChange:    s.rebuild,
@@ -245,6 +252,10 @@ func (s *Server) Close() error {
 // closeStore closes DataDir/catalog.db and the embedder's idle connections
 // when a remote embedder is configured.
 func (s *Server) closeStore() error {
+	if s.oauthClose != nil {
+		_ = s.oauthClose()
+		s.oauthClose = nil
+	}
 	if s.remote == nil {
 		return nil
 	}

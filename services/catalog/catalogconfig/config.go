@@ -206,6 +206,9 @@ func (s *Server) Warnings() []string {
 	p := "mcpServers." + s.Name
 	var out []string
 	for _, m := range s.Extra {
+		if m.Key == "oauth" {
+			continue // read by ParseOAuth (oauth.go); its errors fail the server
+		}
 		w := fmt.Sprintf("%s.%s: unknown key, ignored (kept when the file is rewritten)", p, m.Key)
 		if h, ok := unknownKeyHints[m.Key]; ok {
 			w += "; " + h

@@ -186,6 +186,10 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 			return nil, err
 		}
 		res, err := sess.CallTool(ctx, tool, args, notify)
+		if na := asNeedsAuth(server, err); na != nil {
+			sup.RequestReconnect(sess) // the reconnect settles in NEEDS_AUTH
+			return nil, na
+		}
 		var se *SessionError
 		if errors.As(err, &se) && ctx.Err() == nil && sup.st.Type != catalogconfig.TypeStdio {
 			// HTTP session unknown/expired or the SSE stream dropped:
@@ -202,7 +206,7 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		}
 		return res, err
 	}
-	if _, err := sup.Session(); err != nil {
+	if _, err := sup.Session(); err != nil && (sup.oauth == nil || !sup.oauth.perPrincipal(cfg)) {
 		return nil, err
 	}
 	key.Server = server
@@ -212,15 +216,29 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 	dial := func(dctx context.Context) (*Session, error) {
 		ictx, cancel := sup.initCtx(dctx)
 		defer cancel()
-		return Connect(ictx, cfg, m.opts.Options, nil)
+		opts := m.opts.Options
+		if sup.oauth != nil {
+			var err error
+			if opts, _, err = sup.oauth.connectOptions(opts, cfg, key.Tenant, key.Subject); err != nil {
+				return nil, err
+			}
+		}
+		return Connect(ictx, cfg, opts, nil)
 	}
 	for attempt := 0; ; attempt++ {
 		sess, release, err := m.pool.Acquire(ctx, key, dial)
+		if na := asNeedsAuth(server, err); na != nil {
+			return nil, na
+		}
 		if err != nil {
 			return nil, err
 		}
 		res, err := sess.CallTool(ctx, tool, args, notify)
 		release()
+		if na := asNeedsAuth(server, err); na != nil {
+			m.pool.Drop(key, sess)
+			return nil, na
+		}
 		var se *SessionError
 		if errors.As(err, &se) {
 			m.pool.Drop(key, sess)

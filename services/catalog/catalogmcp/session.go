@@ -94,6 +94,9 @@ type Options struct {
 	// it is started (catalogconfig.ValidateCommand); a refusal is a
 	// configuration failure: FAILED, not retried until the entry changes.
 	CommandPolicy func(*catalogconfig.Server) error
+	// OAuth configures OAuth for sse/http servers (oauth.go; nil = tokens
+	// in memory, no logins).
+	OAuth *OAuthOptions
 }
 
 func (o Options) grace() time.Duration {

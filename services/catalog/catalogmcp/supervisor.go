@@ -30,10 +30,14 @@ const (
 	// StateFailed: the last attempt failed or the child exited; a restart
 	// is scheduled (except for configuration errors).
 	StateFailed
+	// StateNeedsAuth: the server needs an OAuth authorisation (no token,
+	// or its refresh was rejected); no restart until a login completes
+	// (docs/architecture.md §10.6). Settled, like READY and FAILED.
+	StateNeedsAuth
 )
 
 func (s State) String() string {
-	return [...]string{"UNSPECIFIED", "DISABLED", "CONNECTING", "READY", "FAILED"}[s]
+	return [...]string{"UNSPECIFIED", "DISABLED", "CONNECTING", "READY", "FAILED", "NEEDS_AUTH"}[s]
 }
 
 // Backoff bounds for restarts (docs/architecture.md §10.1: exponential, capped at 30 s).
@@ -86,12 +90,13 @@ var instances atomic.Uint64
 
 // Supervisor owns one server's discovery (and shared-scope) session.
 type Supervisor struct {
-	raw  catalogconfig.Server // as written
-	cfg  catalogconfig.Server // expanded
-	opts Options
-	emit func()
-	log  *slog.Logger
-	mask *masker // secrets of cfg, for LastError and log lines
+	raw   catalogconfig.Server // as written
+	cfg   catalogconfig.Server // expanded
+	opts  Options
+	emit  func()
+	log   *slog.Logger
+	mask  *masker     // secrets of cfg, for LastError and log lines
+	oauth *oauthState // nil: no OAuth (oauth.go)
 
 	mu       sync.Mutex
 	st       Status
@@ -152,6 +157,9 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 		return fail(err)
 	}
 	s.cfg = cfg
+	if s.oauth, err = newOAuthState(s.raw, cfg, lookup, s.opts.OAuth); err != nil {
+		return fail(err)
+	}
 	if s.st.Type == catalogconfig.TypeStatic {
 		rows, err := catalogconfig.LoadStatic(cfg.Path, cfg.Name)
 		if err != nil {
@@ -234,6 +242,19 @@ func (s *Supervisor) run(ctx context.Context) {
 				sess.Close(s.opts.grace())
 			}
 			return
+		}
+		if na := asNeedsAuth(s.raw.Name, err); na != nil && s.oauth != nil {
+			// Retrying cannot help: wait for a login (oauth.go).
+			s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateNeedsAuth, na.Reason, 0 })
+			s.log.Warn("catalog: MCP server NEEDS_AUTH", "reason", na.Reason)
+			s.settle()
+			select {
+			case <-s.oauth.authorized:
+				backoff = BackoffInitial
+				continue
+			case <-ctx.Done():
+				return
+			}
 		}
 		if err != nil {
 			msg := s.mask.mask(err.Error())
@@ -337,7 +358,14 @@ func (s *Supervisor) initCtx(ctx context.Context) (context.Context, context.Canc
 func (s *Supervisor) connect(ctx context.Context) (*Session, []ToolDef, error) {
 	ictx, cancel := s.initCtx(ctx)
 	defer cancel()
-	sess, err := Connect(ictx, s.cfg, s.opts, s.RequestRelist)
+	opts := s.opts
+	if s.oauth != nil {
+		var err error
+		if opts, _, err = s.oauth.connectOptions(opts, s.cfg, "", ""); err != nil {
+			return nil, nil, err
+		}
+	}
+	sess, err := Connect(ictx, s.cfg, opts, s.RequestRelist)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("%w (%s) exceeded: %w", errInitTimeout, s.cfg.InitTimeout(), err)
@@ -406,6 +434,9 @@ func (s *Supervisor) Session() (*Session, error) {
 	defer s.mu.Unlock()
 	if s.sess != nil && s.st.State == StateReady {
 		return s.sess, nil
+	}
+	if s.st.State == StateNeedsAuth {
+		return nil, &NeedsAuthError{Server: s.st.Name, Reason: s.st.LastError}
 	}
 	return nil, &NotReadyError{Server: s.st.Name, State: s.st.State, LastError: s.st.LastError}
 }

@@ -39,6 +39,11 @@ const (
 	// Failed to start, initialize or list, or the child exited; see last_error.
 	// Restarts follow with exponential backoff capped at 30 s.
 	ServerState_SERVER_STATE_FAILED ServerState = 4
+	// The server requires an OAuth authorization the catalog does not have (no
+	// token, or its refresh token was rejected); see last_error. Not retried
+	// until an admin (or, per_user, the user) connects the server. Counts as
+	// settled for readiness.
+	ServerState_SERVER_STATE_NEEDS_AUTH ServerState = 5
 )
 
 // Enum value maps for ServerState.
@@ -49,6 +54,7 @@ var (
 		2: "SERVER_STATE_CONNECTING",
 		3: "SERVER_STATE_READY",
 		4: "SERVER_STATE_FAILED",
+		5: "SERVER_STATE_NEEDS_AUTH",
 	}
 	ServerState_value = map[string]int32{
 		"SERVER_STATE_UNSPECIFIED": 0,
@@ -56,6 +62,7 @@ var (
 		"SERVER_STATE_CONNECTING":  2,
 		"SERVER_STATE_READY":       3,
 		"SERVER_STATE_FAILED":      4,
+		"SERVER_STATE_NEEDS_AUTH":  5,
 	}
 )
 
@@ -402,6 +409,9 @@ const (
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 11
 	// extensions_config.json could not be read or written (FAILED_PRECONDITION or INTERNAL); the cause is logged.
 	ErrorReason_ERROR_REASON_CONFIG_UNAVAILABLE ErrorReason = 12
+	// The server needs an OAuth authorization the caller (or, for a shared server, an admin) has not given
+	// (FAILED_PRECONDITION); metadata "server" names it: ask the user to connect it (ConnectServer).
+	ErrorReason_ERROR_REASON_NEEDS_AUTH ErrorReason = 13
 )
 
 // Enum value maps for ErrorReason.
@@ -420,6 +430,7 @@ var (
 		10: "ERROR_REASON_INVALID_REQUEST",
 		11: "ERROR_REASON_INTERNAL",
 		12: "ERROR_REASON_CONFIG_UNAVAILABLE",
+		13: "ERROR_REASON_NEEDS_AUTH",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":           0,
@@ -435,6 +446,7 @@ var (
 		"ERROR_REASON_INVALID_REQUEST":       10,
 		"ERROR_REASON_INTERNAL":              11,
 		"ERROR_REASON_CONFIG_UNAVAILABLE":    12,
+		"ERROR_REASON_NEEDS_AUTH":            13,
 	}
 )
 
@@ -1476,13 +1488,14 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\rtools_removed\x18\x06 \x03(\tR\ftoolsRemoved\x12#\n" +
 	"\rtools_changed\x18\a \x03(\tR\ftoolsChanged\x12!\n" +
 	"\fcatalog_hash\x18\b \x01(\tR\vcatalogHash\x12.\n" +
-	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time*\x94\x01\n" +
+	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time*\xb1\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SERVER_STATE_DISABLED\x10\x01\x12\x1b\n" +
 	"\x17SERVER_STATE_CONNECTING\x10\x02\x12\x16\n" +
 	"\x12SERVER_STATE_READY\x10\x03\x12\x17\n" +
-	"\x13SERVER_STATE_FAILED\x10\x04*\x83\x01\n" +
+	"\x13SERVER_STATE_FAILED\x10\x04\x12\x1b\n" +
+	"\x17SERVER_STATE_NEEDS_AUTH\x10\x05*\x83\x01\n" +
 	"\n" +
 	"ServerType\x12\x1b\n" +
 	"\x17SERVER_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1510,7 +1523,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x11SEARCH_MODE_REGEX\x10\x01\x12\x14\n" +
 	"\x10SEARCH_MODE_BM25\x10\x02\x12\x18\n" +
 	"\x14SEARCH_MODE_SEMANTIC\x10\x03\x12\x14\n" +
-	"\x10SEARCH_MODE_AUTO\x10\x04*\xc5\x03\n" +
+	"\x10SEARCH_MODE_AUTO\x10\x04*\xe2\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_TOOL_NOT_FOUND\x10\x01\x12!\n" +
@@ -1525,7 +1538,8 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\n" +
 	"\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\v\x12#\n" +
-	"\x1fERROR_REASON_CONFIG_UNAVAILABLE\x10\f*\x95\x01\n" +
+	"\x1fERROR_REASON_CONFIG_UNAVAILABLE\x10\f\x12\x1b\n" +
+	"\x17ERROR_REASON_NEEDS_AUTH\x10\r*\x95\x01\n" +
 	"\x10CatalogEventType\x12\"\n" +
 	"\x1eCATALOG_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCATALOG_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1e\n" +

@@ -12,6 +12,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1464,11 +1465,381 @@ func (x *ReloadServersResponse) GetUnchanged() []string {
 	return nil
 }
 
+// ConnectServerRequest names the server to connect.
+type ConnectServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Admin only: authorise the discovery connection of a per_user or
+	// per_thread server (the catalog lists its tools from it before users
+	// connect) instead of the caller's own connection.
+	Discovery     bool `protobuf:"varint,2,opt,name=discovery,proto3" json:"discovery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectServerRequest) Reset() {
+	*x = ConnectServerRequest{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectServerRequest) ProtoMessage() {}
+
+func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectServerRequest.ProtoReflect.Descriptor instead.
+func (*ConnectServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ConnectServerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConnectServerRequest) GetDiscovery() bool {
+	if x != nil {
+		return x.Discovery
+	}
+	return false
+}
+
+// ConnectServerResponse carries the authorization URL.
+type ConnectServerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// URL to open in the user's browser (the authorization server's
+	// authorization endpoint with PKCE, state and resource).
+	AuthorizationUrl string `protobuf:"bytes,1,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
+	// When the pending login expires (the state is single use).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectServerResponse) Reset() {
+	*x = ConnectServerResponse{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectServerResponse) ProtoMessage() {}
+
+func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectServerResponse.ProtoReflect.Descriptor instead.
+func (*ConnectServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ConnectServerResponse) GetAuthorizationUrl() string {
+	if x != nil {
+		return x.AuthorizationUrl
+	}
+	return ""
+}
+
+func (x *ConnectServerResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// DisconnectServerRequest names the server to disconnect.
+type DisconnectServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Admin only: the discovery connection of a per_user or per_thread server.
+	Discovery     bool `protobuf:"varint,2,opt,name=discovery,proto3" json:"discovery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisconnectServerRequest) Reset() {
+	*x = DisconnectServerRequest{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisconnectServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisconnectServerRequest) ProtoMessage() {}
+
+func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisconnectServerRequest.ProtoReflect.Descriptor instead.
+func (*DisconnectServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DisconnectServerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DisconnectServerRequest) GetDiscovery() bool {
+	if x != nil {
+		return x.Discovery
+	}
+	return false
+}
+
+// DisconnectServerResponse is empty.
+type DisconnectServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisconnectServerResponse) Reset() {
+	*x = DisconnectServerResponse{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisconnectServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisconnectServerResponse) ProtoMessage() {}
+
+func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisconnectServerResponse.ProtoReflect.Descriptor instead.
+func (*DisconnectServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{28}
+}
+
+// ListConnectionsRequest has no fields.
+type ListConnectionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConnectionsRequest) Reset() {
+	*x = ListConnectionsRequest{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConnectionsRequest) ProtoMessage() {}
+
+func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{29}
+}
+
+// ListConnectionsResponse lists the OAuth servers.
+type ListConnectionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per server that authenticates with OAuth, in config order.
+	Connections   []*Connection `protobuf:"bytes,1,rep,name=connections,proto3" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConnectionsResponse) Reset() {
+	*x = ListConnectionsResponse{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConnectionsResponse) ProtoMessage() {}
+
+func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListConnectionsResponse) GetConnections() []*Connection {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
+// Connection is the OAuth state of one server for the effective principal.
+type Connection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server name.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Session scope of the server; a shared server has one connection.
+	SessionScope SessionScope `protobuf:"varint,2,opt,name=session_scope,json=sessionScope,proto3,enum=toolplane.catalog.v1.SessionScope" json:"session_scope,omitempty"`
+	// OAuth grant: authorization_code, client_credentials or refresh_token.
+	GrantType string `protobuf:"bytes,3,opt,name=grant_type,json=grantType,proto3" json:"grant_type,omitempty"`
+	// A token is held.
+	Connected bool `protobuf:"varint,4,opt,name=connected,proto3" json:"connected,omitempty"`
+	// Expiry of the access token held (unset when none or it does not expire).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Connection) Reset() {
+	*x = Connection{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Connection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Connection) ProtoMessage() {}
+
+func (x *Connection) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Connection.ProtoReflect.Descriptor instead.
+func (*Connection) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Connection) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *Connection) GetSessionScope() SessionScope {
+	if x != nil {
+		return x.SessionScope
+	}
+	return SessionScope_SESSION_SCOPE_UNSPECIFIED
+}
+
+func (x *Connection) GetGrantType() string {
+	if x != nil {
+		return x.GrantType
+	}
+	return ""
+}
+
+func (x *Connection) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *Connection) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 var File_toolplane_catalog_v1_catalog_service_proto protoreflect.FileDescriptor
 
 const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\n" +
-	"*toolplane/catalog/v1/catalog_service.proto\x12\x14toolplane.catalog.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\"toolplane/catalog/v1/catalog.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xd1\x01\n" +
+	"*toolplane/catalog/v1/catalog_service.proto\x12\x14toolplane.catalog.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"toolplane/catalog/v1/catalog.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xd1\x01\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x128\n" +
 	"\x06source\x18\x02 \x01(\x0e2 .toolplane.catalog.v1.ToolSourceR\x06source\x12!\n" +
@@ -1558,7 +1929,30 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\x15ReloadServersResponse\x126\n" +
 	"\aservers\x18\x01 \x03(\v2\x1c.toolplane.catalog.v1.ServerR\aservers\x12\x1c\n" +
 	"\trestarted\x18\x02 \x03(\tR\trestarted\x12\x1c\n" +
-	"\tunchanged\x18\x03 \x03(\tR\tunchanged2\xeb\t\n" +
+	"\tunchanged\x18\x03 \x03(\tR\tunchanged\"H\n" +
+	"\x14ConnectServerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tdiscovery\x18\x02 \x01(\bR\tdiscovery\"\x7f\n" +
+	"\x15ConnectServerResponse\x12+\n" +
+	"\x11authorization_url\x18\x01 \x01(\tR\x10authorizationUrl\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"K\n" +
+	"\x17DisconnectServerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tdiscovery\x18\x02 \x01(\bR\tdiscovery\"\x1a\n" +
+	"\x18DisconnectServerResponse\"\x18\n" +
+	"\x16ListConnectionsRequest\"]\n" +
+	"\x17ListConnectionsResponse\x12B\n" +
+	"\vconnections\x18\x01 \x03(\v2 .toolplane.catalog.v1.ConnectionR\vconnections\"\xe5\x01\n" +
+	"\n" +
+	"Connection\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12G\n" +
+	"\rsession_scope\x18\x02 \x01(\x0e2\".toolplane.catalog.v1.SessionScopeR\fsessionScope\x12\x1d\n" +
+	"\n" +
+	"grant_type\x18\x03 \x01(\tR\tgrantType\x12\x1c\n" +
+	"\tconnected\x18\x04 \x01(\bR\tconnected\x129\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xc2\f\n" +
 	"\x0eCatalogService\x12a\n" +
 	"\tListTools\x12&.toolplane.catalog.v1.ListToolsRequest\x1a'.toolplane.catalog.v1.ListToolsResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\aGetTool\x12$.toolplane.catalog.v1.GetToolRequest\x1a%.toolplane.catalog.v1.GetToolResponse\"\x03\x90\x02\x01\x12g\n" +
@@ -1572,7 +1966,10 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\tGetServer\x12&.toolplane.catalog.v1.GetServerRequest\x1a'.toolplane.catalog.v1.GetServerResponse\"\x03\x90\x02\x01\x12j\n" +
 	"\fUpdateServer\x12).toolplane.catalog.v1.UpdateServerRequest\x1a*.toolplane.catalog.v1.UpdateServerResponse\"\x03\x90\x02\x02\x12p\n" +
 	"\x0eReplaceServers\x12+.toolplane.catalog.v1.ReplaceServersRequest\x1a,.toolplane.catalog.v1.ReplaceServersResponse\"\x03\x90\x02\x02\x12h\n" +
-	"\rReloadServers\x12*.toolplane.catalog.v1.ReloadServersRequest\x1a+.toolplane.catalog.v1.ReloadServersResponseBFZDgithub.com/toolplane/toolplane/gen/go/toolplane/catalog/v1;catalogv1b\x06proto3"
+	"\rReloadServers\x12*.toolplane.catalog.v1.ReloadServersRequest\x1a+.toolplane.catalog.v1.ReloadServersResponse\x12h\n" +
+	"\rConnectServer\x12*.toolplane.catalog.v1.ConnectServerRequest\x1a+.toolplane.catalog.v1.ConnectServerResponse\x12v\n" +
+	"\x10DisconnectServer\x12-.toolplane.catalog.v1.DisconnectServerRequest\x1a..toolplane.catalog.v1.DisconnectServerResponse\"\x03\x90\x02\x02\x12s\n" +
+	"\x0fListConnections\x12,.toolplane.catalog.v1.ListConnectionsRequest\x1a-.toolplane.catalog.v1.ListConnectionsResponse\"\x03\x90\x02\x01BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/catalog/v1;catalogv1b\x06proto3"
 
 var (
 	file_toolplane_catalog_v1_catalog_service_proto_rawDescOnce sync.Once
@@ -1586,106 +1983,125 @@ func file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_catalog_v1_catalog_service_proto_rawDescData
 }
 
-var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_toolplane_catalog_v1_catalog_service_proto_goTypes = []any{
-	(*ListToolsRequest)(nil),       // 0: toolplane.catalog.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 1: toolplane.catalog.v1.ListToolsResponse
-	(*GetToolRequest)(nil),         // 2: toolplane.catalog.v1.GetToolRequest
-	(*GetToolResponse)(nil),        // 3: toolplane.catalog.v1.GetToolResponse
-	(*SearchToolsRequest)(nil),     // 4: toolplane.catalog.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),    // 5: toolplane.catalog.v1.SearchToolsResponse
-	(*GetCatalogRequest)(nil),      // 6: toolplane.catalog.v1.GetCatalogRequest
-	(*GetCatalogResponse)(nil),     // 7: toolplane.catalog.v1.GetCatalogResponse
-	(*WatchCatalogRequest)(nil),    // 8: toolplane.catalog.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),   // 9: toolplane.catalog.v1.WatchCatalogResponse
-	(*CallToolRequest)(nil),        // 10: toolplane.catalog.v1.CallToolRequest
-	(*CallToolResponse)(nil),       // 11: toolplane.catalog.v1.CallToolResponse
-	(*CallToolStreamRequest)(nil),  // 12: toolplane.catalog.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil), // 13: toolplane.catalog.v1.CallToolStreamResponse
-	(*ListServersRequest)(nil),     // 14: toolplane.catalog.v1.ListServersRequest
-	(*ListServersResponse)(nil),    // 15: toolplane.catalog.v1.ListServersResponse
-	(*GetServerRequest)(nil),       // 16: toolplane.catalog.v1.GetServerRequest
-	(*GetServerResponse)(nil),      // 17: toolplane.catalog.v1.GetServerResponse
-	(*ServerUpdate)(nil),           // 18: toolplane.catalog.v1.ServerUpdate
-	(*UpdateServerRequest)(nil),    // 19: toolplane.catalog.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),   // 20: toolplane.catalog.v1.UpdateServerResponse
-	(*ReplaceServersRequest)(nil),  // 21: toolplane.catalog.v1.ReplaceServersRequest
-	(*ReplaceServersResponse)(nil), // 22: toolplane.catalog.v1.ReplaceServersResponse
-	(*ReloadServersRequest)(nil),   // 23: toolplane.catalog.v1.ReloadServersRequest
-	(*ReloadServersResponse)(nil),  // 24: toolplane.catalog.v1.ReloadServersResponse
-	(ToolSource)(0),                // 25: toolplane.catalog.v1.ToolSource
-	(*Tool)(nil),                   // 26: toolplane.catalog.v1.Tool
-	(SearchMode)(0),                // 27: toolplane.catalog.v1.SearchMode
-	(*v1.StringList)(nil),          // 28: toolplane.type.v1.StringList
-	(*SearchHit)(nil),              // 29: toolplane.catalog.v1.SearchHit
-	(*ServerCount)(nil),            // 30: toolplane.catalog.v1.ServerCount
-	(*CatalogEvent)(nil),           // 31: toolplane.catalog.v1.CatalogEvent
-	(*structpb.Struct)(nil),        // 32: google.protobuf.Struct
-	(*v1.CallContext)(nil),         // 33: toolplane.type.v1.CallContext
-	(*durationpb.Duration)(nil),    // 34: google.protobuf.Duration
-	(*v1.ContentBlock)(nil),        // 35: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),        // 36: toolplane.type.v1.Notification
-	(*Server)(nil),                 // 37: toolplane.catalog.v1.Server
-	(*ServerConfig)(nil),           // 38: toolplane.catalog.v1.ServerConfig
+	(*ListToolsRequest)(nil),         // 0: toolplane.catalog.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),        // 1: toolplane.catalog.v1.ListToolsResponse
+	(*GetToolRequest)(nil),           // 2: toolplane.catalog.v1.GetToolRequest
+	(*GetToolResponse)(nil),          // 3: toolplane.catalog.v1.GetToolResponse
+	(*SearchToolsRequest)(nil),       // 4: toolplane.catalog.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),      // 5: toolplane.catalog.v1.SearchToolsResponse
+	(*GetCatalogRequest)(nil),        // 6: toolplane.catalog.v1.GetCatalogRequest
+	(*GetCatalogResponse)(nil),       // 7: toolplane.catalog.v1.GetCatalogResponse
+	(*WatchCatalogRequest)(nil),      // 8: toolplane.catalog.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),     // 9: toolplane.catalog.v1.WatchCatalogResponse
+	(*CallToolRequest)(nil),          // 10: toolplane.catalog.v1.CallToolRequest
+	(*CallToolResponse)(nil),         // 11: toolplane.catalog.v1.CallToolResponse
+	(*CallToolStreamRequest)(nil),    // 12: toolplane.catalog.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),   // 13: toolplane.catalog.v1.CallToolStreamResponse
+	(*ListServersRequest)(nil),       // 14: toolplane.catalog.v1.ListServersRequest
+	(*ListServersResponse)(nil),      // 15: toolplane.catalog.v1.ListServersResponse
+	(*GetServerRequest)(nil),         // 16: toolplane.catalog.v1.GetServerRequest
+	(*GetServerResponse)(nil),        // 17: toolplane.catalog.v1.GetServerResponse
+	(*ServerUpdate)(nil),             // 18: toolplane.catalog.v1.ServerUpdate
+	(*UpdateServerRequest)(nil),      // 19: toolplane.catalog.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),     // 20: toolplane.catalog.v1.UpdateServerResponse
+	(*ReplaceServersRequest)(nil),    // 21: toolplane.catalog.v1.ReplaceServersRequest
+	(*ReplaceServersResponse)(nil),   // 22: toolplane.catalog.v1.ReplaceServersResponse
+	(*ReloadServersRequest)(nil),     // 23: toolplane.catalog.v1.ReloadServersRequest
+	(*ReloadServersResponse)(nil),    // 24: toolplane.catalog.v1.ReloadServersResponse
+	(*ConnectServerRequest)(nil),     // 25: toolplane.catalog.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),    // 26: toolplane.catalog.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),  // 27: toolplane.catalog.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil), // 28: toolplane.catalog.v1.DisconnectServerResponse
+	(*ListConnectionsRequest)(nil),   // 29: toolplane.catalog.v1.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),  // 30: toolplane.catalog.v1.ListConnectionsResponse
+	(*Connection)(nil),               // 31: toolplane.catalog.v1.Connection
+	(ToolSource)(0),                  // 32: toolplane.catalog.v1.ToolSource
+	(*Tool)(nil),                     // 33: toolplane.catalog.v1.Tool
+	(SearchMode)(0),                  // 34: toolplane.catalog.v1.SearchMode
+	(*v1.StringList)(nil),            // 35: toolplane.type.v1.StringList
+	(*SearchHit)(nil),                // 36: toolplane.catalog.v1.SearchHit
+	(*ServerCount)(nil),              // 37: toolplane.catalog.v1.ServerCount
+	(*CatalogEvent)(nil),             // 38: toolplane.catalog.v1.CatalogEvent
+	(*structpb.Struct)(nil),          // 39: google.protobuf.Struct
+	(*v1.CallContext)(nil),           // 40: toolplane.type.v1.CallContext
+	(*durationpb.Duration)(nil),      // 41: google.protobuf.Duration
+	(*v1.ContentBlock)(nil),          // 42: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),          // 43: toolplane.type.v1.Notification
+	(*Server)(nil),                   // 44: toolplane.catalog.v1.Server
+	(*ServerConfig)(nil),             // 45: toolplane.catalog.v1.ServerConfig
+	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
+	(SessionScope)(0),                // 47: toolplane.catalog.v1.SessionScope
 }
 var file_toolplane_catalog_v1_catalog_service_proto_depIdxs = []int32{
-	25, // 0: toolplane.catalog.v1.ListToolsRequest.source:type_name -> toolplane.catalog.v1.ToolSource
-	26, // 1: toolplane.catalog.v1.ListToolsResponse.tools:type_name -> toolplane.catalog.v1.Tool
-	26, // 2: toolplane.catalog.v1.GetToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
-	27, // 3: toolplane.catalog.v1.SearchToolsRequest.mode:type_name -> toolplane.catalog.v1.SearchMode
-	28, // 4: toolplane.catalog.v1.SearchToolsRequest.candidates:type_name -> toolplane.type.v1.StringList
-	29, // 5: toolplane.catalog.v1.SearchToolsResponse.hits:type_name -> toolplane.catalog.v1.SearchHit
-	27, // 6: toolplane.catalog.v1.SearchToolsResponse.mode:type_name -> toolplane.catalog.v1.SearchMode
-	28, // 7: toolplane.catalog.v1.GetCatalogRequest.candidates:type_name -> toolplane.type.v1.StringList
-	30, // 8: toolplane.catalog.v1.GetCatalogResponse.servers:type_name -> toolplane.catalog.v1.ServerCount
-	31, // 9: toolplane.catalog.v1.WatchCatalogResponse.event:type_name -> toolplane.catalog.v1.CatalogEvent
-	32, // 10: toolplane.catalog.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	33, // 11: toolplane.catalog.v1.CallToolRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	34, // 12: toolplane.catalog.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	35, // 13: toolplane.catalog.v1.CallToolResponse.content:type_name -> toolplane.type.v1.ContentBlock
-	32, // 14: toolplane.catalog.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Struct
-	32, // 15: toolplane.catalog.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	32, // 16: toolplane.catalog.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	33, // 17: toolplane.catalog.v1.CallToolStreamRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	34, // 18: toolplane.catalog.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	36, // 19: toolplane.catalog.v1.CallToolStreamResponse.notification:type_name -> toolplane.type.v1.Notification
+	32, // 0: toolplane.catalog.v1.ListToolsRequest.source:type_name -> toolplane.catalog.v1.ToolSource
+	33, // 1: toolplane.catalog.v1.ListToolsResponse.tools:type_name -> toolplane.catalog.v1.Tool
+	33, // 2: toolplane.catalog.v1.GetToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
+	34, // 3: toolplane.catalog.v1.SearchToolsRequest.mode:type_name -> toolplane.catalog.v1.SearchMode
+	35, // 4: toolplane.catalog.v1.SearchToolsRequest.candidates:type_name -> toolplane.type.v1.StringList
+	36, // 5: toolplane.catalog.v1.SearchToolsResponse.hits:type_name -> toolplane.catalog.v1.SearchHit
+	34, // 6: toolplane.catalog.v1.SearchToolsResponse.mode:type_name -> toolplane.catalog.v1.SearchMode
+	35, // 7: toolplane.catalog.v1.GetCatalogRequest.candidates:type_name -> toolplane.type.v1.StringList
+	37, // 8: toolplane.catalog.v1.GetCatalogResponse.servers:type_name -> toolplane.catalog.v1.ServerCount
+	38, // 9: toolplane.catalog.v1.WatchCatalogResponse.event:type_name -> toolplane.catalog.v1.CatalogEvent
+	39, // 10: toolplane.catalog.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	40, // 11: toolplane.catalog.v1.CallToolRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	41, // 12: toolplane.catalog.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	42, // 13: toolplane.catalog.v1.CallToolResponse.content:type_name -> toolplane.type.v1.ContentBlock
+	39, // 14: toolplane.catalog.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Struct
+	39, // 15: toolplane.catalog.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	39, // 16: toolplane.catalog.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	40, // 17: toolplane.catalog.v1.CallToolStreamRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	41, // 18: toolplane.catalog.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	43, // 19: toolplane.catalog.v1.CallToolStreamResponse.notification:type_name -> toolplane.type.v1.Notification
 	11, // 20: toolplane.catalog.v1.CallToolStreamResponse.result:type_name -> toolplane.catalog.v1.CallToolResponse
-	37, // 21: toolplane.catalog.v1.ListServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	37, // 22: toolplane.catalog.v1.GetServerResponse.server:type_name -> toolplane.catalog.v1.Server
+	44, // 21: toolplane.catalog.v1.ListServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	44, // 22: toolplane.catalog.v1.GetServerResponse.server:type_name -> toolplane.catalog.v1.Server
 	18, // 23: toolplane.catalog.v1.UpdateServerRequest.server:type_name -> toolplane.catalog.v1.ServerUpdate
-	37, // 24: toolplane.catalog.v1.UpdateServerResponse.server:type_name -> toolplane.catalog.v1.Server
-	38, // 25: toolplane.catalog.v1.ReplaceServersRequest.servers:type_name -> toolplane.catalog.v1.ServerConfig
-	37, // 26: toolplane.catalog.v1.ReplaceServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	37, // 27: toolplane.catalog.v1.ReloadServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	0,  // 28: toolplane.catalog.v1.CatalogService.ListTools:input_type -> toolplane.catalog.v1.ListToolsRequest
-	2,  // 29: toolplane.catalog.v1.CatalogService.GetTool:input_type -> toolplane.catalog.v1.GetToolRequest
-	4,  // 30: toolplane.catalog.v1.CatalogService.SearchTools:input_type -> toolplane.catalog.v1.SearchToolsRequest
-	6,  // 31: toolplane.catalog.v1.CatalogService.GetCatalog:input_type -> toolplane.catalog.v1.GetCatalogRequest
-	8,  // 32: toolplane.catalog.v1.CatalogService.WatchCatalog:input_type -> toolplane.catalog.v1.WatchCatalogRequest
-	10, // 33: toolplane.catalog.v1.CatalogService.CallTool:input_type -> toolplane.catalog.v1.CallToolRequest
-	12, // 34: toolplane.catalog.v1.CatalogService.CallToolStream:input_type -> toolplane.catalog.v1.CallToolStreamRequest
-	14, // 35: toolplane.catalog.v1.CatalogService.ListServers:input_type -> toolplane.catalog.v1.ListServersRequest
-	16, // 36: toolplane.catalog.v1.CatalogService.GetServer:input_type -> toolplane.catalog.v1.GetServerRequest
-	19, // 37: toolplane.catalog.v1.CatalogService.UpdateServer:input_type -> toolplane.catalog.v1.UpdateServerRequest
-	21, // 38: toolplane.catalog.v1.CatalogService.ReplaceServers:input_type -> toolplane.catalog.v1.ReplaceServersRequest
-	23, // 39: toolplane.catalog.v1.CatalogService.ReloadServers:input_type -> toolplane.catalog.v1.ReloadServersRequest
-	1,  // 40: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
-	3,  // 41: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
-	5,  // 42: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
-	7,  // 43: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
-	9,  // 44: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
-	11, // 45: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
-	13, // 46: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
-	15, // 47: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
-	17, // 48: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
-	20, // 49: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
-	22, // 50: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
-	24, // 51: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
-	40, // [40:52] is the sub-list for method output_type
-	28, // [28:40] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	44, // 24: toolplane.catalog.v1.UpdateServerResponse.server:type_name -> toolplane.catalog.v1.Server
+	45, // 25: toolplane.catalog.v1.ReplaceServersRequest.servers:type_name -> toolplane.catalog.v1.ServerConfig
+	44, // 26: toolplane.catalog.v1.ReplaceServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	44, // 27: toolplane.catalog.v1.ReloadServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	46, // 28: toolplane.catalog.v1.ConnectServerResponse.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 29: toolplane.catalog.v1.ListConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
+	47, // 30: toolplane.catalog.v1.Connection.session_scope:type_name -> toolplane.catalog.v1.SessionScope
+	46, // 31: toolplane.catalog.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 32: toolplane.catalog.v1.CatalogService.ListTools:input_type -> toolplane.catalog.v1.ListToolsRequest
+	2,  // 33: toolplane.catalog.v1.CatalogService.GetTool:input_type -> toolplane.catalog.v1.GetToolRequest
+	4,  // 34: toolplane.catalog.v1.CatalogService.SearchTools:input_type -> toolplane.catalog.v1.SearchToolsRequest
+	6,  // 35: toolplane.catalog.v1.CatalogService.GetCatalog:input_type -> toolplane.catalog.v1.GetCatalogRequest
+	8,  // 36: toolplane.catalog.v1.CatalogService.WatchCatalog:input_type -> toolplane.catalog.v1.WatchCatalogRequest
+	10, // 37: toolplane.catalog.v1.CatalogService.CallTool:input_type -> toolplane.catalog.v1.CallToolRequest
+	12, // 38: toolplane.catalog.v1.CatalogService.CallToolStream:input_type -> toolplane.catalog.v1.CallToolStreamRequest
+	14, // 39: toolplane.catalog.v1.CatalogService.ListServers:input_type -> toolplane.catalog.v1.ListServersRequest
+	16, // 40: toolplane.catalog.v1.CatalogService.GetServer:input_type -> toolplane.catalog.v1.GetServerRequest
+	19, // 41: toolplane.catalog.v1.CatalogService.UpdateServer:input_type -> toolplane.catalog.v1.UpdateServerRequest
+	21, // 42: toolplane.catalog.v1.CatalogService.ReplaceServers:input_type -> toolplane.catalog.v1.ReplaceServersRequest
+	23, // 43: toolplane.catalog.v1.CatalogService.ReloadServers:input_type -> toolplane.catalog.v1.ReloadServersRequest
+	25, // 44: toolplane.catalog.v1.CatalogService.ConnectServer:input_type -> toolplane.catalog.v1.ConnectServerRequest
+	27, // 45: toolplane.catalog.v1.CatalogService.DisconnectServer:input_type -> toolplane.catalog.v1.DisconnectServerRequest
+	29, // 46: toolplane.catalog.v1.CatalogService.ListConnections:input_type -> toolplane.catalog.v1.ListConnectionsRequest
+	1,  // 47: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
+	3,  // 48: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
+	5,  // 49: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
+	7,  // 50: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
+	9,  // 51: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
+	11, // 52: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
+	13, // 53: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
+	15, // 54: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
+	17, // 55: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
+	20, // 56: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
+	22, // 57: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
+	24, // 58: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
+	26, // 59: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
+	28, // 60: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
+	30, // 61: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
+	47, // [47:62] is the sub-list for method output_type
+	32, // [32:47] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_catalog_v1_catalog_service_proto_init() }
@@ -1706,7 +2122,7 @@ func file_toolplane_catalog_v1_catalog_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_catalog_v1_catalog_service_proto_rawDesc), len(file_toolplane_catalog_v1_catalog_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

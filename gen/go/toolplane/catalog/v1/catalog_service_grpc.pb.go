@@ -19,18 +19,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CatalogService_ListTools_FullMethodName      = "/toolplane.catalog.v1.CatalogService/ListTools"
-	CatalogService_GetTool_FullMethodName        = "/toolplane.catalog.v1.CatalogService/GetTool"
-	CatalogService_SearchTools_FullMethodName    = "/toolplane.catalog.v1.CatalogService/SearchTools"
-	CatalogService_GetCatalog_FullMethodName     = "/toolplane.catalog.v1.CatalogService/GetCatalog"
-	CatalogService_WatchCatalog_FullMethodName   = "/toolplane.catalog.v1.CatalogService/WatchCatalog"
-	CatalogService_CallTool_FullMethodName       = "/toolplane.catalog.v1.CatalogService/CallTool"
-	CatalogService_CallToolStream_FullMethodName = "/toolplane.catalog.v1.CatalogService/CallToolStream"
-	CatalogService_ListServers_FullMethodName    = "/toolplane.catalog.v1.CatalogService/ListServers"
-	CatalogService_GetServer_FullMethodName      = "/toolplane.catalog.v1.CatalogService/GetServer"
-	CatalogService_UpdateServer_FullMethodName   = "/toolplane.catalog.v1.CatalogService/UpdateServer"
-	CatalogService_ReplaceServers_FullMethodName = "/toolplane.catalog.v1.CatalogService/ReplaceServers"
-	CatalogService_ReloadServers_FullMethodName  = "/toolplane.catalog.v1.CatalogService/ReloadServers"
+	CatalogService_ListTools_FullMethodName        = "/toolplane.catalog.v1.CatalogService/ListTools"
+	CatalogService_GetTool_FullMethodName          = "/toolplane.catalog.v1.CatalogService/GetTool"
+	CatalogService_SearchTools_FullMethodName      = "/toolplane.catalog.v1.CatalogService/SearchTools"
+	CatalogService_GetCatalog_FullMethodName       = "/toolplane.catalog.v1.CatalogService/GetCatalog"
+	CatalogService_WatchCatalog_FullMethodName     = "/toolplane.catalog.v1.CatalogService/WatchCatalog"
+	CatalogService_CallTool_FullMethodName         = "/toolplane.catalog.v1.CatalogService/CallTool"
+	CatalogService_CallToolStream_FullMethodName   = "/toolplane.catalog.v1.CatalogService/CallToolStream"
+	CatalogService_ListServers_FullMethodName      = "/toolplane.catalog.v1.CatalogService/ListServers"
+	CatalogService_GetServer_FullMethodName        = "/toolplane.catalog.v1.CatalogService/GetServer"
+	CatalogService_UpdateServer_FullMethodName     = "/toolplane.catalog.v1.CatalogService/UpdateServer"
+	CatalogService_ReplaceServers_FullMethodName   = "/toolplane.catalog.v1.CatalogService/ReplaceServers"
+	CatalogService_ReloadServers_FullMethodName    = "/toolplane.catalog.v1.CatalogService/ReloadServers"
+	CatalogService_ConnectServer_FullMethodName    = "/toolplane.catalog.v1.CatalogService/ConnectServer"
+	CatalogService_DisconnectServer_FullMethodName = "/toolplane.catalog.v1.CatalogService/DisconnectServer"
+	CatalogService_ListConnections_FullMethodName  = "/toolplane.catalog.v1.CatalogService/ListConnections"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -83,6 +86,23 @@ type CatalogServiceClient interface {
 	// ReloadServers re-reads extensions_config.json, reconnects changed servers
 	// and re-lists tools (admin). Unchanged servers keep their sessions.
 	ReloadServers(ctx context.Context, in *ReloadServersRequest, opts ...grpc.CallOption) (*ReloadServersResponse, error)
+	// ConnectServer starts the OAuth authorization of an MCP server for the
+	// effective principal: its own connection to a per_user or per_thread
+	// server, or a shared server's one connection (admin only). It returns the
+	// URL to open in a browser; the authorization server sends the browser
+	// back to catalog.oauth.public_url + /oauth/callback. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (the server does not use the authorization code
+	// grant, or no public_url is set), PERMISSION_DENIED (a shared server and
+	// the caller is not an admin).
+	ConnectServer(ctx context.Context, in *ConnectServerRequest, opts ...grpc.CallOption) (*ConnectServerResponse, error)
+	// DisconnectServer revokes (RFC 7009, where the authorization server
+	// supports it) and deletes the effective principal's tokens for a server
+	// (a shared server's: admin only). Errors as ConnectServer.
+	DisconnectServer(ctx context.Context, in *DisconnectServerRequest, opts ...grpc.CallOption) (*DisconnectServerResponse, error)
+	// ListConnections lists the servers that authenticate with OAuth and
+	// whether the effective principal (or, for shared servers, the catalog)
+	// holds a token for each. Never returns a token.
+	ListConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error)
 }
 
 type catalogServiceClient struct {
@@ -231,6 +251,36 @@ func (c *catalogServiceClient) ReloadServers(ctx context.Context, in *ReloadServ
 	return out, nil
 }
 
+func (c *catalogServiceClient) ConnectServer(ctx context.Context, in *ConnectServerRequest, opts ...grpc.CallOption) (*ConnectServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConnectServerResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ConnectServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) DisconnectServer(ctx context.Context, in *DisconnectServerRequest, opts ...grpc.CallOption) (*DisconnectServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DisconnectServerResponse)
+	err := c.cc.Invoke(ctx, CatalogService_DisconnectServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConnectionsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServiceServer is the server API for CatalogService service.
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
@@ -281,6 +331,23 @@ type CatalogServiceServer interface {
 	// ReloadServers re-reads extensions_config.json, reconnects changed servers
 	// and re-lists tools (admin). Unchanged servers keep their sessions.
 	ReloadServers(context.Context, *ReloadServersRequest) (*ReloadServersResponse, error)
+	// ConnectServer starts the OAuth authorization of an MCP server for the
+	// effective principal: its own connection to a per_user or per_thread
+	// server, or a shared server's one connection (admin only). It returns the
+	// URL to open in a browser; the authorization server sends the browser
+	// back to catalog.oauth.public_url + /oauth/callback. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (the server does not use the authorization code
+	// grant, or no public_url is set), PERMISSION_DENIED (a shared server and
+	// the caller is not an admin).
+	ConnectServer(context.Context, *ConnectServerRequest) (*ConnectServerResponse, error)
+	// DisconnectServer revokes (RFC 7009, where the authorization server
+	// supports it) and deletes the effective principal's tokens for a server
+	// (a shared server's: admin only). Errors as ConnectServer.
+	DisconnectServer(context.Context, *DisconnectServerRequest) (*DisconnectServerResponse, error)
+	// ListConnections lists the servers that authenticate with OAuth and
+	// whether the effective principal (or, for shared servers, the catalog)
+	// holds a token for each. Never returns a token.
+	ListConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error)
 	mustEmbedUnimplementedCatalogServiceServer()
 }
 
@@ -326,6 +393,15 @@ func (UnimplementedCatalogServiceServer) ReplaceServers(context.Context, *Replac
 }
 func (UnimplementedCatalogServiceServer) ReloadServers(context.Context, *ReloadServersRequest) (*ReloadServersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReloadServers not implemented")
+}
+func (UnimplementedCatalogServiceServer) ConnectServer(context.Context, *ConnectServerRequest) (*ConnectServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConnectServer not implemented")
+}
+func (UnimplementedCatalogServiceServer) DisconnectServer(context.Context, *DisconnectServerRequest) (*DisconnectServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DisconnectServer not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConnections not implemented")
 }
 func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
 func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
@@ -550,6 +626,60 @@ func _CatalogService_ReloadServers_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CatalogService_ConnectServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConnectServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ConnectServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ConnectServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ConnectServer(ctx, req.(*ConnectServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_DisconnectServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DisconnectServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).DisconnectServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_DisconnectServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).DisconnectServer(ctx, req.(*DisconnectServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListConnections(ctx, req.(*ListConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -596,6 +726,18 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReloadServers",
 			Handler:    _CatalogService_ReloadServers_Handler,
+		},
+		{
+			MethodName: "ConnectServer",
+			Handler:    _CatalogService_ConnectServer_Handler,
+		},
+		{
+			MethodName: "DisconnectServer",
+			Handler:    _CatalogService_DisconnectServer_Handler,
+		},
+		{
+			MethodName: "ListConnections",
+			Handler:    _CatalogService_ListConnections_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -4,9 +4,9 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
-import type { CatalogEvent, SearchHit, SearchMode, Server, ServerConfig, ServerCount, Tool, ToolSource } from "./catalog_pb";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { CatalogEvent, SearchHit, SearchMode, Server, ServerConfig, ServerCount, SessionScope, Tool, ToolSource } from "./catalog_pb";
 import { file_toolplane_catalog_v1_catalog } from "./catalog_pb";
 import type { CallContext, ContentBlock, Notification, StringList } from "../../type/v1/type_pb";
 import { file_toolplane_type_v1_type } from "../../type/v1/type_pb";
@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolplane/catalog/v1/catalog_service.proto.
  */
 export const file_toolplane_catalog_v1_catalog_service: GenFile = /*@__PURE__*/
-  fileDesc("Cip0b29scGxhbmUvY2F0YWxvZy92MS9jYXRhbG9nX3NlcnZpY2UucHJvdG8SFHRvb2xwbGFuZS5jYXRhbG9nLnYxIqEBChBMaXN0VG9vbHNSZXF1ZXN0Eg4KBnNlcnZlchgBIAEoCRIwCgZzb3VyY2UYAiABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sU291cmNlEhYKCWF2YWlsYWJsZRgDIAEoCEgAiAEBEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJQgwKCl9hdmFpbGFibGUiawoRTGlzdFRvb2xzUmVzcG9uc2USKQoFdG9vbHMYASADKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgp0b3RhbF9zaXplGAMgASgFIh4KDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkiOwoPR2V0VG9vbFJlc3BvbnNlEigKBHRvb2wYASABKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sIpUBChJTZWFyY2hUb29sc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSLgoEbW9kZRgCIAEoDjIgLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaE1vZGUSDQoFbGltaXQYAyABKAUSMQoKY2FuZGlkYXRlcxgEIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QinQEKE1NlYXJjaFRvb2xzUmVzcG9uc2USLQoEaGl0cxgBIAMoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaEhpdBIUCgxjYXRhbG9nX2hhc2gYAiABKAkSEQoJdHJ1bmNhdGVkGAMgASgIEi4KBG1vZGUYBCABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hNb2RlIkYKEUdldENhdGFsb2dSZXF1ZXN0EjEKCmNhbmRpZGF0ZXMYASABKAsyHS50b29scGxhbmUudHlwZS52MS5TdHJpbmdMaXN0IpQBChJHZXRDYXRhbG9nUmVzcG9uc2USFAoMY2F0YWxvZ19oYXNoGAEgASgJEhIKCnRvb2xfY291bnQYAiABKAUSMgoHc2VydmVycxgDIAMoCzIhLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlckNvdW50Eg8KB3Vua25vd24YBCADKAkSDwoHcmVuYW1lZBgFIAMoCSIVChNXYXRjaENhdGFsb2dSZXF1ZXN0IkkKFFdhdGNoQ2F0YWxvZ1Jlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2F0YWxvZ0V2ZW50Iq0BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2QEKEENhbGxUb29sUmVzcG9uc2USMAoHY29udGVudBgBIAMoCzIfLnRvb2xwbGFuZS50eXBlLnYxLkNvbnRlbnRCbG9jaxIQCghpc19lcnJvchgCIAEoCBIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiUKBG1ldGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnNlcnZlchgFIAEoCRIVCg1vcmlnaW5hbF9uYW1lGAYgASgJIrMBChVDYWxsVG9vbFN0cmVhbVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilAEKFkNhbGxUb29sU3RyZWFtUmVzcG9uc2USNwoMbm90aWZpY2F0aW9uGAEgASgLMh8udG9vbHBsYW5lLnR5cGUudjEuTm90aWZpY2F0aW9uSAASOAoGcmVzdWx0GAIgASgLMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xSZXNwb25zZUgAQgcKBWV2ZW50IhQKEkxpc3RTZXJ2ZXJzUmVxdWVzdCJEChNMaXN0U2VydmVyc1Jlc3BvbnNlEi0KB3NlcnZlcnMYASADKAsyHC50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXIiIAoQR2V0U2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJIkEKEUdldFNlcnZlclJlc3BvbnNlEiwKBnNlcnZlchgBIAEoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIwCgxTZXJ2ZXJVcGRhdGUSFAoHZW5hYmxlZBgBIAEoCEgAiAEBQgoKCF9lbmFibGVkIlcKE1VwZGF0ZVNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIyCgZzZXJ2ZXIYAiABKAsyIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJVcGRhdGUiRAoUVXBkYXRlU2VydmVyUmVzcG9uc2USLAoGc2VydmVyGAEgASgLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIkwKFVJlcGxhY2VTZXJ2ZXJzUmVxdWVzdBIzCgdzZXJ2ZXJzGAEgAygLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyQ29uZmlnIkcKFlJlcGxhY2VTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIWChRSZWxvYWRTZXJ2ZXJzUmVxdWVzdCJsChVSZWxvYWRTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlchIRCglyZXN0YXJ0ZWQYAiADKAkSEQoJdW5jaGFuZ2VkGAMgAygJMusJCg5DYXRhbG9nU2VydmljZRJhCglMaXN0VG9vbHMSJi50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0VG9vbHNSZXF1ZXN0GicudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFRvb2xzUmVzcG9uc2UiA5ACARJbCgdHZXRUb29sEiQudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0VG9vbFJlcXVlc3QaJS50b29scGxhbmUuY2F0YWxvZy52MS5HZXRUb29sUmVzcG9uc2UiA5ACARJnCgtTZWFyY2hUb29scxIoLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaFRvb2xzUmVxdWVzdBopLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaFRvb2xzUmVzcG9uc2UiA5ACARJkCgpHZXRDYXRhbG9nEicudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0Q2F0YWxvZ1JlcXVlc3QaKC50b29scGxhbmUuY2F0YWxvZy52MS5HZXRDYXRhbG9nUmVzcG9uc2UiA5ACARJsCgxXYXRjaENhdGFsb2cSKS50b29scGxhbmUuY2F0YWxvZy52MS5XYXRjaENhdGFsb2dSZXF1ZXN0GioudG9vbHBsYW5lLmNhdGFsb2cudjEuV2F0Y2hDYXRhbG9nUmVzcG9uc2UiA5ACATABElkKCENhbGxUb29sEiUudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xSZXF1ZXN0GiYudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xSZXNwb25zZRJtCg5DYWxsVG9vbFN0cmVhbRIrLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhbGxUb29sU3RyZWFtUmVxdWVzdBosLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhbGxUb29sU3RyZWFtUmVzcG9uc2UwARJnCgtMaXN0U2VydmVycxIoLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RTZXJ2ZXJzUmVxdWVzdBopLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RTZXJ2ZXJzUmVzcG9uc2UiA5ACARJhCglHZXRTZXJ2ZXISJi50b29scGxhbmUuY2F0YWxvZy52MS5HZXRTZXJ2ZXJSZXF1ZXN0GicudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0U2VydmVyUmVzcG9uc2UiA5ACARJqCgxVcGRhdGVTZXJ2ZXISKS50b29scGxhbmUuY2F0YWxvZy52MS5VcGRhdGVTZXJ2ZXJSZXF1ZXN0GioudG9vbHBsYW5lLmNhdGFsb2cudjEuVXBkYXRlU2VydmVyUmVzcG9uc2UiA5ACAhJwCg5SZXBsYWNlU2VydmVycxIrLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJlcGxhY2VTZXJ2ZXJzUmVxdWVzdBosLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJlcGxhY2VTZXJ2ZXJzUmVzcG9uc2UiA5ACAhJoCg1SZWxvYWRTZXJ2ZXJzEioudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVsb2FkU2VydmVyc1JlcXVlc3QaKy50b29scGxhbmUuY2F0YWxvZy52MS5SZWxvYWRTZXJ2ZXJzUmVzcG9uc2VCRlpEZ2l0aHViLmNvbS90b29scGxhbmUvdG9vbHBsYW5lL2dlbi9nby90b29scGxhbmUvY2F0YWxvZy92MTtjYXRhbG9ndjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_toolplane_catalog_v1_catalog, file_toolplane_type_v1_type]);
+  fileDesc("Cip0b29scGxhbmUvY2F0YWxvZy92MS9jYXRhbG9nX3NlcnZpY2UucHJvdG8SFHRvb2xwbGFuZS5jYXRhbG9nLnYxIqEBChBMaXN0VG9vbHNSZXF1ZXN0Eg4KBnNlcnZlchgBIAEoCRIwCgZzb3VyY2UYAiABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sU291cmNlEhYKCWF2YWlsYWJsZRgDIAEoCEgAiAEBEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJQgwKCl9hdmFpbGFibGUiawoRTGlzdFRvb2xzUmVzcG9uc2USKQoFdG9vbHMYASADKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgp0b3RhbF9zaXplGAMgASgFIh4KDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkiOwoPR2V0VG9vbFJlc3BvbnNlEigKBHRvb2wYASABKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sIpUBChJTZWFyY2hUb29sc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSLgoEbW9kZRgCIAEoDjIgLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaE1vZGUSDQoFbGltaXQYAyABKAUSMQoKY2FuZGlkYXRlcxgEIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QinQEKE1NlYXJjaFRvb2xzUmVzcG9uc2USLQoEaGl0cxgBIAMoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaEhpdBIUCgxjYXRhbG9nX2hhc2gYAiABKAkSEQoJdHJ1bmNhdGVkGAMgASgIEi4KBG1vZGUYBCABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hNb2RlIkYKEUdldENhdGFsb2dSZXF1ZXN0EjEKCmNhbmRpZGF0ZXMYASABKAsyHS50b29scGxhbmUudHlwZS52MS5TdHJpbmdMaXN0IpQBChJHZXRDYXRhbG9nUmVzcG9uc2USFAoMY2F0YWxvZ19oYXNoGAEgASgJEhIKCnRvb2xfY291bnQYAiABKAUSMgoHc2VydmVycxgDIAMoCzIhLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlckNvdW50Eg8KB3Vua25vd24YBCADKAkSDwoHcmVuYW1lZBgFIAMoCSIVChNXYXRjaENhdGFsb2dSZXF1ZXN0IkkKFFdhdGNoQ2F0YWxvZ1Jlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2F0YWxvZ0V2ZW50Iq0BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2QEKEENhbGxUb29sUmVzcG9uc2USMAoHY29udGVudBgBIAMoCzIfLnRvb2xwbGFuZS50eXBlLnYxLkNvbnRlbnRCbG9jaxIQCghpc19lcnJvchgCIAEoCBIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiUKBG1ldGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnNlcnZlchgFIAEoCRIVCg1vcmlnaW5hbF9uYW1lGAYgASgJIrMBChVDYWxsVG9vbFN0cmVhbVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilAEKFkNhbGxUb29sU3RyZWFtUmVzcG9uc2USNwoMbm90aWZpY2F0aW9uGAEgASgLMh8udG9vbHBsYW5lLnR5cGUudjEuTm90aWZpY2F0aW9uSAASOAoGcmVzdWx0GAIgASgLMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xSZXNwb25zZUgAQgcKBWV2ZW50IhQKEkxpc3RTZXJ2ZXJzUmVxdWVzdCJEChNMaXN0U2VydmVyc1Jlc3BvbnNlEi0KB3NlcnZlcnMYASADKAsyHC50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXIiIAoQR2V0U2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJIkEKEUdldFNlcnZlclJlc3BvbnNlEiwKBnNlcnZlchgBIAEoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIwCgxTZXJ2ZXJVcGRhdGUSFAoHZW5hYmxlZBgBIAEoCEgAiAEBQgoKCF9lbmFibGVkIlcKE1VwZGF0ZVNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIyCgZzZXJ2ZXIYAiABKAsyIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJVcGRhdGUiRAoUVXBkYXRlU2VydmVyUmVzcG9uc2USLAoGc2VydmVyGAEgASgLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIkwKFVJlcGxhY2VTZXJ2ZXJzUmVxdWVzdBIzCgdzZXJ2ZXJzGAEgAygLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyQ29uZmlnIkcKFlJlcGxhY2VTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIWChRSZWxvYWRTZXJ2ZXJzUmVxdWVzdCJsChVSZWxvYWRTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlchIRCglyZXN0YXJ0ZWQYAiADKAkSEQoJdW5jaGFuZ2VkGAMgAygJIjcKFENvbm5lY3RTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSEQoJZGlzY292ZXJ5GAIgASgIImIKFUNvbm5lY3RTZXJ2ZXJSZXNwb25zZRIZChFhdXRob3JpemF0aW9uX3VybBgBIAEoCRIuCgpleHBpcmVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI6ChdEaXNjb25uZWN0U2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEhEKCWRpc2NvdmVyeRgCIAEoCCIaChhEaXNjb25uZWN0U2VydmVyUmVzcG9uc2UiGAoWTGlzdENvbm5lY3Rpb25zUmVxdWVzdCJQChdMaXN0Q29ubmVjdGlvbnNSZXNwb25zZRI1Cgtjb25uZWN0aW9ucxgBIAMoCzIgLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNvbm5lY3Rpb24irgEKCkNvbm5lY3Rpb24SDgoGc2VydmVyGAEgASgJEjkKDXNlc3Npb25fc2NvcGUYAiABKA4yIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXNzaW9uU2NvcGUSEgoKZ3JhbnRfdHlwZRgDIAEoCRIRCgljb25uZWN0ZWQYBCABKAgSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAywgwKDkNhdGFsb2dTZXJ2aWNlEmEKCUxpc3RUb29scxImLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RUb29sc1JlcXVlc3QaJy50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0VG9vbHNSZXNwb25zZSIDkAIBElsKB0dldFRvb2wSJC50b29scGxhbmUuY2F0YWxvZy52MS5HZXRUb29sUmVxdWVzdBolLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFRvb2xSZXNwb25zZSIDkAIBEmcKC1NlYXJjaFRvb2xzEigudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VhcmNoVG9vbHNSZXF1ZXN0GikudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VhcmNoVG9vbHNSZXNwb25zZSIDkAIBEmQKCkdldENhdGFsb2cSJy50b29scGxhbmUuY2F0YWxvZy52MS5HZXRDYXRhbG9nUmVxdWVzdBooLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldENhdGFsb2dSZXNwb25zZSIDkAIBEmwKDFdhdGNoQ2F0YWxvZxIpLnRvb2xwbGFuZS5jYXRhbG9nLnYxLldhdGNoQ2F0YWxvZ1JlcXVlc3QaKi50b29scGxhbmUuY2F0YWxvZy52MS5XYXRjaENhdGFsb2dSZXNwb25zZSIDkAIBMAESWQoIQ2FsbFRvb2wSJS50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFJlcXVlc3QaJi50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFJlc3BvbnNlEm0KDkNhbGxUb29sU3RyZWFtEisudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xTdHJlYW1SZXF1ZXN0GiwudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xTdHJlYW1SZXNwb25zZTABEmcKC0xpc3RTZXJ2ZXJzEigudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFNlcnZlcnNSZXF1ZXN0GikudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFNlcnZlcnNSZXNwb25zZSIDkAIBEmEKCUdldFNlcnZlchImLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFNlcnZlclJlcXVlc3QaJy50b29scGxhbmUuY2F0YWxvZy52MS5HZXRTZXJ2ZXJSZXNwb25zZSIDkAIBEmoKDFVwZGF0ZVNlcnZlchIpLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlVwZGF0ZVNlcnZlclJlcXVlc3QaKi50b29scGxhbmUuY2F0YWxvZy52MS5VcGRhdGVTZXJ2ZXJSZXNwb25zZSIDkAICEnAKDlJlcGxhY2VTZXJ2ZXJzEisudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVwbGFjZVNlcnZlcnNSZXF1ZXN0GiwudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVwbGFjZVNlcnZlcnNSZXNwb25zZSIDkAICEmgKDVJlbG9hZFNlcnZlcnMSKi50b29scGxhbmUuY2F0YWxvZy52MS5SZWxvYWRTZXJ2ZXJzUmVxdWVzdBorLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJlbG9hZFNlcnZlcnNSZXNwb25zZRJoCg1Db25uZWN0U2VydmVyEioudG9vbHBsYW5lLmNhdGFsb2cudjEuQ29ubmVjdFNlcnZlclJlcXVlc3QaKy50b29scGxhbmUuY2F0YWxvZy52MS5Db25uZWN0U2VydmVyUmVzcG9uc2USdgoQRGlzY29ubmVjdFNlcnZlchItLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkRpc2Nvbm5lY3RTZXJ2ZXJSZXF1ZXN0Gi4udG9vbHBsYW5lLmNhdGFsb2cudjEuRGlzY29ubmVjdFNlcnZlclJlc3BvbnNlIgOQAgIScwoPTGlzdENvbm5lY3Rpb25zEiwudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdENvbm5lY3Rpb25zUmVxdWVzdBotLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RDb25uZWN0aW9uc1Jlc3BvbnNlIgOQAgFCRlpEZ2l0aHViLmNvbS90b29scGxhbmUvdG9vbHBsYW5lL2dlbi9nby90b29scGxhbmUvY2F0YWxvZy92MTtjYXRhbG9ndjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_catalog_v1_catalog, file_toolplane_type_v1_type]);
 
 /**
  * ListToolsRequest filters and pages ListTools.
@@ -758,6 +758,193 @@ export const ReloadServersResponseSchema: GenMessage<ReloadServersResponse> = /*
   messageDesc(file_toolplane_catalog_v1_catalog_service, 24);
 
 /**
+ * ConnectServerRequest names the server to connect.
+ *
+ * @generated from message toolplane.catalog.v1.ConnectServerRequest
+ */
+export type ConnectServerRequest = Message<"toolplane.catalog.v1.ConnectServerRequest"> & {
+  /**
+   * Server name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Admin only: authorise the discovery connection of a per_user or
+   * per_thread server (the catalog lists its tools from it before users
+   * connect) instead of the caller's own connection.
+   *
+   * @generated from field: bool discovery = 2;
+   */
+  discovery: boolean;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ConnectServerRequest.
+ * Use `create(ConnectServerRequestSchema)` to create a new message.
+ */
+export const ConnectServerRequestSchema: GenMessage<ConnectServerRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 25);
+
+/**
+ * ConnectServerResponse carries the authorization URL.
+ *
+ * @generated from message toolplane.catalog.v1.ConnectServerResponse
+ */
+export type ConnectServerResponse = Message<"toolplane.catalog.v1.ConnectServerResponse"> & {
+  /**
+   * URL to open in the user's browser (the authorization server's
+   * authorization endpoint with PKCE, state and resource).
+   *
+   * @generated from field: string authorization_url = 1;
+   */
+  authorizationUrl: string;
+
+  /**
+   * When the pending login expires (the state is single use).
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ConnectServerResponse.
+ * Use `create(ConnectServerResponseSchema)` to create a new message.
+ */
+export const ConnectServerResponseSchema: GenMessage<ConnectServerResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 26);
+
+/**
+ * DisconnectServerRequest names the server to disconnect.
+ *
+ * @generated from message toolplane.catalog.v1.DisconnectServerRequest
+ */
+export type DisconnectServerRequest = Message<"toolplane.catalog.v1.DisconnectServerRequest"> & {
+  /**
+   * Server name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Admin only: the discovery connection of a per_user or per_thread server.
+   *
+   * @generated from field: bool discovery = 2;
+   */
+  discovery: boolean;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.DisconnectServerRequest.
+ * Use `create(DisconnectServerRequestSchema)` to create a new message.
+ */
+export const DisconnectServerRequestSchema: GenMessage<DisconnectServerRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 27);
+
+/**
+ * DisconnectServerResponse is empty.
+ *
+ * @generated from message toolplane.catalog.v1.DisconnectServerResponse
+ */
+export type DisconnectServerResponse = Message<"toolplane.catalog.v1.DisconnectServerResponse"> & {
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.DisconnectServerResponse.
+ * Use `create(DisconnectServerResponseSchema)` to create a new message.
+ */
+export const DisconnectServerResponseSchema: GenMessage<DisconnectServerResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 28);
+
+/**
+ * ListConnectionsRequest has no fields.
+ *
+ * @generated from message toolplane.catalog.v1.ListConnectionsRequest
+ */
+export type ListConnectionsRequest = Message<"toolplane.catalog.v1.ListConnectionsRequest"> & {
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ListConnectionsRequest.
+ * Use `create(ListConnectionsRequestSchema)` to create a new message.
+ */
+export const ListConnectionsRequestSchema: GenMessage<ListConnectionsRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 29);
+
+/**
+ * ListConnectionsResponse lists the OAuth servers.
+ *
+ * @generated from message toolplane.catalog.v1.ListConnectionsResponse
+ */
+export type ListConnectionsResponse = Message<"toolplane.catalog.v1.ListConnectionsResponse"> & {
+  /**
+   * One entry per server that authenticates with OAuth, in config order.
+   *
+   * @generated from field: repeated toolplane.catalog.v1.Connection connections = 1;
+   */
+  connections: Connection[];
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ListConnectionsResponse.
+ * Use `create(ListConnectionsResponseSchema)` to create a new message.
+ */
+export const ListConnectionsResponseSchema: GenMessage<ListConnectionsResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 30);
+
+/**
+ * Connection is the OAuth state of one server for the effective principal.
+ *
+ * @generated from message toolplane.catalog.v1.Connection
+ */
+export type Connection = Message<"toolplane.catalog.v1.Connection"> & {
+  /**
+   * Server name.
+   *
+   * @generated from field: string server = 1;
+   */
+  server: string;
+
+  /**
+   * Session scope of the server; a shared server has one connection.
+   *
+   * @generated from field: toolplane.catalog.v1.SessionScope session_scope = 2;
+   */
+  sessionScope: SessionScope;
+
+  /**
+   * OAuth grant: authorization_code, client_credentials or refresh_token.
+   *
+   * @generated from field: string grant_type = 3;
+   */
+  grantType: string;
+
+  /**
+   * A token is held.
+   *
+   * @generated from field: bool connected = 4;
+   */
+  connected: boolean;
+
+  /**
+   * Expiry of the access token held (unset when none or it does not expire).
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.Connection.
+ * Use `create(ConnectionSchema)` to create a new message.
+ */
+export const ConnectionSchema: GenMessage<Connection> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 31);
+
+/**
  * CatalogService owns every connection to MCP servers, the tools they expose,
  * the deferred catalog and its hash, tool search, and every call to a tool.
  * Tool RPCs (ListTools, GetTool, SearchTools, GetCatalog, CallTool,
@@ -902,6 +1089,47 @@ export const CatalogService: GenService<{
     methodKind: "unary";
     input: typeof ReloadServersRequestSchema;
     output: typeof ReloadServersResponseSchema;
+  },
+  /**
+   * ConnectServer starts the OAuth authorization of an MCP server for the
+   * effective principal: its own connection to a per_user or per_thread
+   * server, or a shared server's one connection (admin only). It returns the
+   * URL to open in a browser; the authorization server sends the browser
+   * back to catalog.oauth.public_url + /oauth/callback. Errors: NOT_FOUND,
+   * FAILED_PRECONDITION (the server does not use the authorization code
+   * grant, or no public_url is set), PERMISSION_DENIED (a shared server and
+   * the caller is not an admin).
+   *
+   * @generated from rpc toolplane.catalog.v1.CatalogService.ConnectServer
+   */
+  connectServer: {
+    methodKind: "unary";
+    input: typeof ConnectServerRequestSchema;
+    output: typeof ConnectServerResponseSchema;
+  },
+  /**
+   * DisconnectServer revokes (RFC 7009, where the authorization server
+   * supports it) and deletes the effective principal's tokens for a server
+   * (a shared server's: admin only). Errors as ConnectServer.
+   *
+   * @generated from rpc toolplane.catalog.v1.CatalogService.DisconnectServer
+   */
+  disconnectServer: {
+    methodKind: "unary";
+    input: typeof DisconnectServerRequestSchema;
+    output: typeof DisconnectServerResponseSchema;
+  },
+  /**
+   * ListConnections lists the servers that authenticate with OAuth and
+   * whether the effective principal (or, for shared servers, the catalog)
+   * holds a token for each. Never returns a token.
+   *
+   * @generated from rpc toolplane.catalog.v1.CatalogService.ListConnections
+   */
+  listConnections: {
+    methodKind: "unary";
+    input: typeof ListConnectionsRequestSchema;
+    output: typeof ListConnectionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolplane_catalog_v1_catalog_service, 0);

@@ -13,11 +13,12 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from toolplane.catalog.v1 import catalog_pb2 as toolplane_dot_catalog_dot_v1_dot_catalog__pb2
 from toolplane.type.v1 import type_pb2 as toolplane_dot_type_dot_v1_dot_type__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*toolplane/catalog/v1/catalog_service.proto\x12\x14toolplane.catalog.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\"toolplane/catalog/v1/catalog.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xd1\x01\n\x10ListToolsRequest\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\x12\x38\n\x06source\x18\x02 \x01(\x0e\x32 .toolplane.catalog.v1.ToolSourceR\x06source\x12!\n\tavailable\x18\x03 \x01(\x08H\x00R\tavailable\x88\x01\x01\x12\x1b\n\tpage_size\x18\x04 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x05 \x01(\tR\tpageTokenB\x0c\n\n_available\"\x8c\x01\n\x11ListToolsResponse\x12\x30\n\x05tools\x18\x01 \x03(\x0b\x32\x1a.toolplane.catalog.v1.ToolR\x05tools\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n\ntotal_size\x18\x03 \x01(\x05R\ttotalSize\"$\n\x0eGetToolRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"A\n\x0fGetToolResponse\x12.\n\x04tool\x18\x01 \x01(\x0b\x32\x1a.toolplane.catalog.v1.ToolR\x04tool\"\xb5\x01\n\x12SearchToolsRequest\x12\x14\n\x05query\x18\x01 \x01(\tR\x05query\x12\x34\n\x04mode\x18\x02 \x01(\x0e\x32 .toolplane.catalog.v1.SearchModeR\x04mode\x12\x14\n\x05limit\x18\x03 \x01(\x05R\x05limit\x12=\n\ncandidates\x18\x04 \x01(\x0b\x32\x1d.toolplane.type.v1.StringListR\ncandidates\"\xc1\x01\n\x13SearchToolsResponse\x12\x33\n\x04hits\x18\x01 \x03(\x0b\x32\x1f.toolplane.catalog.v1.SearchHitR\x04hits\x12!\n\x0c\x63\x61talog_hash\x18\x02 \x01(\tR\x0b\x63\x61talogHash\x12\x1c\n\ttruncated\x18\x03 \x01(\x08R\ttruncated\x12\x34\n\x04mode\x18\x04 \x01(\x0e\x32 .toolplane.catalog.v1.SearchModeR\x04mode\"R\n\x11GetCatalogRequest\x12=\n\ncandidates\x18\x01 \x01(\x0b\x32\x1d.toolplane.type.v1.StringListR\ncandidates\"\xc7\x01\n\x12GetCatalogResponse\x12!\n\x0c\x63\x61talog_hash\x18\x01 \x01(\tR\x0b\x63\x61talogHash\x12\x1d\n\ntool_count\x18\x02 \x01(\x05R\ttoolCount\x12;\n\x07servers\x18\x03 \x03(\x0b\x32!.toolplane.catalog.v1.ServerCountR\x07servers\x12\x18\n\x07unknown\x18\x04 \x03(\tR\x07unknown\x12\x18\n\x07renamed\x18\x05 \x03(\tR\x07renamed\"\x15\n\x13WatchCatalogRequest\"P\n\x14WatchCatalogResponse\x12\x38\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".toolplane.catalog.v1.CatalogEventR\x05\x65vent\"\xd4\x01\n\x0f\x43\x61llToolRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x35\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x41\n\x0c\x63\x61ll_context\x18\x03 \x01(\x0b\x32\x1e.toolplane.type.v1.CallContextR\x0b\x63\x61llContext\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"\x9a\x02\n\x10\x43\x61llToolResponse\x12\x39\n\x07\x63ontent\x18\x01 \x03(\x0b\x32\x1f.toolplane.type.v1.ContentBlockR\x07\x63ontent\x12\x19\n\x08is_error\x18\x02 \x01(\x08R\x07isError\x12\x46\n\x12structured_content\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x11structuredContent\x12+\n\x04meta\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x04meta\x12\x16\n\x06server\x18\x05 \x01(\tR\x06server\x12#\n\roriginal_name\x18\x06 \x01(\tR\x0coriginalName\"\xda\x01\n\x15\x43\x61llToolStreamRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x35\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x41\n\x0c\x63\x61ll_context\x18\x03 \x01(\x0b\x32\x1e.toolplane.type.v1.CallContextR\x0b\x63\x61llContext\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"\xaa\x01\n\x16\x43\x61llToolStreamResponse\x12\x45\n\x0cnotification\x18\x01 \x01(\x0b\x32\x1f.toolplane.type.v1.NotificationH\x00R\x0cnotification\x12@\n\x06result\x18\x02 \x01(\x0b\x32&.toolplane.catalog.v1.CallToolResponseH\x00R\x06resultB\x07\n\x05\x65vent\"\x14\n\x12ListServersRequest\"M\n\x13ListServersResponse\x12\x36\n\x07servers\x18\x01 \x03(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x07servers\"&\n\x10GetServerRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"I\n\x11GetServerResponse\x12\x34\n\x06server\x18\x01 \x01(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x06server\"9\n\x0cServerUpdate\x12\x1d\n\x07\x65nabled\x18\x01 \x01(\x08H\x00R\x07\x65nabled\x88\x01\x01\x42\n\n\x08_enabled\"e\n\x13UpdateServerRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12:\n\x06server\x18\x02 \x01(\x0b\x32\".toolplane.catalog.v1.ServerUpdateR\x06server\"L\n\x14UpdateServerResponse\x12\x34\n\x06server\x18\x01 \x01(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x06server\"U\n\x15ReplaceServersRequest\x12<\n\x07servers\x18\x01 \x03(\x0b\x32\".toolplane.catalog.v1.ServerConfigR\x07servers\"P\n\x16ReplaceServersResponse\x12\x36\n\x07servers\x18\x01 \x03(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x07servers\"\x16\n\x14ReloadServersRequest\"\x8b\x01\n\x15ReloadServersResponse\x12\x36\n\x07servers\x18\x01 \x03(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x07servers\x12\x1c\n\trestarted\x18\x02 \x03(\tR\trestarted\x12\x1c\n\tunchanged\x18\x03 \x03(\tR\tunchanged2\xeb\t\n\x0e\x43\x61talogService\x12\x61\n\tListTools\x12&.toolplane.catalog.v1.ListToolsRequest\x1a\'.toolplane.catalog.v1.ListToolsResponse\"\x03\x90\x02\x01\x12[\n\x07GetTool\x12$.toolplane.catalog.v1.GetToolRequest\x1a%.toolplane.catalog.v1.GetToolResponse\"\x03\x90\x02\x01\x12g\n\x0bSearchTools\x12(.toolplane.catalog.v1.SearchToolsRequest\x1a).toolplane.catalog.v1.SearchToolsResponse\"\x03\x90\x02\x01\x12\x64\n\nGetCatalog\x12\'.toolplane.catalog.v1.GetCatalogRequest\x1a(.toolplane.catalog.v1.GetCatalogResponse\"\x03\x90\x02\x01\x12l\n\x0cWatchCatalog\x12).toolplane.catalog.v1.WatchCatalogRequest\x1a*.toolplane.catalog.v1.WatchCatalogResponse\"\x03\x90\x02\x01\x30\x01\x12Y\n\x08\x43\x61llTool\x12%.toolplane.catalog.v1.CallToolRequest\x1a&.toolplane.catalog.v1.CallToolResponse\x12m\n\x0e\x43\x61llToolStream\x12+.toolplane.catalog.v1.CallToolStreamRequest\x1a,.toolplane.catalog.v1.CallToolStreamResponse0\x01\x12g\n\x0bListServers\x12(.toolplane.catalog.v1.ListServersRequest\x1a).toolplane.catalog.v1.ListServersResponse\"\x03\x90\x02\x01\x12\x61\n\tGetServer\x12&.toolplane.catalog.v1.GetServerRequest\x1a\'.toolplane.catalog.v1.GetServerResponse\"\x03\x90\x02\x01\x12j\n\x0cUpdateServer\x12).toolplane.catalog.v1.UpdateServerRequest\x1a*.toolplane.catalog.v1.UpdateServerResponse\"\x03\x90\x02\x02\x12p\n\x0eReplaceServers\x12+.toolplane.catalog.v1.ReplaceServersRequest\x1a,.toolplane.catalog.v1.ReplaceServersResponse\"\x03\x90\x02\x02\x12h\n\rReloadServers\x12*.toolplane.catalog.v1.ReloadServersRequest\x1a+.toolplane.catalog.v1.ReloadServersResponseBFZDgithub.com/toolplane/toolplane/gen/go/toolplane/catalog/v1;catalogv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*toolplane/catalog/v1/catalog_service.proto\x12\x14toolplane.catalog.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"toolplane/catalog/v1/catalog.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xd1\x01\n\x10ListToolsRequest\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\x12\x38\n\x06source\x18\x02 \x01(\x0e\x32 .toolplane.catalog.v1.ToolSourceR\x06source\x12!\n\tavailable\x18\x03 \x01(\x08H\x00R\tavailable\x88\x01\x01\x12\x1b\n\tpage_size\x18\x04 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x05 \x01(\tR\tpageTokenB\x0c\n\n_available\"\x8c\x01\n\x11ListToolsResponse\x12\x30\n\x05tools\x18\x01 \x03(\x0b\x32\x1a.toolplane.catalog.v1.ToolR\x05tools\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n\ntotal_size\x18\x03 \x01(\x05R\ttotalSize\"$\n\x0eGetToolRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"A\n\x0fGetToolResponse\x12.\n\x04tool\x18\x01 \x01(\x0b\x32\x1a.toolplane.catalog.v1.ToolR\x04tool\"\xb5\x01\n\x12SearchToolsRequest\x12\x14\n\x05query\x18\x01 \x01(\tR\x05query\x12\x34\n\x04mode\x18\x02 \x01(\x0e\x32 .toolplane.catalog.v1.SearchModeR\x04mode\x12\x14\n\x05limit\x18\x03 \x01(\x05R\x05limit\x12=\n\ncandidates\x18\x04 \x01(\x0b\x32\x1d.toolplane.type.v1.StringListR\ncandidates\"\xc1\x01\n\x13SearchToolsResponse\x12\x33\n\x04hits\x18\x01 \x03(\x0b\x32\x1f.toolplane.catalog.v1.SearchHitR\x04hits\x12!\n\x0c\x63\x61talog_hash\x18\x02 \x01(\tR\x0b\x63\x61talogHash\x12\x1c\n\ttruncated\x18\x03 \x01(\x08R\ttruncated\x12\x34\n\x04mode\x18\x04 \x01(\x0e\x32 .toolplane.catalog.v1.SearchModeR\x04mode\"R\n\x11GetCatalogRequest\x12=\n\ncandidates\x18\x01 \x01(\x0b\x32\x1d.toolplane.type.v1.StringListR\ncandidates\"\xc7\x01\n\x12GetCatalogResponse\x12!\n\x0c\x63\x61talog_hash\x18\x01 \x01(\tR\x0b\x63\x61talogHash\x12\x1d\n\ntool_count\x18\x02 \x01(\x05R\ttoolCount\x12;\n\x07servers\x18\x03 \x03(\x0b\x32!.toolplane.catalog.v1.ServerCountR\x07servers\x12\x18\n\x07unknown\x18\x04 \x03(\tR\x07unknown\x12\x18\n\x07renamed\x18\x05 \x03(\tR\x07renamed\"\x15\n\x13WatchCatalogRequest\"P\n\x14WatchCatalogResponse\x12\x38\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".toolplane.catalog.v1.CatalogEventR\x05\x65vent\"\xd4\x01\n\x0f\x43\x61llToolRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x35\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x41\n\x0c\x63\x61ll_context\x18\x03 \x01(\x0b\x32\x1e.toolplane.type.v1.CallContextR\x0b\x63\x61llContext\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"\x9a\x02\n\x10\x43\x61llToolResponse\x12\x39\n\x07\x63ontent\x18\x01 \x03(\x0b\x32\x1f.toolplane.type.v1.ContentBlockR\x07\x63ontent\x12\x19\n\x08is_error\x18\x02 \x01(\x08R\x07isError\x12\x46\n\x12structured_content\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x11structuredContent\x12+\n\x04meta\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x04meta\x12\x16\n\x06server\x18\x05 \x01(\tR\x06server\x12#\n\roriginal_name\x18\x06 \x01(\tR\x0coriginalName\"\xda\x01\n\x15\x43\x61llToolStreamRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x35\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x41\n\x0c\x63\x61ll_context\x18\x03 \x01(\x0b\x32\x1e.toolplane.type.v1.CallContextR\x0b\x63\x61llContext\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"\xaa\x01\n\x16\x43\x61llToolStreamResponse\x12\x45\n\x0cnotification\x18\x01 \x01(\x0b\x32\x1f.toolplane.type.v1.NotificationH\x00R\x0cnotification\x12@\n\x06result\x18\x02 \x01(\x0b\x32&.toolplane.catalog.v1.CallToolResponseH\x00R\x06resultB\x07\n\x05\x65vent\"\x14\n\x12ListServersRequest\"M\n\x13ListServersResponse\x12\x36\n\x07servers\x18\x01 \x03(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x07servers\"&\n\x10GetServerRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"I\n\x11GetServerResponse\x12\x34\n\x06server\x18\x01 \x01(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x06server\"9\n\x0cServerUpdate\x12\x1d\n\x07\x65nabled\x18\x01 \x01(\x08H\x00R\x07\x65nabled\x88\x01\x01\x42\n\n\x08_enabled\"e\n\x13UpdateServerRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12:\n\x06server\x18\x02 \x01(\x0b\x32\".toolplane.catalog.v1.ServerUpdateR\x06server\"L\n\x14UpdateServerResponse\x12\x34\n\x06server\x18\x01 \x01(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x06server\"U\n\x15ReplaceServersRequest\x12<\n\x07servers\x18\x01 \x03(\x0b\x32\".toolplane.catalog.v1.ServerConfigR\x07servers\"P\n\x16ReplaceServersResponse\x12\x36\n\x07servers\x18\x01 \x03(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x07servers\"\x16\n\x14ReloadServersRequest\"\x8b\x01\n\x15ReloadServersResponse\x12\x36\n\x07servers\x18\x01 \x03(\x0b\x32\x1c.toolplane.catalog.v1.ServerR\x07servers\x12\x1c\n\trestarted\x18\x02 \x03(\tR\trestarted\x12\x1c\n\tunchanged\x18\x03 \x03(\tR\tunchanged\"H\n\x14\x43onnectServerRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n\tdiscovery\x18\x02 \x01(\x08R\tdiscovery\"\x7f\n\x15\x43onnectServerResponse\x12+\n\x11\x61uthorization_url\x18\x01 \x01(\tR\x10\x61uthorizationUrl\x12\x39\n\nexpires_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\"K\n\x17\x44isconnectServerRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n\tdiscovery\x18\x02 \x01(\x08R\tdiscovery\"\x1a\n\x18\x44isconnectServerResponse\"\x18\n\x16ListConnectionsRequest\"]\n\x17ListConnectionsResponse\x12\x42\n\x0b\x63onnections\x18\x01 \x03(\x0b\x32 .toolplane.catalog.v1.ConnectionR\x0b\x63onnections\"\xe5\x01\n\nConnection\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\x12G\n\rsession_scope\x18\x02 \x01(\x0e\x32\".toolplane.catalog.v1.SessionScopeR\x0csessionScope\x12\x1d\n\ngrant_type\x18\x03 \x01(\tR\tgrantType\x12\x1c\n\tconnected\x18\x04 \x01(\x08R\tconnected\x12\x39\n\nexpires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt2\xc2\x0c\n\x0e\x43\x61talogService\x12\x61\n\tListTools\x12&.toolplane.catalog.v1.ListToolsRequest\x1a\'.toolplane.catalog.v1.ListToolsResponse\"\x03\x90\x02\x01\x12[\n\x07GetTool\x12$.toolplane.catalog.v1.GetToolRequest\x1a%.toolplane.catalog.v1.GetToolResponse\"\x03\x90\x02\x01\x12g\n\x0bSearchTools\x12(.toolplane.catalog.v1.SearchToolsRequest\x1a).toolplane.catalog.v1.SearchToolsResponse\"\x03\x90\x02\x01\x12\x64\n\nGetCatalog\x12\'.toolplane.catalog.v1.GetCatalogRequest\x1a(.toolplane.catalog.v1.GetCatalogResponse\"\x03\x90\x02\x01\x12l\n\x0cWatchCatalog\x12).toolplane.catalog.v1.WatchCatalogRequest\x1a*.toolplane.catalog.v1.WatchCatalogResponse\"\x03\x90\x02\x01\x30\x01\x12Y\n\x08\x43\x61llTool\x12%.toolplane.catalog.v1.CallToolRequest\x1a&.toolplane.catalog.v1.CallToolResponse\x12m\n\x0e\x43\x61llToolStream\x12+.toolplane.catalog.v1.CallToolStreamRequest\x1a,.toolplane.catalog.v1.CallToolStreamResponse0\x01\x12g\n\x0bListServers\x12(.toolplane.catalog.v1.ListServersRequest\x1a).toolplane.catalog.v1.ListServersResponse\"\x03\x90\x02\x01\x12\x61\n\tGetServer\x12&.toolplane.catalog.v1.GetServerRequest\x1a\'.toolplane.catalog.v1.GetServerResponse\"\x03\x90\x02\x01\x12j\n\x0cUpdateServer\x12).toolplane.catalog.v1.UpdateServerRequest\x1a*.toolplane.catalog.v1.UpdateServerResponse\"\x03\x90\x02\x02\x12p\n\x0eReplaceServers\x12+.toolplane.catalog.v1.ReplaceServersRequest\x1a,.toolplane.catalog.v1.ReplaceServersResponse\"\x03\x90\x02\x02\x12h\n\rReloadServers\x12*.toolplane.catalog.v1.ReloadServersRequest\x1a+.toolplane.catalog.v1.ReloadServersResponse\x12h\n\rConnectServer\x12*.toolplane.catalog.v1.ConnectServerRequest\x1a+.toolplane.catalog.v1.ConnectServerResponse\x12v\n\x10\x44isconnectServer\x12-.toolplane.catalog.v1.DisconnectServerRequest\x1a..toolplane.catalog.v1.DisconnectServerResponse\"\x03\x90\x02\x02\x12s\n\x0fListConnections\x12,.toolplane.catalog.v1.ListConnectionsRequest\x1a-.toolplane.catalog.v1.ListConnectionsResponse\"\x03\x90\x02\x01\x42\x46ZDgithub.com/toolplane/toolplane/gen/go/toolplane/catalog/v1;catalogv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolplane.catalog.v1.catalog_service_pb2', globals())
@@ -43,56 +44,74 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _CATALOGSERVICE.methods_by_name['UpdateServer']._serialized_options = b'\220\002\002'
   _CATALOGSERVICE.methods_by_name['ReplaceServers']._options = None
   _CATALOGSERVICE.methods_by_name['ReplaceServers']._serialized_options = b'\220\002\002'
-  _LISTTOOLSREQUEST._serialized_start=197
-  _LISTTOOLSREQUEST._serialized_end=406
-  _LISTTOOLSRESPONSE._serialized_start=409
-  _LISTTOOLSRESPONSE._serialized_end=549
-  _GETTOOLREQUEST._serialized_start=551
-  _GETTOOLREQUEST._serialized_end=587
-  _GETTOOLRESPONSE._serialized_start=589
-  _GETTOOLRESPONSE._serialized_end=654
-  _SEARCHTOOLSREQUEST._serialized_start=657
-  _SEARCHTOOLSREQUEST._serialized_end=838
-  _SEARCHTOOLSRESPONSE._serialized_start=841
-  _SEARCHTOOLSRESPONSE._serialized_end=1034
-  _GETCATALOGREQUEST._serialized_start=1036
-  _GETCATALOGREQUEST._serialized_end=1118
-  _GETCATALOGRESPONSE._serialized_start=1121
-  _GETCATALOGRESPONSE._serialized_end=1320
-  _WATCHCATALOGREQUEST._serialized_start=1322
-  _WATCHCATALOGREQUEST._serialized_end=1343
-  _WATCHCATALOGRESPONSE._serialized_start=1345
-  _WATCHCATALOGRESPONSE._serialized_end=1425
-  _CALLTOOLREQUEST._serialized_start=1428
-  _CALLTOOLREQUEST._serialized_end=1640
-  _CALLTOOLRESPONSE._serialized_start=1643
-  _CALLTOOLRESPONSE._serialized_end=1925
-  _CALLTOOLSTREAMREQUEST._serialized_start=1928
-  _CALLTOOLSTREAMREQUEST._serialized_end=2146
-  _CALLTOOLSTREAMRESPONSE._serialized_start=2149
-  _CALLTOOLSTREAMRESPONSE._serialized_end=2319
-  _LISTSERVERSREQUEST._serialized_start=2321
-  _LISTSERVERSREQUEST._serialized_end=2341
-  _LISTSERVERSRESPONSE._serialized_start=2343
-  _LISTSERVERSRESPONSE._serialized_end=2420
-  _GETSERVERREQUEST._serialized_start=2422
-  _GETSERVERREQUEST._serialized_end=2460
-  _GETSERVERRESPONSE._serialized_start=2462
-  _GETSERVERRESPONSE._serialized_end=2535
-  _SERVERUPDATE._serialized_start=2537
-  _SERVERUPDATE._serialized_end=2594
-  _UPDATESERVERREQUEST._serialized_start=2596
-  _UPDATESERVERREQUEST._serialized_end=2697
-  _UPDATESERVERRESPONSE._serialized_start=2699
-  _UPDATESERVERRESPONSE._serialized_end=2775
-  _REPLACESERVERSREQUEST._serialized_start=2777
-  _REPLACESERVERSREQUEST._serialized_end=2862
-  _REPLACESERVERSRESPONSE._serialized_start=2864
-  _REPLACESERVERSRESPONSE._serialized_end=2944
-  _RELOADSERVERSREQUEST._serialized_start=2946
-  _RELOADSERVERSREQUEST._serialized_end=2968
-  _RELOADSERVERSRESPONSE._serialized_start=2971
-  _RELOADSERVERSRESPONSE._serialized_end=3110
-  _CATALOGSERVICE._serialized_start=3113
-  _CATALOGSERVICE._serialized_end=4372
+  _CATALOGSERVICE.methods_by_name['DisconnectServer']._options = None
+  _CATALOGSERVICE.methods_by_name['DisconnectServer']._serialized_options = b'\220\002\002'
+  _CATALOGSERVICE.methods_by_name['ListConnections']._options = None
+  _CATALOGSERVICE.methods_by_name['ListConnections']._serialized_options = b'\220\002\001'
+  _LISTTOOLSREQUEST._serialized_start=230
+  _LISTTOOLSREQUEST._serialized_end=439
+  _LISTTOOLSRESPONSE._serialized_start=442
+  _LISTTOOLSRESPONSE._serialized_end=582
+  _GETTOOLREQUEST._serialized_start=584
+  _GETTOOLREQUEST._serialized_end=620
+  _GETTOOLRESPONSE._serialized_start=622
+  _GETTOOLRESPONSE._serialized_end=687
+  _SEARCHTOOLSREQUEST._serialized_start=690
+  _SEARCHTOOLSREQUEST._serialized_end=871
+  _SEARCHTOOLSRESPONSE._serialized_start=874
+  _SEARCHTOOLSRESPONSE._serialized_end=1067
+  _GETCATALOGREQUEST._serialized_start=1069
+  _GETCATALOGREQUEST._serialized_end=1151
+  _GETCATALOGRESPONSE._serialized_start=1154
+  _GETCATALOGRESPONSE._serialized_end=1353
+  _WATCHCATALOGREQUEST._serialized_start=1355
+  _WATCHCATALOGREQUEST._serialized_end=1376
+  _WATCHCATALOGRESPONSE._serialized_start=1378
+  _WATCHCATALOGRESPONSE._serialized_end=1458
+  _CALLTOOLREQUEST._serialized_start=1461
+  _CALLTOOLREQUEST._serialized_end=1673
+  _CALLTOOLRESPONSE._serialized_start=1676
+  _CALLTOOLRESPONSE._serialized_end=1958
+  _CALLTOOLSTREAMREQUEST._serialized_start=1961
+  _CALLTOOLSTREAMREQUEST._serialized_end=2179
+  _CALLTOOLSTREAMRESPONSE._serialized_start=2182
+  _CALLTOOLSTREAMRESPONSE._serialized_end=2352
+  _LISTSERVERSREQUEST._serialized_start=2354
+  _LISTSERVERSREQUEST._serialized_end=2374
+  _LISTSERVERSRESPONSE._serialized_start=2376
+  _LISTSERVERSRESPONSE._serialized_end=2453
+  _GETSERVERREQUEST._serialized_start=2455
+  _GETSERVERREQUEST._serialized_end=2493
+  _GETSERVERRESPONSE._serialized_start=2495
+  _GETSERVERRESPONSE._serialized_end=2568
+  _SERVERUPDATE._serialized_start=2570
+  _SERVERUPDATE._serialized_end=2627
+  _UPDATESERVERREQUEST._serialized_start=2629
+  _UPDATESERVERREQUEST._serialized_end=2730
+  _UPDATESERVERRESPONSE._serialized_start=2732
+  _UPDATESERVERRESPONSE._serialized_end=2808
+  _REPLACESERVERSREQUEST._serialized_start=2810
+  _REPLACESERVERSREQUEST._serialized_end=2895
+  _REPLACESERVERSRESPONSE._serialized_start=2897
+  _REPLACESERVERSRESPONSE._serialized_end=2977
+  _RELOADSERVERSREQUEST._serialized_start=2979
+  _RELOADSERVERSREQUEST._serialized_end=3001
+  _RELOADSERVERSRESPONSE._serialized_start=3004
+  _RELOADSERVERSRESPONSE._serialized_end=3143
+  _CONNECTSERVERREQUEST._serialized_start=3145
+  _CONNECTSERVERREQUEST._serialized_end=3217
+  _CONNECTSERVERRESPONSE._serialized_start=3219
+  _CONNECTSERVERRESPONSE._serialized_end=3346
+  _DISCONNECTSERVERREQUEST._serialized_start=3348
+  _DISCONNECTSERVERREQUEST._serialized_end=3423
+  _DISCONNECTSERVERRESPONSE._serialized_start=3425
+  _DISCONNECTSERVERRESPONSE._serialized_end=3451
+  _LISTCONNECTIONSREQUEST._serialized_start=3453
+  _LISTCONNECTIONSREQUEST._serialized_end=3477
+  _LISTCONNECTIONSRESPONSE._serialized_start=3479
+  _LISTCONNECTIONSRESPONSE._serialized_end=3572
+  _CONNECTION._serialized_start=3575
+  _CONNECTION._serialized_end=3804
+  _CATALOGSERVICE._serialized_start=3807
+  _CATALOGSERVICE._serialized_end=5409
 # @@protoc_insertion_point(module_scope)

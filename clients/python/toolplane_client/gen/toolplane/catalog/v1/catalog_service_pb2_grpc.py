@@ -79,6 +79,21 @@ class CatalogServiceStub(object):
                 request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ReloadServersRequest.SerializeToString,
                 response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ReloadServersResponse.FromString,
                 )
+        self.ConnectServer = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ConnectServer',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ConnectServerRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ConnectServerResponse.FromString,
+                )
+        self.DisconnectServer = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/DisconnectServer',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.DisconnectServerRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.DisconnectServerResponse.FromString,
+                )
+        self.ListConnections = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ListConnections',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsResponse.FromString,
+                )
 
 
 class CatalogServiceServicer(object):
@@ -189,6 +204,38 @@ class CatalogServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConnectServer(self, request, context):
+        """ConnectServer starts the OAuth authorization of an MCP server for the
+        effective principal: its own connection to a per_user or per_thread
+        server, or a shared server's one connection (admin only). It returns the
+        URL to open in a browser; the authorization server sends the browser
+        back to catalog.oauth.public_url + /oauth/callback. Errors: NOT_FOUND,
+        FAILED_PRECONDITION (the server does not use the authorization code
+        grant, or no public_url is set), PERMISSION_DENIED (a shared server and
+        the caller is not an admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisconnectServer(self, request, context):
+        """DisconnectServer revokes (RFC 7009, where the authorization server
+        supports it) and deletes the effective principal's tokens for a server
+        (a shared server's: admin only). Errors as ConnectServer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConnections(self, request, context):
+        """ListConnections lists the servers that authenticate with OAuth and
+        whether the effective principal (or, for shared servers, the catalog)
+        holds a token for each. Never returns a token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CatalogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -251,6 +298,21 @@ def add_CatalogServiceServicer_to_server(servicer, server):
                     servicer.ReloadServers,
                     request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ReloadServersRequest.FromString,
                     response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ReloadServersResponse.SerializeToString,
+            ),
+            'ConnectServer': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConnectServer,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ConnectServerRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ConnectServerResponse.SerializeToString,
+            ),
+            'DisconnectServer': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisconnectServer,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.DisconnectServerRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.DisconnectServerResponse.SerializeToString,
+            ),
+            'ListConnections': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConnections,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -468,5 +530,56 @@ class CatalogService(object):
         return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ReloadServers',
             toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ReloadServersRequest.SerializeToString,
             toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ReloadServersResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ConnectServer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ConnectServer',
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ConnectServerRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ConnectServerResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DisconnectServer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/DisconnectServer',
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.DisconnectServerRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.DisconnectServerResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListConnections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ListConnections',
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
