@@ -35,6 +35,9 @@ const (
 	ClassAdmin
 	// ClassNone: no credential needed (health, reflection).
 	ClassNone
+	// ClassGlobalAdmin: admins of a tenant listed in auth.global_admin_tenants
+	// only — changes to resources every tenant shares (MCP servers, agents).
+	ClassGlobalAdmin
 )
 
 // String returns the lower-case class name used in config and logs.
@@ -48,6 +51,8 @@ func (c Class) String() string {
 		return "admin"
 	case ClassNone:
 		return "none"
+	case ClassGlobalAdmin:
+		return "global_admin"
 	}
 	return "unknown"
 }
@@ -114,8 +119,13 @@ func (id Identity) Admin() bool {
 }
 
 // Service reports whether the caller may act as a service: a service
-// credential, or a principal with the admin role.
-func (id Identity) Service() bool { return id.Kind == KindService || id.Admin() }
+// credential, or a global admin (an admin of a tenant in
+// auth.global_admin_tenants). A tenant admin is not a service caller: it
+// may not call service-class RPCs (the catalog's tools, direct tool calls)
+// nor supply call contexts or resource attributes (docs/architecture.md §5).
+func (id Identity) Service() bool {
+	return id.Kind == KindService || (id.Admin() && id.GlobalAdmin)
+}
 
 type identityKey struct{}
 

@@ -96,6 +96,10 @@ func admit(ctx context.Context, o ChainOptions, fullMethod string) (context.Cont
 		if !id.Admin() {
 			return ctx, auth.Error(codes.PermissionDenied, auth.ReasonAdminRequired, fullMethod+" needs the admin role")
 		}
+	case auth.ClassGlobalAdmin:
+		if !id.Admin() || !id.GlobalAdmin {
+			return ctx, auth.Error(codes.PermissionDenied, auth.ReasonAdminRequired, fullMethod+" changes a resource every tenant shares: it needs a global admin (the admin role in a tenant of auth.global_admin_tenants)")
+		}
 	default:
 		return ctx, auth.Error(codes.PermissionDenied, auth.ReasonNoRPCClass, fullMethod+" has no access class (refused)")
 	}

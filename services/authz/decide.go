@@ -26,8 +26,10 @@ func principalFor(ctx context.Context, p *typev1.Principal) (*typev1.Principal, 
 	if !ok {
 		return nil, forgedPrincipal("no authenticated caller")
 	}
-	if id.Service() {
-		if own, scoped := id.TenantAdmin(); scoped && p != nil && tenantOf(p) != own {
+	// Service credentials and global admins may ask about anyone; a tenant
+	// admin about the principals of its own tenant.
+	if own, scoped := id.TenantAdmin(); id.Service() || scoped {
+		if scoped && p != nil && tenantOf(p) != own {
 			return nil, forgedPrincipal("an admin of tenant %q may only ask about principals of that tenant, not of %q", own, tenantOf(p))
 		}
 		if p != nil {

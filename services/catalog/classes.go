@@ -15,9 +15,9 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.catalog.v1.CatalogService/CallToolStream": auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/ListServers":    auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/GetServer":      auth.ClassService,
-		"/toolplane.catalog.v1.CatalogService/UpdateServer":   auth.ClassAdmin,
-		"/toolplane.catalog.v1.CatalogService/ReplaceServers": auth.ClassAdmin,
-		"/toolplane.catalog.v1.CatalogService/ReloadServers":  auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/UpdateServer":   auth.ClassGlobalAdmin,
+		"/toolplane.catalog.v1.CatalogService/ReplaceServers": auth.ClassGlobalAdmin,
+		"/toolplane.catalog.v1.CatalogService/ReloadServers":  auth.ClassGlobalAdmin,
 		// OAuth connections act for the effective principal (a shared
 		// server's: admin, checked in the handler; connections.go).
 		"/toolplane.catalog.v1.CatalogService/ConnectServer":    auth.ClassService,

@@ -20,7 +20,7 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.runtime.v1.RuntimeService/ResumeRun":             auth.ClassPublic,
 		"/toolplane.runtime.v1.RuntimeService/ListAgents":            auth.ClassPublic,
 		"/toolplane.runtime.v1.RuntimeService/GetAgent":              auth.ClassPublic,
-		"/toolplane.runtime.v1.RuntimeService/UpsertAgent":           auth.ClassAdmin,
-		"/toolplane.runtime.v1.RuntimeService/DeleteAgent":           auth.ClassAdmin,
+		"/toolplane.runtime.v1.RuntimeService/UpsertAgent":           auth.ClassGlobalAdmin,
+		"/toolplane.runtime.v1.RuntimeService/DeleteAgent":           auth.ClassGlobalAdmin,
 	}
 }

@@ -2,6 +2,7 @@ package catalogconfig
 
 import (
 	"fmt"
+	"os/exec"
 	"path"
 	"slices"
 	"strings"
@@ -166,6 +167,9 @@ func ValidateCommand(s *Server, allowlist []string) error {
 	return nil
 }
 
+// lookPath finds host executables (a variable for tests).
+var lookPath = exec.LookPath
+
 // checkArgs applies one interpreter's rules to args (which start at
 // args[base] of the configuration) and recurses into interpreters a runner
 // names.
@@ -211,6 +215,16 @@ func checkArgs(p, name string, pol interp, args []string, base, depth int) error
 		if pol.runner {
 			if sub, subName, ok := interpreterOf(a); ok && subName != name {
 				return checkArgs(p, subName, sub, args[i+1:], base+i+1, depth+1)
+			}
+		}
+		if name == "npx" && i > 0 && (args[i-1] == "-p" || args[i-1] == "--package") {
+			positional-- // the value of -p/--package, not the command
+		} else if name == "npx" && positional == 1 {
+			// npx runs a host executable of that name before it looks for a
+			// package (`npx awk 'BEGIN{system(...)}'`, `npx -- touch f`):
+			// the package must not name one.
+			if path, err := lookPath(a); err == nil {
+				return refuse(i, fmt.Sprintf("names the host executable %s, which npx would run instead of a package", path))
 			}
 		}
 	}

@@ -134,6 +134,26 @@ func TestCommandPolicyHostile(t *testing.T) {
 // TestCommandPolicyAccepts: ordinary server commands pass, including every
 // server of the example (examples/extensions_config.json, expanded as the
 // demo does).
+// TestCommandPolicyNpxHostExecutables: npx runs a host executable of the
+// package's name before it looks for a package, so a package (or the
+// command after -p) that names one is refused.
+func TestCommandPolicyNpxHostExecutables(t *testing.T) {
+	for _, args := range [][]string{
+		{"awk", "BEGIN{system(\"id\")}"},
+		{"--", "touch", "/tmp/x"},
+		{"--yes", "touch", "/tmp/x"},
+		{"-y", "env"},
+		{"-p", "@scope/pkg", "touch", "/tmp/x"},
+		{"--package", "x", "env"},
+	} {
+		s := Server{Name: "x", Command: "npx", Args: args}
+		err := ValidateCommand(&s, DefaultCommandAllowlist)
+		if err == nil || !strings.Contains(err.Error(), "host executable") {
+			t.Errorf("npx %q: %v, want a host-executable refusal", args, err)
+		}
+	}
+}
+
 func TestCommandPolicyAccepts(t *testing.T) {
 	for _, s := range []Server{
 		{Name: "a", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-memory"}},
