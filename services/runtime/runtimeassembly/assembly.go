@@ -261,28 +261,83 @@ func (s *Builder) deferralSettings(a *runtimev1.Agent) (bool, []string) {
 	return s.cfg.ToolSearch, s.cfg.ExemptServers
 }
 
-// filter asks authz which candidates the principal may list. A failure is
-// fail closed unless runtime.authz.fail_open_listing is on; then every
-// candidate is kept and failOpen is true.
+// FilterBatch is the largest candidate list of one FilterResources call the
+// runtime sends: authz caps one call at 10,000 candidates
+// (services/authz/validate.go), so larger lists are filtered in batches
+// (docs/decisions/0140-batched-candidate-filtering.md).
+const FilterBatch = 5000
+
+// filter asks authz which candidates the principal may list, in batches of
+// FilterBatch. Every batch must be decided on the same policy version; when
+// the policy moves between batches the whole list is filtered again, once.
+// A failure is fail closed unless runtime.authz.fail_open_listing is on;
+// then every candidate is kept and failOpen is true. Each batch carries the
+// resource attributes of its own candidates.
 func (s *Builder) filter(ctx context.Context, p *typev1.Principal, cc *typev1.CallContext, rt authzv1.ResourceType, names []string, attrs map[string]*authzv1.ResourceAttributes) (allowed map[string]bool, denied []*authzv1.DeniedResource, version int64, failOpen bool, err error) {
 	allowed = make(map[string]bool, len(names))
 	if len(names) == 0 {
 		return allowed, nil, 0, false, nil
 	}
-	resp, err := s.authz.FilterResources(runtimeident.ActingFor(ctx), &authzv1.FilterResourcesRequest{Principal: p, ResourceType: rt, Candidates: names, Action: authzv1.Action_ACTION_LIST, CallContext: cc, ResourceAttributes: attrs})
-	if err != nil {
-		if !s.cfg.FailOpenListing {
-			return nil, nil, 0, false, err
+	for attempt := 0; ; attempt++ {
+		clear(allowed)
+		denied, version, failOpen = nil, 0, false
+		mixed := false
+		for start := 0; start < len(names) && err == nil; start += FilterBatch {
+			batch := names[start:min(start+FilterBatch, len(names))]
+			var batchAttrs map[string]*authzv1.ResourceAttributes
+			if len(attrs) > 0 {
+				batchAttrs = make(map[string]*authzv1.ResourceAttributes, len(batch))
+				for _, n := range batch {
+					if a, ok := attrs[n]; ok {
+						batchAttrs[n] = a
+					}
+				}
+			}
+			var resp *authzv1.FilterResourcesResponse
+			resp, err = s.authz.FilterResources(runtimeident.ActingFor(ctx), &authzv1.FilterResourcesRequest{Principal: p, ResourceType: rt, Candidates: batch, Action: authzv1.Action_ACTION_LIST, CallContext: cc, ResourceAttributes: batchAttrs})
+			if err != nil {
+				break
+			}
+			if start > 0 && resp.GetPolicyVersion() != version {
+				mixed = true
+			}
+			version = max(version, resp.GetPolicyVersion())
+			for _, n := range resp.GetAllowed() {
+				allowed[n] = true
+			}
+			denied = append(denied, resp.GetDenied()...)
+			failOpen = failOpen || resp.GetFailOpen()
 		}
-		for _, n := range names {
-			allowed[n] = true
+		if err != nil {
+			if !s.cfg.FailOpenListing {
+				return nil, nil, 0, false, err
+			}
+			for _, n := range names {
+				allowed[n] = true
+			}
+			return allowed, nil, 0, true, nil
 		}
-		return allowed, nil, 0, true, nil
+		if !mixed {
+			return allowed, denied, version, failOpen, nil
+		}
+		if attempt > 0 {
+			return nil, nil, 0, false, status.Errorf(codes.Aborted, "the policy changed while %d candidates were filtered in batches; retry", len(names))
+		}
 	}
-	for _, n := range resp.GetAllowed() {
-		allowed[n] = true
+}
+
+// authzFailed is the fail-closed error of a filter step: "unreachable" only
+// when authz could not be reached (UNAVAILABLE, DEADLINE_EXCEEDED); any
+// other answer is reported as a refusal with its code.
+func authzFailed(what string, err error) error {
+	switch code := status.Code(err); code {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return assemblyFailed("authz unreachable while filtering %s (fail closed): %s", what, ShortErr(err))
+	case codes.Aborted:
+		return err // the caller retries the assembly
+	default:
+		return assemblyFailed("authz refused filtering %s (%s, fail closed): %s", what, code, ShortErr(err))
 	}
-	return allowed, resp.GetDenied(), resp.GetPolicyVersion(), resp.GetFailOpen(), nil
 }
 
 func reasonText(d *authzv1.DeniedResource) string {
@@ -312,7 +367,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		}
 		allowed, _, _, failOpen, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_SKILL, names, nil)
 		if err != nil {
-			return nil, assemblyFailed("authz unreachable while filtering skills (fail closed): %s", ShortErr(err))
+			return nil, authzFailed("skills", err)
 		}
 		if failOpen {
 			b.Report.AuthzFailOpen = true
@@ -384,7 +439,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	}
 	srvAllowed, srvDenied, v1, fo1, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER, servers, nil)
 	if err != nil {
-		return nil, assemblyFailed("authz unreachable while filtering mcp servers (fail closed): %s", ShortErr(err))
+		return nil, authzFailed("mcp servers", err)
 	}
 	deniedServer := map[string]string{}
 	for _, d := range srvDenied {
@@ -408,7 +463,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	b.Deferred = make(map[string]*Tool, len(names))
 	toolAllowed, toolDenied, v2, fo2, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_TOOL, names, attrs)
 	if err != nil {
-		return nil, assemblyFailed("authz unreachable while filtering tools (fail closed): %s", ShortErr(err))
+		return nil, authzFailed("tools", err)
 	}
 	for _, d := range toolDenied {
 		b.Report.Denied = append(b.Report.Denied, reasonText(d))
