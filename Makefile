@@ -69,6 +69,14 @@ demo: ## the main job: install the npm MCP servers and run the all-in-one suite 
 bench: ## benchmarks (ratios against in-run baselines)
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/... ./internal/search/... ./services/...
 
+.PHONY: bench-e2e
+bench-e2e: deps ## long end-to-end benchmarks: the real binary on loopback, scaling 500..100k tools, hops, RSS (docs/performance.md)
+	TOOLPLANE_BENCH_E2E=long $(GO) test -tags benche2e -count=1 -v -timeout 60m -run TestLong ./bench/e2e/
+
+.PHONY: bench-e2e-short
+bench-e2e-short: deps ## CI form of bench-e2e: 8,010 tools, median of 3, fails only on a ratio regression > 25% (bench/e2e/baseline.json)
+	TOOLPLANE_BENCH_E2E=short $(GO) test -tags benche2e -count=1 -v -timeout 10m -run TestShort ./bench/e2e/
+
 .PHONY: vectors
 vectors: ## rebuild the static word vectors of internal/search (apt fasttext + wordnet; THREADS=1 for a reproducible run)
 	scripts/vectors/build.sh

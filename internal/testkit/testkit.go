@@ -379,6 +379,9 @@ func (p *Process) Exited() (int, bool) {
 	}
 }
 
+// Pid returns the process id (for /proc readings such as RSS in bench/e2e).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
