@@ -120,6 +120,9 @@ func logDone(log *slog.Logger, ctx context.Context, method string, start time.Ti
 	if code == codes.Internal || code == codes.Unknown || code == codes.DataLoss {
 		lvl = slog.LevelError
 	}
+	if !log.Enabled(ctx, lvl) {
+		return // the per-RPC line is debug level: build no attributes off it
+	}
 	attrs := []any{"method", method, "code", code.String(), "duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", RequestID(ctx)}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		attrs = append(attrs, "trace_id", sc.TraceID().String())
