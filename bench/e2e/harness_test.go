@@ -509,4 +509,3 @@ func logf(t testing.TB, format string, args ...any) {
 	t.Helper()
 	fmt.Printf(format+"\n", args...)
 }
-

@@ -175,6 +175,9 @@ func (c *Config) setToolDefaults() {
 	if c.CacheEntries == 0 {
 		c.CacheEntries = 4096
 	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = runtimeassembly.DefaultCacheBytes
+	}
 }
 
 func (c *Config) validateTools() error {
@@ -223,6 +226,9 @@ func (c *Config) validateTools() error {
 	}
 	if c.CacheEntries < 0 {
 		return fmt.Errorf("runtime.cache_entries: must not be negative")
+	}
+	if c.CacheBytes < 0 {
+		return fmt.Errorf("runtime.cache_bytes: must not be negative")
 	}
 	return nil
 }

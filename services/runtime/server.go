@@ -64,6 +64,9 @@ type Config struct {
 	// CacheEntries bounds the assembly cache (entries keyed by principal,
 	// agent, catalog and policy version; default 4096).
 	CacheEntries int `yaml:"cache_entries"`
+	// CacheBytes bounds the estimated bytes the cached assemblies keep
+	// alive (default 64 MiB; docs/decisions/0142-assembly-cache-bounded-by-bytes.md).
+	CacheBytes int64 `yaml:"cache_bytes"`
 	// Loop configures the agent loop (RunTurn): models, limits, guards,
 	// subagents (loopconfig.go).
 	Loop LoopConfig `yaml:"loop"`

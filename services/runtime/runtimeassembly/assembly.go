@@ -87,6 +87,9 @@ type Settings struct {
 	FailOpenListing bool
 	// CacheEntries bounds the base-assembly cache (0 disables it).
 	CacheEntries int
+	// CacheBytes bounds the estimated bytes the cached base assemblies
+	// keep alive (0 = DefaultCacheBytes).
+	CacheBytes int64
 }
 
 // ConfigTool is one configured tool (runtime.tools entry).
@@ -149,7 +152,7 @@ func NewBuilder(cfg Settings, d Deps) *Builder {
 		d.Now = time.Now
 	}
 	return &Builder{cfg: cfg, catalog: d.Catalog, authz: d.Authz, skills: d.Skills, store: d.Store, agents: d.Agents, log: d.Log, now: d.Now,
-		metrics: d.Metrics, watch: &watchState{}, cache: newAssemblyCache(cfg.CacheEntries)}
+		metrics: d.Metrics, watch: &watchState{}, cache: newAssemblyCache(cfg.CacheEntries, cfg.CacheBytes)}
 }
 
 // FailedError is the fail-closed error of assembly; the runtime maps it

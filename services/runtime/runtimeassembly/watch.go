@@ -1,11 +1,12 @@
 package runtimeassembly
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
+	"google.golang.org/protobuf/proto"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
@@ -145,39 +146,115 @@ func (s *Builder) WatchPolicy(ctx context.Context) {
 
 // assemblyCache holds base assemblies (steps 1–4 of docs/architecture.md §3.1) per
 // principal × agent × catalog generation × policy version, with a TTL
-// bounding how long skill listings may be stale.
+// bounding how long skill listings may be stale. It is an LRU bounded both
+// by entries and by the estimated bytes the entries keep alive
+// (runtime.cache_entries, runtime.cache_bytes; docs/decisions/0142-assembly-cache-bounded-by-bytes.md).
 type assemblyCache struct {
-	c *lru.Cache[string, *cachedBase]
+	mu       sync.Mutex
+	max      int
+	maxBytes int64
+	bytes    int64
+	order    *list.List // front = most recently used; values *cachedBase
+	byKey    map[string]*list.Element
 }
 
 type cachedBase struct {
+	key     string
 	base    *Base
+	size    int64
 	expires time.Time
 }
 
 const cacheTTL = 30 * time.Second
 
-func newAssemblyCache(n int) *assemblyCache {
+// DefaultCacheBytes is the default of runtime.cache_bytes.
+const DefaultCacheBytes = 64 << 20
+
+func newAssemblyCache(n int, maxBytes int64) *assemblyCache {
 	if n <= 0 {
 		return &assemblyCache{}
 	}
-	c, _ := lru.New[string, *cachedBase](n)
-	return &assemblyCache{c: c}
+	if maxBytes <= 0 {
+		maxBytes = DefaultCacheBytes
+	}
+	return &assemblyCache{max: n, maxBytes: maxBytes, order: list.New(), byKey: map[string]*list.Element{}}
 }
 
 func (a *assemblyCache) get(key string, now time.Time) *Base {
-	if a.c == nil {
+	if a.order == nil {
 		return nil
 	}
-	e, ok := a.c.Get(key)
-	if !ok || now.After(e.expires) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	el, ok := a.byKey[key]
+	if !ok {
 		return nil
 	}
+	e := el.Value.(*cachedBase)
+	if now.After(e.expires) {
+		a.removeLocked(el)
+		return nil
+	}
+	a.order.MoveToFront(el)
 	return e.base
 }
 
 func (a *assemblyCache) put(key string, b *Base, now time.Time) {
-	if a.c != nil {
-		a.c.Add(key, &cachedBase{base: b, expires: now.Add(cacheTTL)})
+	if a.order == nil {
+		return
 	}
+	size := b.estimatedBytes()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if el, ok := a.byKey[key]; ok {
+		a.removeLocked(el)
+	}
+	if size > a.maxBytes {
+		return // larger than the whole budget: never cached
+	}
+	a.byKey[key] = a.order.PushFront(&cachedBase{key: key, base: b, size: size, expires: now.Add(cacheTTL)})
+	a.bytes += size
+	for a.order.Len() > a.max || a.bytes > a.maxBytes {
+		a.removeLocked(a.order.Back())
+	}
+}
+
+func (a *assemblyCache) removeLocked(el *list.Element) {
+	e := a.order.Remove(el).(*cachedBase)
+	delete(a.byKey, e.key)
+	a.bytes -= e.size
+}
+
+// usage returns the entries and estimated bytes held.
+func (a *assemblyCache) usage() (entries int, bytes int64) {
+	if a.order == nil {
+		return 0, 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.order.Len(), a.bytes
+}
+
+// estimatedBytes estimates the heap a cached Base keeps alive: its own
+// strings, slices and maps, and the parameter schemas it references (which
+// outlive a catalog change as long as the entry does). Schemas count three
+// times their wire size (structpb values in memory).
+func (b *Base) estimatedBytes() int64 {
+	const perTool, perEntry = 160, 48 // Tool struct, map and slice slots
+	n := int64(1024 + len(b.DeferredText) + len(b.SkillsText) + len(b.Hints))
+	for _, t := range b.Tools {
+		n += perTool + int64(len(t.Name)+len(t.Description)+len(t.Server)+len(t.Use)+len(t.Group))
+		if t.Params != nil {
+			n += 3 * int64(proto.Size(t.Params))
+		}
+	}
+	n += perEntry * int64(len(b.ByName)+len(b.Deferred)+len(b.DeferredNames)+len(b.Bound)+len(b.Routes))
+	for _, name := range b.DeferredNames {
+		n += int64(len(name))
+	}
+	n += int64(proto.Size(b.Report))
+	for _, sk := range b.Skills {
+		n += perEntry + 2*int64(proto.Size(sk))
+	}
+	return n
 }
