@@ -370,9 +370,12 @@ func (b *bench) python(reps int) stats {
 	if err := os.WriteFile(qf, js, 0o600); err != nil {
 		b.t.Fatal(err)
 	}
-	out, err := exec.Command("/usr/bin/python3", "deerflow_search.py", b.catalog, qf, strconv.Itoa(reps)).Output()
+	cmd := exec.Command("/usr/bin/python3", "deerflow_search.py", b.catalog, qf, strconv.Itoa(reps))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		b.t.Fatalf("deerflow_search.py: %v", err)
+		b.t.Fatalf("deerflow_search.py: %v\n%s", err, stderr.String())
 	}
 	var r struct {
 		Tools int     `json:"tools"`
