@@ -214,7 +214,7 @@ func (s *Builder) base(ctx context.Context, th *runtimestore.Thread) (*Base, err
 	// Cache only what was decided with live streams, and never a fail-open
 	// listing (it must be re-decided as soon as authz answers).
 	if g2, pv2, ok := s.watch.cacheKey(); cacheable && ok && g2 == gen && pv2 == pv && !b.Report.GetAuthzFailOpen() {
-		s.cache.put(key, b, s.now())
+		s.cache.put(key, b, gen, pv, s.now())
 	}
 	return b, nil
 }

@@ -21,14 +21,14 @@ func baseOf(n, desc int) *Base {
 
 func TestAssemblyCacheBoundedByBytes(t *testing.T) {
 	now := time.Now()
-	one := baseOf(1000, 1000) // ~1.2 MB estimated
+	one := baseOf(1000, 1000) // ~0.3 MB estimated (descriptions are shared with the listing)
 	size := one.estimatedBytes()
-	if size < 1000*1000 || size > 2*1000*1000 {
-		t.Fatalf("estimate %d bytes for 1,000 tools of 1 KB descriptions", size)
+	if size < 200_000 || size > 500_000 {
+		t.Fatalf("estimate %d bytes for 1,000 tools", size)
 	}
 	c := newAssemblyCache(100, 3*size+size/2) // room for 3 entries by bytes, 100 by count
 	for i := 0; i < 5; i++ {
-		c.put(fmt.Sprintf("k%d", i), baseOf(1000, 1000), now)
+		c.put(fmt.Sprintf("k%d", i), baseOf(1000, 1000), 1, 1, now)
 	}
 	entries, bytes := c.usage()
 	if entries != 3 || bytes > 3*size+size/2 {
@@ -39,12 +39,12 @@ func TestAssemblyCacheBoundedByBytes(t *testing.T) {
 	}
 	// Using k2 makes k3 the oldest: the next put evicts k3, not k2.
 	c.get("k2", now)
-	c.put("k5", baseOf(1000, 1000), now)
+	c.put("k5", baseOf(1000, 1000), 1, 1, now)
 	if c.get("k2", now) == nil || c.get("k3", now) != nil {
 		t.Fatal("get must refresh an entry's recency")
 	}
 	// An entry larger than the whole budget is never cached and evicts nothing.
-	c.put("huge", baseOf(5000, 1000), now)
+	c.put("huge", baseOf(5000, 1000), 1, 1, now)
 	if c.get("huge", now) != nil {
 		t.Fatal("an entry larger than the budget was cached")
 	}
@@ -54,10 +54,10 @@ func TestAssemblyCacheBoundedByBytes(t *testing.T) {
 	// The entry bound still applies, and replacing a key does not double-count.
 	c = newAssemblyCache(2, 1<<30)
 	for i := 0; i < 3; i++ {
-		c.put("same", baseOf(10, 10), now)
+		c.put("same", baseOf(10, 10), 1, 1, now)
 	}
-	c.put("a", baseOf(10, 10), now)
-	c.put("b", baseOf(10, 10), now)
+	c.put("a", baseOf(10, 10), 1, 1, now)
+	c.put("b", baseOf(10, 10), 1, 1, now)
 	if n, bytes := c.usage(); n != 2 || bytes != 2*baseOf(10, 10).estimatedBytes() {
 		t.Fatalf("entries %d, bytes %d; want 2 and twice one entry", n, bytes)
 	}
@@ -68,9 +68,19 @@ func TestAssemblyCacheBoundedByBytes(t *testing.T) {
 	if n, _ := c.usage(); n != 1 {
 		t.Fatalf("entries %d after an expired read, want 1", n)
 	}
+	// A new catalog generation or policy version drops every older entry.
+	c.put("a", baseOf(10, 10), 1, 1, now)
+	c.put("g2", baseOf(10, 10), 2, 1, now)
+	if n, bytes := c.usage(); n != 1 || bytes != baseOf(10, 10).estimatedBytes() || c.get("a", now) != nil {
+		t.Fatalf("after a generation change: entries %d, bytes %d", n, bytes)
+	}
+	c.put("p2", baseOf(10, 10), 2, 2, now)
+	if c.get("g2", now) != nil || c.get("p2", now) == nil {
+		t.Fatal("a policy change must drop the entries of the old version")
+	}
 	// CacheEntries 0 disables the cache.
 	off := newAssemblyCache(0, 0)
-	off.put("x", one, now)
+	off.put("x", one, 1, 1, now)
 	if off.get("x", now) != nil {
 		t.Fatal("a disabled cache returned an entry")
 	}

@@ -151,6 +151,8 @@ func (s *Builder) WatchPolicy(ctx context.Context) {
 // (runtime.cache_entries, runtime.cache_bytes; docs/decisions/0142-assembly-cache-bounded-by-bytes.md).
 type assemblyCache struct {
 	mu       sync.Mutex
+	gen      uint64 // catalog generation and policy version of the entries
+	policy   int64
 	max      int
 	maxBytes int64
 	bytes    int64
@@ -199,13 +201,22 @@ func (a *assemblyCache) get(key string, now time.Time) *Base {
 	return e.base
 }
 
-func (a *assemblyCache) put(key string, b *Base, now time.Time) {
+// put stores b under key for catalog generation gen and policy version pv.
+// Entries of another generation or version can never be hit again (both are
+// part of every key), so they are dropped first: a catalog or policy change
+// frees the old assemblies, and the tool listings they reference, at once.
+func (a *assemblyCache) put(key string, b *Base, gen uint64, pv int64, now time.Time) {
 	if a.order == nil {
 		return
 	}
 	size := b.estimatedBytes()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if gen != a.gen || pv != a.policy {
+		a.order.Init()
+		clear(a.byKey)
+		a.bytes, a.gen, a.policy = 0, gen, pv
+	}
 	if el, ok := a.byKey[key]; ok {
 		a.removeLocked(el)
 	}
@@ -235,23 +246,17 @@ func (a *assemblyCache) usage() (entries int, bytes int64) {
 	return a.order.Len(), a.bytes
 }
 
-// estimatedBytes estimates the heap a cached Base keeps alive: its own
-// strings, slices and maps, and the parameter schemas it references (which
-// outlive a catalog change as long as the entry does). Schemas count three
-// times their wire size (structpb values in memory).
+// estimatedBytes estimates the heap a cached Base keeps alive beyond the
+// catalog listing of its generation: its Tool structs, maps, slices and
+// rendered sections. Names, descriptions and parameter schemas are shared
+// with that listing (held by watchState while the generation is current),
+// and entries of older generations are dropped by put, so they are not
+// counted.
 func (b *Base) estimatedBytes() int64 {
 	const perTool, perEntry = 160, 48 // Tool struct, map and slice slots
 	n := int64(1024 + len(b.DeferredText) + len(b.SkillsText) + len(b.Hints))
-	for _, t := range b.Tools {
-		n += perTool + int64(len(t.Name)+len(t.Description)+len(t.Server)+len(t.Use)+len(t.Group))
-		if t.Params != nil {
-			n += 3 * int64(proto.Size(t.Params))
-		}
-	}
+	n += perTool * int64(len(b.Tools))
 	n += perEntry * int64(len(b.ByName)+len(b.Deferred)+len(b.DeferredNames)+len(b.Bound)+len(b.Routes))
-	for _, name := range b.DeferredNames {
-		n += int64(len(name))
-	}
 	n += int64(proto.Size(b.Report))
 	for _, sk := range b.Skills {
 		n += perEntry + 2*int64(proto.Size(sk))
