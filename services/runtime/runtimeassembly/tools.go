@@ -107,6 +107,10 @@ var ImplSpecs = map[string]builtinSpec{
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string","description":"Absolute virtual path of the directory."}},"required":["path"]}`)},
 	"file.str_replace": {"Replace text in an existing file. old_str must occur exactly once unless replace_all is true. The file's current version must have been read with read_file.",
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string"},"old_str":{"type":"string","description":"Exact text to replace."},"new_str":{"type":"string","description":"Replacement text."},"replace_all":{"type":"boolean"}},"required":["path","old_str","new_str"]}`)},
+	"file.glob": {"Find files by name under the thread's file system (virtual paths under /mnt/user-data). The pattern is relative to path; * and ? match within one path segment, ** matches any number of folders (e.g. **/*.md). At most 200 results, in path order.",
+		mustSchema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Glob pattern relative to path, e.g. **/*.py or outputs/*.csv."},"path":{"type":"string","description":"Absolute virtual folder to search; default /mnt/user-data."},"include_dirs":{"type":"boolean","description":"Also list matching folders (with a trailing /)."}},"required":["pattern"]}`)},
+	"file.grep": {"Search the text of files under the thread's file system for a regular expression (RE2 syntax; case-insensitive unless case_sensitive). Prints <path>:<line>: <text>, at most 100 matches; binary files and files over 1 MiB are skipped.",
+		mustSchema(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression (or plain text with literal)."},"path":{"type":"string","description":"Absolute virtual folder or file to search; default /mnt/user-data."},"glob":{"type":"string","description":"Only files matching this glob (a base-name pattern like *.go, or a path pattern relative to path)."},"literal":{"type":"boolean","description":"Treat pattern as plain text."},"case_sensitive":{"type":"boolean","description":"Match case exactly."}},"required":["pattern"]}`)},
 	"bash": {"Run a shell command in the thread's workspace (/mnt/user-data/workspace is the working directory).",
 		mustSchema(`{"type":"object","properties":{"command":{"type":"string","description":"The command line."},"description":{"type":"string","description":"Why you run it (for the audit log)."}},"required":["command"]}`)},
 }
@@ -139,6 +143,8 @@ var ImplNames = map[string]string{
 	"file.write":       "write_file",
 	"file.ls":          "ls",
 	"file.str_replace": "str_replace",
+	"file.glob":        "glob",
+	"file.grep":        "grep",
 	"bash":             "bash",
 }
 

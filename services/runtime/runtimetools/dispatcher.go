@@ -1,6 +1,6 @@
 // Package runtimetools holds the runtime's own tool implementations — the
 // thread workspace and its file tools (read_file, write_file, ls,
-// str_replace, bash), the built-ins (tool_search, ask_clarification,
+// str_replace, glob, grep, bash), the built-ins (tool_search, ask_clarification,
 // present_files, describe_skill, review_skill_package) — and the
 // Dispatcher that the tool-call chain's dispatch step calls (built-in,
 // config tool, or catalog CallTool for MCP tools; docs/architecture.md
@@ -124,6 +124,10 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 			return s.ls(cctx, ec, ec.Args)
 		case "file.str_replace":
 			return s.strReplace(cctx, ec, ec.Args)
+		case "file.glob":
+			return s.glob(cctx, ec, ec.Args)
+		case "file.grep":
+			return s.grep(cctx, ec, ec.Args)
 		case "bash":
 			return s.bash(cctx, ec, ec.Args)
 		}
