@@ -11,9 +11,12 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
 )
@@ -127,9 +130,10 @@ func virtualOf(rel string) string {
 	return userDataRoot + rel
 }
 
-// globPattern is a compiled glob: segments matched with path.Match, "**"
-// matching zero or more whole segments.
-type globPattern struct{ segs []string }
+// globPattern is a validated glob in doublestar syntax: * and ? within one
+// path segment, ** for any number of segments, {a,b} alternatives, [...]
+// classes.
+type globPattern struct{ pat string }
 
 func compileGlob(p string) (*globPattern, error) {
 	if p == "" {
@@ -138,62 +142,28 @@ func compileGlob(p string) (*globPattern, error) {
 	if len(p) > 1000 || strings.ContainsRune(p, 0) {
 		return nil, runtimechain.Business("pattern must be at most 1000 characters without NUL")
 	}
-	segs := strings.Split(strings.Trim(p, "/"), "/")
+	clean := strings.Trim(p, "/")
+	segs := strings.Split(clean, "/")
 	if len(segs) > maxPatternSegments {
 		return nil, runtimechain.Business("pattern has more than %d path segments", maxPatternSegments)
 	}
-	var out []string
-	for _, s := range segs {
-		switch s {
-		case "", ".":
-			continue
-		case "..":
-			return nil, runtimechain.Business("pattern %q must not contain ..", p)
-		case "**":
-			if len(out) > 0 && out[len(out)-1] == "**" {
-				continue
-			}
-		default:
-			if _, err := path.Match(s, ""); err != nil {
-				return nil, runtimechain.Business("pattern %q is malformed: %v", p, err)
-			}
-		}
-		out = append(out, s)
+	if slices.Contains(segs, "..") {
+		return nil, runtimechain.Business("pattern %q must not contain ..", p)
 	}
-	if len(out) == 0 {
+	clean = path.Clean(clean)
+	if clean == "." {
 		return nil, runtimechain.Business("pattern %q matches nothing but the folder itself", p)
 	}
-	return &globPattern{segs: out}, nil
+	if !doublestar.ValidatePattern(clean) {
+		return nil, runtimechain.Business("pattern %q is malformed (unclosed [ or {)", p)
+	}
+	return &globPattern{pat: clean}, nil
 }
 
 // match reports whether the slash-separated relative path matches.
 func (g *globPattern) match(rel string) bool {
-	return matchSegs(g.segs, strings.Split(rel, "/"))
-}
-
-func matchSegs(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			if len(rest) == 0 {
-				return true
-			}
-			for i := 0; i <= len(name); i++ {
-				if matchSegs(rest, name[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(name) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], name[0]); !ok {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
-	}
-	return len(name) == 0
+	ok, _ := doublestar.Match(g.pat, rel)
+	return ok
 }
 
 // relativeTo returns p relative to dir (both relative to the user-data
@@ -356,9 +326,8 @@ func (s *Dispatcher) grep(ctx context.Context, ec *runtimechain.Call, args map[s
 // matchName matches a glob filter: against the base name when the filter
 // has one segment ("*.go"), else against the relative path.
 func (g *globPattern) matchName(rel string) bool {
-	if len(g.segs) == 1 && g.segs[0] != "**" {
-		ok, _ := path.Match(g.segs[0], path.Base(rel))
-		return ok
+	if !strings.Contains(g.pat, "/") && !strings.Contains(g.pat, "**") {
+		return g.match(path.Base(rel))
 	}
 	return g.match(rel)
 }

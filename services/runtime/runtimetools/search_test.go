@@ -261,6 +261,8 @@ func TestGlobMatcher(t *testing.T) {
 		{"a/*/c", "a/b/c", true},
 		{"a/*/c", "a/b/b/c", false},
 		{"**/**/x", "x", true},
+		{"**/*.{md,txt}", "a/b.txt", true},
+		{"**/*.{md,txt}", "a/b.go", false},
 	} {
 		g, err := compileGlob(c.pat)
 		if err != nil {
