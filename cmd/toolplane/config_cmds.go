@@ -158,7 +158,6 @@ var shippedRoles = []string{"admin", "user"}
 var deerflowSectionReasons = map[string]string{
 	"config_version":  "DeerFlow schema version; toolplane.yaml has none",
 	"guardrails":      "express guardrail rules as authz policy lines with conditions (authz.policy_file)",
-	"acp_agents":      "ACP agents are not supported; serve them as MCP servers",
 	"skill_evolution": "skill_manage is not a Toolplane built-in; custom skills are installed with `toolplane skills install`",
 	"skill_scan":      "the deterministic skill scan always runs in Toolplane (skills.scan_timeout bounds it)",
 	"extensions":      "agent middlewares are not supported",
@@ -226,6 +225,8 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 			r.importTokenBudget(val)
 		case "subagents":
 			r.importSubagents(val)
+		case "acp_agents":
+			r.importACPAgents(val)
 		default:
 			reason, ok := deerflowSectionReasons[key]
 			if !ok {
