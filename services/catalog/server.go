@@ -51,7 +51,7 @@ type Server struct {
 	path   string
 	maxMsg int
 
-	acp     *catalogacp.Pool // nil: no ACP agents configured
+	acp *catalogacp.Pool // nil: no ACP agents configured
 
 	snap    atomic.Pointer[snapshot]
 	buildMu sync.Mutex
