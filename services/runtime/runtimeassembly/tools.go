@@ -46,6 +46,7 @@ type Tool struct {
 	Server      string // MCP tools
 	Routing     *catalogv1.Routing
 	Annotations *structpb.Struct // MCP tool annotations from the catalog, verbatim; nil = none
+	ACPAgents   []string         // invoke_acp_agent: the agents it may name
 }
 
 // ResourceAttributes are the tool's attributes for authz conditions (server
@@ -78,7 +79,7 @@ var readOnly = &structpb.Struct{Fields: map[string]*structpb.Value{
 // that only read, keyed by Tool.Use. Writers (file.write, file.str_replace,
 // bash, task) are absent and so match authz.annotation_defaults.
 var ownAnnotations = map[string]*structpb.Struct{
-	"file.read": readOnly, "file.ls": readOnly,
+	"file.read": readOnly, "file.ls": readOnly, "file.glob": readOnly, "file.grep": readOnly,
 	ToolSearchName: readOnly, DescribeSkill: readOnly, ReviewSkillPackage: readOnly,
 	AskClarification: readOnly, PresentFiles: readOnly,
 }

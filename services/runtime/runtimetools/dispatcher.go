@@ -32,6 +32,7 @@ type Catalog interface {
 	CallTool(ctx context.Context, in *catalogv1.CallToolRequest, opts ...grpc.CallOption) (*catalogv1.CallToolResponse, error)
 	CallToolStream(ctx context.Context, in *catalogv1.CallToolStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[catalogv1.CallToolStreamResponse], error)
 	SearchTools(ctx context.Context, in *catalogv1.SearchToolsRequest, opts ...grpc.CallOption) (*catalogv1.SearchToolsResponse, error)
+	InvokeAcpAgent(ctx context.Context, in *catalogv1.InvokeAcpAgentRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[catalogv1.InvokeAcpAgentResponse], error)
 }
 
 // Skills is what the tools need of the skills service.
@@ -146,6 +147,8 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 		}
 	case runtimeassembly.SourceMCP:
 		return s.callMCP(ctx, ec)
+	case runtimeassembly.SourceACP:
+		return s.invokeACP(ctx, ec)
 	}
 	return nil, fmt.Errorf("no implementation for %s", ec.Name)
 }
