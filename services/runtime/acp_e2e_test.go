@@ -57,6 +57,10 @@ func TestInvokeACPAgentThroughTheChain(t *testing.T) {
 	if b, err := os.ReadFile(ws); err != nil || string(b) != "from the runtime" {
 		t.Fatalf("the agent did not write into the thread's ACP workspace: %q, %v", b, err)
 	}
+	// The lead agent reads the ACP agent's output through read_file.
+	if res := call(t, alice, th, "read_file", map[string]any{"path": "/mnt/acp-workspace/answer.txt"}); text(res) != "from the runtime" {
+		t.Fatalf("read_file /mnt/acp-workspace/answer.txt = %v", res)
+	}
 	if res := call(t, alice, th, "invoke_acp_agent", map[string]any{"agent": "fixture", "prompt": "permission"}); text(res) != "permission: no" {
 		t.Fatalf("permission = %v", text(res))
 	}

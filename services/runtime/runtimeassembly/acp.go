@@ -43,7 +43,7 @@ func ACPToolDef(agents []*catalogv1.AcpAgent) *Tool {
 	}
 	names := make([]string, 0, len(agents))
 	var sb strings.Builder
-	sb.WriteString("Delegate a self-contained task to an external coding agent (Agent Client Protocol). The agent works on its own in a workspace private to this thread and returns its final answer; its permission requests are answered by policy (denied unless the operator allowed them). Available agents:")
+	sb.WriteString("Delegate a self-contained task to an external coding agent (Agent Client Protocol). The agent works on its own in a workspace private to this thread, whose files you can read under /mnt/acp-workspace/, and returns its final answer; its permission requests are answered by policy (denied unless the operator allowed them). Available agents:")
 	for _, a := range agents {
 		names = append(names, a.GetName())
 		fmt.Fprintf(&sb, "\n- %s: %s", a.GetName(), strings.ReplaceAll(a.GetDescription(), "\n", " "))

@@ -100,7 +100,7 @@ type builtinSpec struct {
 
 // ImplSpecs are the config-tool implementations, keyed by `use`.
 var ImplSpecs = map[string]builtinSpec{
-	"file.read": {"Read a text file. Paths are virtual: /mnt/user-data/workspace, /mnt/user-data/outputs, /mnt/user-data/uploads, and skill files under /mnt/skills/<category>/<name>/. Use start_line/end_line (1-based, inclusive) to page through large files.",
+	"file.read": {"Read a text file. Paths are virtual: /mnt/user-data/workspace, /mnt/user-data/outputs, /mnt/user-data/uploads, skill files under /mnt/skills/<category>/<name>/, and files written by ACP agents under /mnt/acp-workspace/ (read-only). Use start_line/end_line (1-based, inclusive) to page through large files.",
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string","description":"Absolute virtual path of the file."},"start_line":{"type":"integer","minimum":1,"description":"First line to return (1-based)."},"end_line":{"type":"integer","minimum":1,"description":"Last line to return (inclusive)."}},"required":["path"]}`)},
 	"file.write": {"Write a text file under /mnt/user-data/workspace or /mnt/user-data/outputs (parent folders are created). Overwriting or appending to an existing file requires reading its current version with read_file first.",
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string","description":"Absolute virtual path of the file."},"content":{"type":"string","description":"Text to write."},"append":{"type":"boolean","description":"Append instead of overwrite."}},"required":["path","content"]}`)},
