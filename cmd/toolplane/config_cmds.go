@@ -127,13 +127,21 @@ var deerflowToolUses = map[string]string{
 	"deerflow.sandbox.tools:read_file_tool":   "file.read",
 	"deerflow.sandbox.tools:write_file_tool":  "file.write",
 	"deerflow.sandbox.tools:str_replace_tool": "file.str_replace",
+	"deerflow.sandbox.tools:glob_tool":        "file.glob",
+	"deerflow.sandbox.tools:grep_tool":        "file.grep",
 	"deerflow.sandbox.tools:bash_tool":        "bash",
 }
+
+// deerflowMaxResults are the fixed result caps of file.glob and file.grep
+// (services/runtime/runtimetools/search.go); a DeerFlow entry setting
+// exactly this max_results carries over without a report line.
+var deerflowMaxResults = map[string]string{"file.glob": "200", "file.grep": "100"}
 
 // deerflowImplNames are the names the Toolplane implementations bind
 // (docs/deerflow.md §1.2 step 4: the object's own name wins).
 var deerflowImplNames = map[string]string{
-	"file.ls": "ls", "file.read": "read_file", "file.write": "write_file", "file.str_replace": "str_replace", "bash": "bash",
+	"file.ls": "ls", "file.read": "read_file", "file.write": "write_file", "file.str_replace": "str_replace",
+	"file.glob": "glob", "file.grep": "grep", "bash": "bash",
 }
 
 // deerflowRBACProvider is the `use` of DeerFlow's built-in RBAC provider
@@ -150,7 +158,6 @@ var shippedRoles = []string{"admin", "user"}
 var deerflowSectionReasons = map[string]string{
 	"config_version":  "DeerFlow schema version; toolplane.yaml has none",
 	"guardrails":      "express guardrail rules as authz policy lines with conditions (authz.policy_file)",
-	"acp_agents":      "ACP agents are not supported; serve them as MCP servers",
 	"skill_evolution": "skill_manage is not a Toolplane built-in; custom skills are installed with `toolplane skills install`",
 	"skill_scan":      "the deterministic skill scan always runs in Toolplane (skills.scan_timeout bounds it)",
 	"extensions":      "agent middlewares are not supported",
@@ -218,6 +225,8 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 			r.importTokenBudget(val)
 		case "subagents":
 			r.importSubagents(val)
+		case "acp_agents":
+			r.importACPAgents(val)
 		default:
 			reason, ok := deerflowSectionReasons[key]
 			if !ok {
@@ -270,6 +279,7 @@ func (r *importResult) importTools(n *yaml.Node) {
 		}
 		var name, group, use string
 		var extra []string
+		maxResults := ""
 		for _, kv := range fields {
 			switch kv.key {
 			case "name":
@@ -278,6 +288,9 @@ func (r *importResult) importTools(n *yaml.Node) {
 				group = scalar(kv.val)
 			case "use":
 				use = scalar(kv.val)
+			case "max_results":
+				maxResults = scalar(kv.val)
+				extra = append(extra, kv.key)
 			default:
 				extra = append(extra, kv.key)
 			}
@@ -289,7 +302,7 @@ func (r *importResult) importTools(n *yaml.Node) {
 		impl, known := deerflowToolUses[use]
 		switch {
 		case !known:
-			r.drop(label, "use %q has no Toolplane implementation (built-ins: file.read, file.write, file.ls, file.str_replace, bash); serve it from an MCP server", use)
+			r.drop(label, "use %q has no Toolplane implementation (built-ins: file.read, file.write, file.ls, file.str_replace, file.glob, file.grep, bash); serve it from an MCP server", use)
 			continue
 		case !toolNameRE.MatchString(name):
 			r.drop(label+".name", "%q must match %s", name, toolNameRE)
@@ -307,6 +320,9 @@ func (r *importResult) importTools(n *yaml.Node) {
 		}
 		r.Config.Runtime.Tools = append(r.Config.Runtime.Tools, runtime.ToolConfig{Name: name, Group: group, Use: impl})
 		for _, k := range extra {
+			if k == "max_results" && maxResults != "" && maxResults == deerflowMaxResults[impl] {
+				continue // DeerFlow's default, which is Toolplane's fixed cap
+			}
 			r.drop(p+"."+k, "per-tool options are not supported by the %s implementation", impl)
 		}
 	}

@@ -72,16 +72,22 @@ func TestImportDeerFlowFull(t *testing.T) {
 	t.Logf("report:\n%s", stderr)
 	cfg := loadWritten(t, out)
 
-	// Tools: the five sandbox tools, in file order; web/glob/grep reported.
+	// Tools: the seven sandbox tools, in file order; web tools reported.
 	want := []runtime.ToolConfig{
 		{Name: "ls", Group: "file:read", Use: "file.ls"},
 		{Name: "read_file", Group: "file:read", Use: "file.read"},
+		{Name: "glob", Group: "file:read", Use: "file.glob"},
+		{Name: "grep", Group: "file:read", Use: "file.grep"},
 		{Name: "write_file", Group: "file:write", Use: "file.write"},
 		{Name: "str_replace", Group: "file:write", Use: "file.str_replace"},
 		{Name: "bash", Group: "bash", Use: "bash"},
 	}
 	if !slices.Equal(cfg.Runtime.Tools, want) {
 		t.Fatalf("runtime.tools = %+v, want %+v", cfg.Runtime.Tools, want)
+	}
+	// glob and grep set DeerFlow's max_results, which are Toolplane's caps.
+	if strings.Contains(stderr, "tools[5]") || strings.Contains(stderr, "tools[6]") {
+		t.Fatalf("glob/grep reported although carried over:\n%s", stderr)
 	}
 	var groups []string
 	for _, g := range cfg.Runtime.ToolGroups {
@@ -160,8 +166,6 @@ func TestImportDeerFlowFull(t *testing.T) {
 		"tools[0] (web_search): use \"deerflow.community.ddg_search.tools:web_search_tool\"",
 		"tools[1] (web_fetch):",
 		"tools[2] (image_search):",
-		"tools[5] (glob):",
-		"tools[6] (grep):",
 		"models[0] (gpt-4o).display_name:",
 		"models[0] (gpt-4o).supports_vision:",
 		"tool_output.fallback_max_chars:",

@@ -35,7 +35,7 @@ const (
 var rateKinds = map[string]RateKind{
 	"Authorize": RateDecision, "FilterResources": RateDecision, "AssembleTools": RateDecision,
 	"ExecuteToolCall": RateDecision, "ExecuteToolCallStream": RateDecision, "RunTurn": RateDecision, "ResumeRun": RateDecision,
-	"CallTool": RateDecision, "CallToolStream": RateDecision, "SearchTools": RateDecision, "ResolveSkillPolicy": RateDecision,
+	"CallTool": RateDecision, "CallToolStream": RateDecision, "InvokeAcpAgent": RateDecision, "SearchTools": RateDecision, "ResolveSkillPolicy": RateDecision,
 
 	"AddPolicies": RateWrite, "RemovePolicies": RateWrite, "UpdateServer": RateWrite, "ReplaceServers": RateWrite, "ReloadServers": RateWrite,
 	"CreateThread": RateWrite, "DeleteThread": RateWrite, "CancelRun": RateWrite, "UpsertAgent": RateWrite, "DeleteAgent": RateWrite,

@@ -13,6 +13,8 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.catalog.v1.CatalogService/WatchCatalog":   auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/CallTool":       auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/CallToolStream": auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/ListAcpAgents":  auth.ClassService,
+		"/toolplane.catalog.v1.CatalogService/InvokeAcpAgent": auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/ListServers":    auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/GetServer":      auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/UpdateServer":   auth.ClassGlobalAdmin,

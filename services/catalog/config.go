@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane/internal/egress"
+	"github.com/toolplane/toolplane/services/catalog/catalogacp"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
@@ -60,6 +61,22 @@ type Config struct {
 	Search SearchConfig `yaml:"search"`
 	// OAuth configures OAuth to upstream MCP servers (oauth.go).
 	OAuth OAuthConfig `yaml:"oauth"`
+	// ACPAgents are the ACP agents (DeerFlow's `acp_agents`: command, args,
+	// env with $VAR from the host, description, model, auto_approve_permissions),
+	// run per thread in its ACP workspace
+	// (docs/decisions/0150-where-acp-and-workspace-servers-run.md). Default none.
+	ACPAgents map[string]catalogacp.Agent `yaml:"acp_agents"`
+	// Workspaces locates the runtime's thread folders.
+	Workspaces WorkspacesConfig `yaml:"workspaces"`
+}
+
+// WorkspacesConfig locates the runtime's thread folders on the catalog's
+// volume (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+type WorkspacesConfig struct {
+	// Dir holds one folder per thread. Default "" = <data dir>/runtime/threads,
+	// the runtime's own folder in one process; in a split deployment, where
+	// the shared volume is mounted into the catalog.
+	Dir string `yaml:"dir"`
 }
 
 // Values of Config.ReadyRequires.
@@ -208,6 +225,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("catalog.ready_requires: %q is not one of none, any, all", c.ReadyRequires)
 	}
 	if err := c.OAuth.validate("catalog.oauth"); err != nil {
+		return err
+	}
+	if err := catalogacp.ValidateAgents("catalog.acp_agents", c.ACPAgents); err != nil {
 		return err
 	}
 	return c.Search.Embedder.validate("catalog.search.embedder")

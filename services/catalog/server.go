@@ -30,6 +30,7 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	"github.com/toolplane/toolplane/internal/search"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/catalog/catalogacp"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
 )
@@ -49,6 +50,8 @@ type Server struct {
 	mgr    *catalogmcp.Manager
 	path   string
 	maxMsg int
+
+	acp *catalogacp.Pool // nil: no ACP agents configured
 
 	snap    atomic.Pointer[snapshot]
 	buildMu sync.Mutex
@@ -132,6 +135,11 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	s.logWarnings(f)
 	s.mgr.Apply(f.Servers)
 	s.rebuild()
+	if err := s.startACP(); err != nil {
+		s.mgr.Close()
+		s.closeStore()
+		return nil, err
+	}
 	s.wg.Add(1)
 	go s.reloadLoop()
 	return s, nil
@@ -236,6 +244,9 @@ func (s *Server) Close() error {
 		close(s.stop)
 		s.wg.Wait()
 		s.mgr.Close()
+		if s.acp != nil {
+			_ = s.acp.Close()
+		}
 		s.watchMu.Lock()
 		for ch := range s.watchers {
 			close(ch)

@@ -105,6 +105,19 @@ func validateRequest(_ string, req any) error {
 			return err
 		}
 		return checkTimeout(r.GetTimeout())
+	case *catalogv1.InvokeAcpAgentRequest:
+		if err := checkName("agent", r.GetAgent()); err != nil {
+			return err
+		}
+		switch p := r.GetPrompt(); {
+		case p == "":
+			return invalid("prompt", grpcx.ViolationRequired, "required")
+		case len(p) > maxACPPromptBytes:
+			return invalid("prompt", grpcx.ViolationTooLong, "longer than %d bytes", maxACPPromptBytes)
+		case !utf8.ValidString(p):
+			return invalid("prompt", grpcx.ViolationInvalidUTF8, "not valid UTF-8")
+		}
+		return checkTimeout(r.GetTimeout())
 	case *catalogv1.GetServerRequest:
 		return checkName("name", r.GetName())
 	case *catalogv1.UpdateServerRequest:

@@ -125,6 +125,8 @@ func DefaultTools() []ToolConfig {
 	return []ToolConfig{
 		{Name: "ls", Group: "file:read", Use: "file.ls"},
 		{Name: "read_file", Group: "file:read", Use: "file.read"},
+		{Name: "glob", Group: "file:read", Use: "file.glob"},
+		{Name: "grep", Group: "file:read", Use: "file.grep"},
 		{Name: "write_file", Group: "file:write", Use: "file.write"},
 		{Name: "str_replace", Group: "file:write", Use: "file.str_replace"},
 		{Name: "bash", Group: "bash", Use: "bash"},

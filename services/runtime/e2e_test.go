@@ -65,7 +65,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		th := newThread(t, alice, nil)
 		r := assemble(t, alice, th, "hello")
 		got := names(r.GetTools())
-		for _, want := range []string{"tool_search", "read_file", "ls", "write_file", "str_replace", "ask_clarification", "present_files", "describe_skill", "review_skill_package"} {
+		for _, want := range []string{"tool_search", "read_file", "ls", "glob", "grep", "write_file", "str_replace", "ask_clarification", "present_files", "describe_skill", "review_skill_package"} {
 			if !got[want] {
 				t.Errorf("%s not bound; bound: %v", want, got)
 			}
@@ -291,6 +291,13 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 		if r := call(t, alice, th, "read_file", map[string]any{"path": p}); text(r) != "1\n2\n" {
 			t.Fatalf("content %q", text(r))
+		}
+		// glob and grep (file:read) through the whole chain, in virtual paths.
+		if r := call(t, alice, th, "glob", map[string]any{"pattern": "**/*.txt"}); text(r) != p {
+			t.Fatalf("glob = %q", text(r))
+		}
+		if r := call(t, alice, th, "grep", map[string]any{"pattern": "^2$"}); text(r) != p+":2: 2" {
+			t.Fatalf("grep = %q", text(r))
 		}
 		for _, bad := range []string{"/mnt/user-data/workspace/../../../etc/passwd", "/etc/passwd", "/mnt/user-data/workspace/../../runtime.db"} {
 			if r := call(t, alice, th, "read_file", map[string]any{"path": bad}); r.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS {

@@ -55,7 +55,7 @@ func TestConfigValidateNamesKeys(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	if !c.toolSearchEnabled() || len(c.Tools) != 5 || c.ToolOutput.ExternalizeMinChars != 12000 {
+	if !c.toolSearchEnabled() || len(c.Tools) != 7 || c.ToolOutput.ExternalizeMinChars != 12000 {
 		t.Errorf("defaults: %+v", c)
 	}
 	off := false

@@ -3,6 +3,7 @@ package catalogmcp
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -174,6 +175,11 @@ func (p *Process) ExitError() error {
 
 // StderrTail returns up to n trailing bytes of the child's stderr.
 func (p *Process) StderrTail(n int) string { return p.stderr.Tail(n) }
+
+// Stdio returns the write end of the child's stdin and the read end of its
+// stdout, for protocols other than MCP spoken over the same pipes (ACP,
+// services/catalog/catalogacp).
+func (p *Process) Stdio() (stdin io.Writer, stdout io.Reader) { return p.stdin, p.stdout }
 
 // Close stops the child without ever hanging: close stdin and wait up to
 // grace, then SIGTERM the group and wait up to grace, then SIGKILL the group

@@ -419,6 +419,13 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	for _, t := range mcpTools {
 		cands = append(cands, &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(), Routing: t.GetRouting(), Annotations: t.GetAnnotations()})
 	}
+	acp, err := s.acpTool(ctx)
+	if err != nil {
+		return nil, assemblyFailed("catalog unreachable while listing ACP agents: %s", ShortErr(err))
+	}
+	if acp != nil {
+		cands = append(cands, acp)
+	}
 	seen := make(map[string]bool, len(cands))
 	unique := make([]*Tool, 0, len(cands))
 	for _, c := range cands {

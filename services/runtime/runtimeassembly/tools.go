@@ -46,6 +46,7 @@ type Tool struct {
 	Server      string // MCP tools
 	Routing     *catalogv1.Routing
 	Annotations *structpb.Struct // MCP tool annotations from the catalog, verbatim; nil = none
+	ACPAgents   []string         // invoke_acp_agent: the agents it may name
 }
 
 // ResourceAttributes are the tool's attributes for authz conditions (server
@@ -78,7 +79,7 @@ var readOnly = &structpb.Struct{Fields: map[string]*structpb.Value{
 // that only read, keyed by Tool.Use. Writers (file.write, file.str_replace,
 // bash, task) are absent and so match authz.annotation_defaults.
 var ownAnnotations = map[string]*structpb.Struct{
-	"file.read": readOnly, "file.ls": readOnly,
+	"file.read": readOnly, "file.ls": readOnly, "file.glob": readOnly, "file.grep": readOnly,
 	ToolSearchName: readOnly, DescribeSkill: readOnly, ReviewSkillPackage: readOnly,
 	AskClarification: readOnly, PresentFiles: readOnly,
 }
@@ -99,7 +100,7 @@ type builtinSpec struct {
 
 // ImplSpecs are the config-tool implementations, keyed by `use`.
 var ImplSpecs = map[string]builtinSpec{
-	"file.read": {"Read a text file. Paths are virtual: /mnt/user-data/workspace, /mnt/user-data/outputs, /mnt/user-data/uploads, and skill files under /mnt/skills/<category>/<name>/. Use start_line/end_line (1-based, inclusive) to page through large files.",
+	"file.read": {"Read a text file. Paths are virtual: /mnt/user-data/workspace, /mnt/user-data/outputs, /mnt/user-data/uploads, skill files under /mnt/skills/<category>/<name>/, and files written by ACP agents under /mnt/acp-workspace/ (read-only). Use start_line/end_line (1-based, inclusive) to page through large files.",
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string","description":"Absolute virtual path of the file."},"start_line":{"type":"integer","minimum":1,"description":"First line to return (1-based)."},"end_line":{"type":"integer","minimum":1,"description":"Last line to return (inclusive)."}},"required":["path"]}`)},
 	"file.write": {"Write a text file under /mnt/user-data/workspace or /mnt/user-data/outputs (parent folders are created). Overwriting or appending to an existing file requires reading its current version with read_file first.",
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string","description":"Absolute virtual path of the file."},"content":{"type":"string","description":"Text to write."},"append":{"type":"boolean","description":"Append instead of overwrite."}},"required":["path","content"]}`)},
@@ -107,6 +108,10 @@ var ImplSpecs = map[string]builtinSpec{
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string","description":"Absolute virtual path of the directory."}},"required":["path"]}`)},
 	"file.str_replace": {"Replace text in an existing file. old_str must occur exactly once unless replace_all is true. The file's current version must have been read with read_file.",
 		mustSchema(`{"type":"object","properties":{"path":{"type":"string"},"old_str":{"type":"string","description":"Exact text to replace."},"new_str":{"type":"string","description":"Replacement text."},"replace_all":{"type":"boolean"}},"required":["path","old_str","new_str"]}`)},
+	"file.glob": {"Find files by name under the thread's file system (virtual paths under /mnt/user-data). The pattern is relative to path; * and ? match within one path segment, ** matches any number of folders, {a,b} either alternative (e.g. **/*.{md,txt}). At most 200 results, in path order.",
+		mustSchema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Glob pattern relative to path, e.g. **/*.py or outputs/*.csv."},"path":{"type":"string","description":"Absolute virtual folder to search; default /mnt/user-data."},"include_dirs":{"type":"boolean","description":"Also list matching folders (with a trailing /)."}},"required":["pattern"]}`)},
+	"file.grep": {"Search the text of files under the thread's file system for a regular expression (RE2 syntax; case-insensitive unless case_sensitive). Prints <path>:<line>: <text>, at most 100 matches; binary files and files over 1 MiB are skipped.",
+		mustSchema(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression (or plain text with literal)."},"path":{"type":"string","description":"Absolute virtual folder or file to search; default /mnt/user-data."},"glob":{"type":"string","description":"Only files matching this glob (a base-name pattern like *.go, or a path pattern relative to path)."},"literal":{"type":"boolean","description":"Treat pattern as plain text."},"case_sensitive":{"type":"boolean","description":"Match case exactly."}},"required":["pattern"]}`)},
 	"bash": {"Run a shell command in the thread's workspace (/mnt/user-data/workspace is the working directory).",
 		mustSchema(`{"type":"object","properties":{"command":{"type":"string","description":"The command line."},"description":{"type":"string","description":"Why you run it (for the audit log)."}},"required":["command"]}`)},
 }
@@ -139,6 +144,8 @@ var ImplNames = map[string]string{
 	"file.write":       "write_file",
 	"file.ls":          "ls",
 	"file.str_replace": "str_replace",
+	"file.glob":        "glob",
+	"file.grep":        "grep",
 	"bash":             "bash",
 }
 

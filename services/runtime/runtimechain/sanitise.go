@@ -17,7 +17,7 @@ func (ResultSanitisation) Name() string { return "result_sanitisation" }
 
 // Description implements Step.
 func (ResultSanitisation) Description() string {
-	return "framework tags in MCP and skill-review results are neutralised"
+	return "framework tags in MCP, ACP and skill-review results are neutralised"
 }
 
 // Run implements Step.
@@ -27,7 +27,7 @@ func (ResultSanitisation) Run(ctx context.Context, c *Call, next Next) (*Outcome
 		return o, err
 	}
 	t := c.Tool()
-	if t == nil || !(t.Source == runtimeassembly.SourceMCP || t.Use == runtimeassembly.ReviewSkillPackage) {
+	if t == nil || !(t.Source == runtimeassembly.SourceMCP || t.Source == runtimeassembly.SourceACP || t.Use == runtimeassembly.ReviewSkillPackage) {
 		return o, nil
 	}
 	o.Text = runtimeassembly.Neutralise(o.Text)

@@ -1,6 +1,6 @@
 // Package runtimetools holds the runtime's own tool implementations — the
 // thread workspace and its file tools (read_file, write_file, ls,
-// str_replace, bash), the built-ins (tool_search, ask_clarification,
+// str_replace, glob, grep, bash), the built-ins (tool_search, ask_clarification,
 // present_files, describe_skill, review_skill_package) — and the
 // Dispatcher that the tool-call chain's dispatch step calls (built-in,
 // config tool, or catalog CallTool for MCP tools; docs/architecture.md
@@ -32,6 +32,7 @@ type Catalog interface {
 	CallTool(ctx context.Context, in *catalogv1.CallToolRequest, opts ...grpc.CallOption) (*catalogv1.CallToolResponse, error)
 	CallToolStream(ctx context.Context, in *catalogv1.CallToolStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[catalogv1.CallToolStreamResponse], error)
 	SearchTools(ctx context.Context, in *catalogv1.SearchToolsRequest, opts ...grpc.CallOption) (*catalogv1.SearchToolsResponse, error)
+	InvokeAcpAgent(ctx context.Context, in *catalogv1.InvokeAcpAgentRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[catalogv1.InvokeAcpAgentResponse], error)
 }
 
 // Skills is what the tools need of the skills service.
@@ -124,6 +125,10 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 			return s.ls(cctx, ec, ec.Args)
 		case "file.str_replace":
 			return s.strReplace(cctx, ec, ec.Args)
+		case "file.glob":
+			return s.glob(cctx, ec, ec.Args)
+		case "file.grep":
+			return s.grep(cctx, ec, ec.Args)
 		case "bash":
 			return s.bash(cctx, ec, ec.Args)
 		}
@@ -142,6 +147,8 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 		}
 	case runtimeassembly.SourceMCP:
 		return s.callMCP(ctx, ec)
+	case runtimeassembly.SourceACP:
+		return s.invokeACP(ctx, ec)
 	}
 	return nil, fmt.Errorf("no implementation for %s", ec.Name)
 }

@@ -205,6 +205,9 @@ func (s *Dispatcher) readFile(ctx context.Context, ec *runtimechain.Call, args m
 	if strings.HasPrefix(path.Clean(p)+"/", skillsRoot) {
 		return s.readSkillFile(ctx, ec, path.Clean(p), start, end, hasStart, hasEnd)
 	}
+	if clean, rel, ok := acpRel(p); ok {
+		return s.readACPFile(ec.ThreadID(), clean, rel, start, end, hasStart, hasEnd)
+	}
 	clean, rel, err := CleanVirtual(p, false)
 	if err != nil {
 		return nil, err
@@ -382,6 +385,9 @@ func (s *Dispatcher) ls(_ context.Context, ec *runtimechain.Call, args map[strin
 	p := strArg(args, "path")
 	if p == "" {
 		p = "/mnt/user-data"
+	}
+	if clean, rel, ok := acpRel(p); ok {
+		return s.lsACP(ec.ThreadID(), clean, rel)
 	}
 	clean, rel, err := CleanVirtual(p, false)
 	if err != nil {

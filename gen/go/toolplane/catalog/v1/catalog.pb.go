@@ -412,6 +412,13 @@ const (
 	// The server needs an OAuth authorization the caller (or, for a shared server, an admin) has not given
 	// (FAILED_PRECONDITION); metadata "server" names it: ask the user to connect it (ConnectServer).
 	ErrorReason_ERROR_REASON_NEEDS_AUTH ErrorReason = 13
+	// No ACP agent with that name (NOT_FOUND).
+	ErrorReason_ERROR_REASON_ACP_AGENT_NOT_FOUND ErrorReason = 14
+	// The call has no trusted thread, or the thread's folder is not on the
+	// catalog's volume (catalog.workspaces.dir) (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE ErrorReason = 15
+	// The ACP agent could not start, or exited during the turn (UNAVAILABLE).
+	ErrorReason_ERROR_REASON_ACP_AGENT_UNAVAILABLE ErrorReason = 16
 )
 
 // Enum value maps for ErrorReason.
@@ -431,22 +438,28 @@ var (
 		11: "ERROR_REASON_INTERNAL",
 		12: "ERROR_REASON_CONFIG_UNAVAILABLE",
 		13: "ERROR_REASON_NEEDS_AUTH",
+		14: "ERROR_REASON_ACP_AGENT_NOT_FOUND",
+		15: "ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE",
+		16: "ERROR_REASON_ACP_AGENT_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":           0,
-		"ERROR_REASON_TOOL_NOT_FOUND":        1,
-		"ERROR_REASON_SERVER_NOT_FOUND":      2,
-		"ERROR_REASON_SERVER_UNAVAILABLE":    3,
-		"ERROR_REASON_TOOL_NOT_CALLABLE":     4,
-		"ERROR_REASON_CALL_TIMEOUT":          5,
-		"ERROR_REASON_RESULT_TOO_LARGE":      6,
-		"ERROR_REASON_INVALID_SERVER_CONFIG": 7,
-		"ERROR_REASON_INVALID_QUERY":         8,
-		"ERROR_REASON_UPSTREAM_ERROR":        9,
-		"ERROR_REASON_INVALID_REQUEST":       10,
-		"ERROR_REASON_INTERNAL":              11,
-		"ERROR_REASON_CONFIG_UNAVAILABLE":    12,
-		"ERROR_REASON_NEEDS_AUTH":            13,
+		"ERROR_REASON_UNSPECIFIED":                  0,
+		"ERROR_REASON_TOOL_NOT_FOUND":               1,
+		"ERROR_REASON_SERVER_NOT_FOUND":             2,
+		"ERROR_REASON_SERVER_UNAVAILABLE":           3,
+		"ERROR_REASON_TOOL_NOT_CALLABLE":            4,
+		"ERROR_REASON_CALL_TIMEOUT":                 5,
+		"ERROR_REASON_RESULT_TOO_LARGE":             6,
+		"ERROR_REASON_INVALID_SERVER_CONFIG":        7,
+		"ERROR_REASON_INVALID_QUERY":                8,
+		"ERROR_REASON_UPSTREAM_ERROR":               9,
+		"ERROR_REASON_INVALID_REQUEST":              10,
+		"ERROR_REASON_INTERNAL":                     11,
+		"ERROR_REASON_CONFIG_UNAVAILABLE":           12,
+		"ERROR_REASON_NEEDS_AUTH":                   13,
+		"ERROR_REASON_ACP_AGENT_NOT_FOUND":          14,
+		"ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE": 15,
+		"ERROR_REASON_ACP_AGENT_UNAVAILABLE":        16,
 	}
 )
 
@@ -1523,7 +1536,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x11SEARCH_MODE_REGEX\x10\x01\x12\x14\n" +
 	"\x10SEARCH_MODE_BM25\x10\x02\x12\x18\n" +
 	"\x14SEARCH_MODE_SEMANTIC\x10\x03\x12\x14\n" +
-	"\x10SEARCH_MODE_AUTO\x10\x04*\xe2\x03\n" +
+	"\x10SEARCH_MODE_AUTO\x10\x04*\xdf\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_TOOL_NOT_FOUND\x10\x01\x12!\n" +
@@ -1539,7 +1552,10 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\v\x12#\n" +
 	"\x1fERROR_REASON_CONFIG_UNAVAILABLE\x10\f\x12\x1b\n" +
-	"\x17ERROR_REASON_NEEDS_AUTH\x10\r*\x95\x01\n" +
+	"\x17ERROR_REASON_NEEDS_AUTH\x10\r\x12$\n" +
+	" ERROR_REASON_ACP_AGENT_NOT_FOUND\x10\x0e\x12-\n" +
+	")ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE\x10\x0f\x12&\n" +
+	"\"ERROR_REASON_ACP_AGENT_UNAVAILABLE\x10\x10*\x95\x01\n" +
 	"\x10CatalogEventType\x12\"\n" +
 	"\x1eCATALOG_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCATALOG_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1e\n" +

@@ -950,6 +950,446 @@ func (*CallToolStreamResponse_Notification) isCallToolStreamResponse_Event() {}
 
 func (*CallToolStreamResponse_Result) isCallToolStreamResponse_Event() {}
 
+// ListAcpAgentsRequest lists ACP agents.
+type ListAcpAgentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAcpAgentsRequest) Reset() {
+	*x = ListAcpAgentsRequest{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAcpAgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAcpAgentsRequest) ProtoMessage() {}
+
+func (x *ListAcpAgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAcpAgentsRequest.ProtoReflect.Descriptor instead.
+func (*ListAcpAgentsRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{14}
+}
+
+// ListAcpAgentsResponse lists ACP agents sorted by name.
+type ListAcpAgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The configured agents.
+	Agents        []*AcpAgent `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAcpAgentsResponse) Reset() {
+	*x = ListAcpAgentsResponse{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAcpAgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAcpAgentsResponse) ProtoMessage() {}
+
+func (x *ListAcpAgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAcpAgentsResponse.ProtoReflect.Descriptor instead.
+func (*ListAcpAgentsResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListAcpAgentsResponse) GetAgents() []*AcpAgent {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+// AcpAgent is one configured ACP agent as shown to callers.
+type AcpAgent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Agent name (the key under catalog.acp_agents).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Description shown in the invoke_acp_agent tool.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Model hint passed to the agent at session/new; empty = none.
+	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	// Whether the agent's permission requests are approved (allow_once);
+	// false = every request is rejected.
+	AutoApprovePermissions bool `protobuf:"varint,4,opt,name=auto_approve_permissions,json=autoApprovePermissions,proto3" json:"auto_approve_permissions,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *AcpAgent) Reset() {
+	*x = AcpAgent{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcpAgent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcpAgent) ProtoMessage() {}
+
+func (x *AcpAgent) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcpAgent.ProtoReflect.Descriptor instead.
+func (*AcpAgent) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AcpAgent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AcpAgent) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *AcpAgent) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *AcpAgent) GetAutoApprovePermissions() bool {
+	if x != nil {
+		return x.AutoApprovePermissions
+	}
+	return false
+}
+
+// InvokeAcpAgentRequest is one prompt turn.
+type InvokeAcpAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Agent name.
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Prompt text.
+	Prompt string `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// Situation of the call; its thread id (trusted only from service
+	// credentials) selects the thread's ACP workspace.
+	CallContext *v1.CallContext `protobuf:"bytes,3,opt,name=call_context,json=callContext,proto3" json:"call_context,omitempty"`
+	// Timeout of the turn; unset = catalog.default_tool_call_timeout.
+	Timeout       *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvokeAcpAgentRequest) Reset() {
+	*x = InvokeAcpAgentRequest{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvokeAcpAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvokeAcpAgentRequest) ProtoMessage() {}
+
+func (x *InvokeAcpAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvokeAcpAgentRequest.ProtoReflect.Descriptor instead.
+func (*InvokeAcpAgentRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InvokeAcpAgentRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *InvokeAcpAgentRequest) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *InvokeAcpAgentRequest) GetCallContext() *v1.CallContext {
+	if x != nil {
+		return x.CallContext
+	}
+	return nil
+}
+
+func (x *InvokeAcpAgentRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// InvokeAcpAgentResponse is an update or, last, the result.
+type InvokeAcpAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of an update or the final result.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*InvokeAcpAgentResponse_Update
+	//	*InvokeAcpAgentResponse_Result
+	Event         isInvokeAcpAgentResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvokeAcpAgentResponse) Reset() {
+	*x = InvokeAcpAgentResponse{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvokeAcpAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvokeAcpAgentResponse) ProtoMessage() {}
+
+func (x *InvokeAcpAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvokeAcpAgentResponse.ProtoReflect.Descriptor instead.
+func (*InvokeAcpAgentResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *InvokeAcpAgentResponse) GetEvent() isInvokeAcpAgentResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *InvokeAcpAgentResponse) GetUpdate() *AcpUpdate {
+	if x != nil {
+		if x, ok := x.Event.(*InvokeAcpAgentResponse_Update); ok {
+			return x.Update
+		}
+	}
+	return nil
+}
+
+func (x *InvokeAcpAgentResponse) GetResult() *AcpResult {
+	if x != nil {
+		if x, ok := x.Event.(*InvokeAcpAgentResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isInvokeAcpAgentResponse_Event interface {
+	isInvokeAcpAgentResponse_Event()
+}
+
+type InvokeAcpAgentResponse_Update struct {
+	// A streamed update of the turn.
+	Update *AcpUpdate `protobuf:"bytes,1,opt,name=update,proto3,oneof"`
+}
+
+type InvokeAcpAgentResponse_Result struct {
+	// The result; always the last message of the stream.
+	Result *AcpResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*InvokeAcpAgentResponse_Update) isInvokeAcpAgentResponse_Event() {}
+
+func (*InvokeAcpAgentResponse_Result) isInvokeAcpAgentResponse_Event() {}
+
+// AcpUpdate is one streamed update of an ACP prompt turn.
+type AcpUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kind: message, thought, tool_call, tool_status, plan or permission.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Text of the update (a chunk, a tool call title and status, plan
+	// entries, or a permission request and the answer given).
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcpUpdate) Reset() {
+	*x = AcpUpdate{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcpUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcpUpdate) ProtoMessage() {}
+
+func (x *AcpUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcpUpdate.ProtoReflect.Descriptor instead.
+func (*AcpUpdate) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AcpUpdate) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AcpUpdate) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// AcpResult is the end of an ACP prompt turn.
+type AcpResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's answer: its message chunks, concatenated.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// ACP stop reason (end_turn, max_tokens, max_turn_requests, refusal,
+	// cancelled).
+	StopReason string `protobuf:"bytes,2,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	// Thread-relative folder the agent worked in ("acp-workspace"); the
+	// runtime shows it as /mnt/acp-workspace/.
+	WorkingDirectory string `protobuf:"bytes,3,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AcpResult) Reset() {
+	*x = AcpResult{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcpResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcpResult) ProtoMessage() {}
+
+func (x *AcpResult) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcpResult.ProtoReflect.Descriptor instead.
+func (*AcpResult) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AcpResult) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *AcpResult) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+func (x *AcpResult) GetWorkingDirectory() string {
+	if x != nil {
+		return x.WorkingDirectory
+	}
+	return ""
+}
+
 // ListServersRequest lists servers.
 type ListServersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -959,7 +1399,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[14]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1411,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[14]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1424,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{14}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{21}
 }
 
 // ListServersResponse lists servers in config-file order.
@@ -998,7 +1438,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[15]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1450,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[15]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1463,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{15}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -1044,7 +1484,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[16]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1496,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[16]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1509,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{16}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetServerRequest) GetName() string {
@@ -1090,7 +1530,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[17]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1542,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[17]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1555,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{17}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -1136,7 +1576,7 @@ type ServerUpdate struct {
 
 func (x *ServerUpdate) Reset() {
 	*x = ServerUpdate{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1588,7 @@ func (x *ServerUpdate) String() string {
 func (*ServerUpdate) ProtoMessage() {}
 
 func (x *ServerUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1601,7 @@ func (x *ServerUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerUpdate.ProtoReflect.Descriptor instead.
 func (*ServerUpdate) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{18}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ServerUpdate) GetEnabled() bool {
@@ -1184,7 +1624,7 @@ type UpdateServerRequest struct {
 
 func (x *UpdateServerRequest) Reset() {
 	*x = UpdateServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1636,7 @@ func (x *UpdateServerRequest) String() string {
 func (*UpdateServerRequest) ProtoMessage() {}
 
 func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1649,7 @@ func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{19}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateServerRequest) GetName() string {
@@ -1237,7 +1677,7 @@ type UpdateServerResponse struct {
 
 func (x *UpdateServerResponse) Reset() {
 	*x = UpdateServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1689,7 @@ func (x *UpdateServerResponse) String() string {
 func (*UpdateServerResponse) ProtoMessage() {}
 
 func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1702,7 @@ func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{20}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateServerResponse) GetServer() *Server {
@@ -1283,7 +1723,7 @@ type ReplaceServersRequest struct {
 
 func (x *ReplaceServersRequest) Reset() {
 	*x = ReplaceServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1735,7 @@ func (x *ReplaceServersRequest) String() string {
 func (*ReplaceServersRequest) ProtoMessage() {}
 
 func (x *ReplaceServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1748,7 @@ func (x *ReplaceServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceServersRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{21}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReplaceServersRequest) GetServers() []*ServerConfig {
@@ -1329,7 +1769,7 @@ type ReplaceServersResponse struct {
 
 func (x *ReplaceServersResponse) Reset() {
 	*x = ReplaceServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1781,7 @@ func (x *ReplaceServersResponse) String() string {
 func (*ReplaceServersResponse) ProtoMessage() {}
 
 func (x *ReplaceServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1794,7 @@ func (x *ReplaceServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceServersResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{22}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReplaceServersResponse) GetServers() []*Server {
@@ -1373,7 +1813,7 @@ type ReloadServersRequest struct {
 
 func (x *ReloadServersRequest) Reset() {
 	*x = ReloadServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1825,7 @@ func (x *ReloadServersRequest) String() string {
 func (*ReloadServersRequest) ProtoMessage() {}
 
 func (x *ReloadServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1838,7 @@ func (x *ReloadServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadServersRequest.ProtoReflect.Descriptor instead.
 func (*ReloadServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{23}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{30}
 }
 
 // ReloadServersResponse reports what the reload did.
@@ -1416,7 +1856,7 @@ type ReloadServersResponse struct {
 
 func (x *ReloadServersResponse) Reset() {
 	*x = ReloadServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1868,7 @@ func (x *ReloadServersResponse) String() string {
 func (*ReloadServersResponse) ProtoMessage() {}
 
 func (x *ReloadServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1881,7 @@ func (x *ReloadServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadServersResponse.ProtoReflect.Descriptor instead.
 func (*ReloadServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{24}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReloadServersResponse) GetServers() []*Server {
@@ -1480,7 +1920,7 @@ type ConnectServerRequest struct {
 
 func (x *ConnectServerRequest) Reset() {
 	*x = ConnectServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1932,7 @@ func (x *ConnectServerRequest) String() string {
 func (*ConnectServerRequest) ProtoMessage() {}
 
 func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1945,7 @@ func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerRequest.ProtoReflect.Descriptor instead.
 func (*ConnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{25}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConnectServerRequest) GetName() string {
@@ -1536,7 +1976,7 @@ type ConnectServerResponse struct {
 
 func (x *ConnectServerResponse) Reset() {
 	*x = ConnectServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1988,7 @@ func (x *ConnectServerResponse) String() string {
 func (*ConnectServerResponse) ProtoMessage() {}
 
 func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +2001,7 @@ func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerResponse.ProtoReflect.Descriptor instead.
 func (*ConnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{26}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConnectServerResponse) GetAuthorizationUrl() string {
@@ -1591,7 +2031,7 @@ type DisconnectServerRequest struct {
 
 func (x *DisconnectServerRequest) Reset() {
 	*x = DisconnectServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +2043,7 @@ func (x *DisconnectServerRequest) String() string {
 func (*DisconnectServerRequest) ProtoMessage() {}
 
 func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +2056,7 @@ func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{27}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DisconnectServerRequest) GetName() string {
@@ -1642,7 +2082,7 @@ type DisconnectServerResponse struct {
 
 func (x *DisconnectServerResponse) Reset() {
 	*x = DisconnectServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +2094,7 @@ func (x *DisconnectServerResponse) String() string {
 func (*DisconnectServerResponse) ProtoMessage() {}
 
 func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +2107,7 @@ func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{28}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{35}
 }
 
 // ListConnectionsRequest has no fields.
@@ -1679,7 +2119,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +2131,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +2144,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{29}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{36}
 }
 
 // ListConnectionsResponse lists the OAuth servers.
@@ -1718,7 +2158,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +2170,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +2183,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{30}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -1772,7 +2212,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +2224,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +2237,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{31}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Connection) GetServer() string {
@@ -1904,7 +2344,32 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\x16CallToolStreamResponse\x12E\n" +
 	"\fnotification\x18\x01 \x01(\v2\x1f.toolplane.type.v1.NotificationH\x00R\fnotification\x12@\n" +
 	"\x06result\x18\x02 \x01(\v2&.toolplane.catalog.v1.CallToolResponseH\x00R\x06resultB\a\n" +
-	"\x05event\"\x14\n" +
+	"\x05event\"\x16\n" +
+	"\x14ListAcpAgentsRequest\"O\n" +
+	"\x15ListAcpAgentsResponse\x126\n" +
+	"\x06agents\x18\x01 \x03(\v2\x1e.toolplane.catalog.v1.AcpAgentR\x06agents\"\x90\x01\n" +
+	"\bAcpAgent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x128\n" +
+	"\x18auto_approve_permissions\x18\x04 \x01(\bR\x16autoApprovePermissions\"\xbd\x01\n" +
+	"\x15InvokeAcpAgentRequest\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x16\n" +
+	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12A\n" +
+	"\fcall_context\x18\x03 \x01(\v2\x1e.toolplane.type.v1.CallContextR\vcallContext\x123\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x97\x01\n" +
+	"\x16InvokeAcpAgentResponse\x129\n" +
+	"\x06update\x18\x01 \x01(\v2\x1f.toolplane.catalog.v1.AcpUpdateH\x00R\x06update\x129\n" +
+	"\x06result\x18\x02 \x01(\v2\x1f.toolplane.catalog.v1.AcpResultH\x00R\x06resultB\a\n" +
+	"\x05event\"3\n" +
+	"\tAcpUpdate\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"m\n" +
+	"\tAcpResult\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1f\n" +
+	"\vstop_reason\x18\x02 \x01(\tR\n" +
+	"stopReason\x12+\n" +
+	"\x11working_directory\x18\x03 \x01(\tR\x10workingDirectory\"\x14\n" +
 	"\x12ListServersRequest\"M\n" +
 	"\x13ListServersResponse\x126\n" +
 	"\aservers\x18\x01 \x03(\v2\x1c.toolplane.catalog.v1.ServerR\aservers\"&\n" +
@@ -1952,7 +2417,7 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"grant_type\x18\x03 \x01(\tR\tgrantType\x12\x1c\n" +
 	"\tconnected\x18\x04 \x01(\bR\tconnected\x129\n" +
 	"\n" +
-	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xc2\f\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xa0\x0e\n" +
 	"\x0eCatalogService\x12a\n" +
 	"\tListTools\x12&.toolplane.catalog.v1.ListToolsRequest\x1a'.toolplane.catalog.v1.ListToolsResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\aGetTool\x12$.toolplane.catalog.v1.GetToolRequest\x1a%.toolplane.catalog.v1.GetToolResponse\"\x03\x90\x02\x01\x12g\n" +
@@ -1961,7 +2426,9 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"GetCatalog\x12'.toolplane.catalog.v1.GetCatalogRequest\x1a(.toolplane.catalog.v1.GetCatalogResponse\"\x03\x90\x02\x01\x12l\n" +
 	"\fWatchCatalog\x12).toolplane.catalog.v1.WatchCatalogRequest\x1a*.toolplane.catalog.v1.WatchCatalogResponse\"\x03\x90\x02\x010\x01\x12Y\n" +
 	"\bCallTool\x12%.toolplane.catalog.v1.CallToolRequest\x1a&.toolplane.catalog.v1.CallToolResponse\x12m\n" +
-	"\x0eCallToolStream\x12+.toolplane.catalog.v1.CallToolStreamRequest\x1a,.toolplane.catalog.v1.CallToolStreamResponse0\x01\x12g\n" +
+	"\x0eCallToolStream\x12+.toolplane.catalog.v1.CallToolStreamRequest\x1a,.toolplane.catalog.v1.CallToolStreamResponse0\x01\x12m\n" +
+	"\rListAcpAgents\x12*.toolplane.catalog.v1.ListAcpAgentsRequest\x1a+.toolplane.catalog.v1.ListAcpAgentsResponse\"\x03\x90\x02\x01\x12m\n" +
+	"\x0eInvokeAcpAgent\x12+.toolplane.catalog.v1.InvokeAcpAgentRequest\x1a,.toolplane.catalog.v1.InvokeAcpAgentResponse0\x01\x12g\n" +
 	"\vListServers\x12(.toolplane.catalog.v1.ListServersRequest\x1a).toolplane.catalog.v1.ListServersResponse\"\x03\x90\x02\x01\x12a\n" +
 	"\tGetServer\x12&.toolplane.catalog.v1.GetServerRequest\x1a'.toolplane.catalog.v1.GetServerResponse\"\x03\x90\x02\x01\x12j\n" +
 	"\fUpdateServer\x12).toolplane.catalog.v1.UpdateServerRequest\x1a*.toolplane.catalog.v1.UpdateServerResponse\"\x03\x90\x02\x02\x12p\n" +
@@ -1983,7 +2450,7 @@ func file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_catalog_v1_catalog_service_proto_rawDescData
 }
 
-var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_toolplane_catalog_v1_catalog_service_proto_goTypes = []any{
 	(*ListToolsRequest)(nil),         // 0: toolplane.catalog.v1.ListToolsRequest
 	(*ListToolsResponse)(nil),        // 1: toolplane.catalog.v1.ListToolsResponse
@@ -1999,109 +2466,125 @@ var file_toolplane_catalog_v1_catalog_service_proto_goTypes = []any{
 	(*CallToolResponse)(nil),         // 11: toolplane.catalog.v1.CallToolResponse
 	(*CallToolStreamRequest)(nil),    // 12: toolplane.catalog.v1.CallToolStreamRequest
 	(*CallToolStreamResponse)(nil),   // 13: toolplane.catalog.v1.CallToolStreamResponse
-	(*ListServersRequest)(nil),       // 14: toolplane.catalog.v1.ListServersRequest
-	(*ListServersResponse)(nil),      // 15: toolplane.catalog.v1.ListServersResponse
-	(*GetServerRequest)(nil),         // 16: toolplane.catalog.v1.GetServerRequest
-	(*GetServerResponse)(nil),        // 17: toolplane.catalog.v1.GetServerResponse
-	(*ServerUpdate)(nil),             // 18: toolplane.catalog.v1.ServerUpdate
-	(*UpdateServerRequest)(nil),      // 19: toolplane.catalog.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),     // 20: toolplane.catalog.v1.UpdateServerResponse
-	(*ReplaceServersRequest)(nil),    // 21: toolplane.catalog.v1.ReplaceServersRequest
-	(*ReplaceServersResponse)(nil),   // 22: toolplane.catalog.v1.ReplaceServersResponse
-	(*ReloadServersRequest)(nil),     // 23: toolplane.catalog.v1.ReloadServersRequest
-	(*ReloadServersResponse)(nil),    // 24: toolplane.catalog.v1.ReloadServersResponse
-	(*ConnectServerRequest)(nil),     // 25: toolplane.catalog.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),    // 26: toolplane.catalog.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),  // 27: toolplane.catalog.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil), // 28: toolplane.catalog.v1.DisconnectServerResponse
-	(*ListConnectionsRequest)(nil),   // 29: toolplane.catalog.v1.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),  // 30: toolplane.catalog.v1.ListConnectionsResponse
-	(*Connection)(nil),               // 31: toolplane.catalog.v1.Connection
-	(ToolSource)(0),                  // 32: toolplane.catalog.v1.ToolSource
-	(*Tool)(nil),                     // 33: toolplane.catalog.v1.Tool
-	(SearchMode)(0),                  // 34: toolplane.catalog.v1.SearchMode
-	(*v1.StringList)(nil),            // 35: toolplane.type.v1.StringList
-	(*SearchHit)(nil),                // 36: toolplane.catalog.v1.SearchHit
-	(*ServerCount)(nil),              // 37: toolplane.catalog.v1.ServerCount
-	(*CatalogEvent)(nil),             // 38: toolplane.catalog.v1.CatalogEvent
-	(*structpb.Struct)(nil),          // 39: google.protobuf.Struct
-	(*v1.CallContext)(nil),           // 40: toolplane.type.v1.CallContext
-	(*durationpb.Duration)(nil),      // 41: google.protobuf.Duration
-	(*v1.ContentBlock)(nil),          // 42: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),          // 43: toolplane.type.v1.Notification
-	(*Server)(nil),                   // 44: toolplane.catalog.v1.Server
-	(*ServerConfig)(nil),             // 45: toolplane.catalog.v1.ServerConfig
-	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
-	(SessionScope)(0),                // 47: toolplane.catalog.v1.SessionScope
+	(*ListAcpAgentsRequest)(nil),     // 14: toolplane.catalog.v1.ListAcpAgentsRequest
+	(*ListAcpAgentsResponse)(nil),    // 15: toolplane.catalog.v1.ListAcpAgentsResponse
+	(*AcpAgent)(nil),                 // 16: toolplane.catalog.v1.AcpAgent
+	(*InvokeAcpAgentRequest)(nil),    // 17: toolplane.catalog.v1.InvokeAcpAgentRequest
+	(*InvokeAcpAgentResponse)(nil),   // 18: toolplane.catalog.v1.InvokeAcpAgentResponse
+	(*AcpUpdate)(nil),                // 19: toolplane.catalog.v1.AcpUpdate
+	(*AcpResult)(nil),                // 20: toolplane.catalog.v1.AcpResult
+	(*ListServersRequest)(nil),       // 21: toolplane.catalog.v1.ListServersRequest
+	(*ListServersResponse)(nil),      // 22: toolplane.catalog.v1.ListServersResponse
+	(*GetServerRequest)(nil),         // 23: toolplane.catalog.v1.GetServerRequest
+	(*GetServerResponse)(nil),        // 24: toolplane.catalog.v1.GetServerResponse
+	(*ServerUpdate)(nil),             // 25: toolplane.catalog.v1.ServerUpdate
+	(*UpdateServerRequest)(nil),      // 26: toolplane.catalog.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),     // 27: toolplane.catalog.v1.UpdateServerResponse
+	(*ReplaceServersRequest)(nil),    // 28: toolplane.catalog.v1.ReplaceServersRequest
+	(*ReplaceServersResponse)(nil),   // 29: toolplane.catalog.v1.ReplaceServersResponse
+	(*ReloadServersRequest)(nil),     // 30: toolplane.catalog.v1.ReloadServersRequest
+	(*ReloadServersResponse)(nil),    // 31: toolplane.catalog.v1.ReloadServersResponse
+	(*ConnectServerRequest)(nil),     // 32: toolplane.catalog.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),    // 33: toolplane.catalog.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),  // 34: toolplane.catalog.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil), // 35: toolplane.catalog.v1.DisconnectServerResponse
+	(*ListConnectionsRequest)(nil),   // 36: toolplane.catalog.v1.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),  // 37: toolplane.catalog.v1.ListConnectionsResponse
+	(*Connection)(nil),               // 38: toolplane.catalog.v1.Connection
+	(ToolSource)(0),                  // 39: toolplane.catalog.v1.ToolSource
+	(*Tool)(nil),                     // 40: toolplane.catalog.v1.Tool
+	(SearchMode)(0),                  // 41: toolplane.catalog.v1.SearchMode
+	(*v1.StringList)(nil),            // 42: toolplane.type.v1.StringList
+	(*SearchHit)(nil),                // 43: toolplane.catalog.v1.SearchHit
+	(*ServerCount)(nil),              // 44: toolplane.catalog.v1.ServerCount
+	(*CatalogEvent)(nil),             // 45: toolplane.catalog.v1.CatalogEvent
+	(*structpb.Struct)(nil),          // 46: google.protobuf.Struct
+	(*v1.CallContext)(nil),           // 47: toolplane.type.v1.CallContext
+	(*durationpb.Duration)(nil),      // 48: google.protobuf.Duration
+	(*v1.ContentBlock)(nil),          // 49: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),          // 50: toolplane.type.v1.Notification
+	(*Server)(nil),                   // 51: toolplane.catalog.v1.Server
+	(*ServerConfig)(nil),             // 52: toolplane.catalog.v1.ServerConfig
+	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
+	(SessionScope)(0),                // 54: toolplane.catalog.v1.SessionScope
 }
 var file_toolplane_catalog_v1_catalog_service_proto_depIdxs = []int32{
-	32, // 0: toolplane.catalog.v1.ListToolsRequest.source:type_name -> toolplane.catalog.v1.ToolSource
-	33, // 1: toolplane.catalog.v1.ListToolsResponse.tools:type_name -> toolplane.catalog.v1.Tool
-	33, // 2: toolplane.catalog.v1.GetToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
-	34, // 3: toolplane.catalog.v1.SearchToolsRequest.mode:type_name -> toolplane.catalog.v1.SearchMode
-	35, // 4: toolplane.catalog.v1.SearchToolsRequest.candidates:type_name -> toolplane.type.v1.StringList
-	36, // 5: toolplane.catalog.v1.SearchToolsResponse.hits:type_name -> toolplane.catalog.v1.SearchHit
-	34, // 6: toolplane.catalog.v1.SearchToolsResponse.mode:type_name -> toolplane.catalog.v1.SearchMode
-	35, // 7: toolplane.catalog.v1.GetCatalogRequest.candidates:type_name -> toolplane.type.v1.StringList
-	37, // 8: toolplane.catalog.v1.GetCatalogResponse.servers:type_name -> toolplane.catalog.v1.ServerCount
-	38, // 9: toolplane.catalog.v1.WatchCatalogResponse.event:type_name -> toolplane.catalog.v1.CatalogEvent
-	39, // 10: toolplane.catalog.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	40, // 11: toolplane.catalog.v1.CallToolRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	41, // 12: toolplane.catalog.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	42, // 13: toolplane.catalog.v1.CallToolResponse.content:type_name -> toolplane.type.v1.ContentBlock
-	39, // 14: toolplane.catalog.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Struct
-	39, // 15: toolplane.catalog.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	39, // 16: toolplane.catalog.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	40, // 17: toolplane.catalog.v1.CallToolStreamRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	41, // 18: toolplane.catalog.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	43, // 19: toolplane.catalog.v1.CallToolStreamResponse.notification:type_name -> toolplane.type.v1.Notification
+	39, // 0: toolplane.catalog.v1.ListToolsRequest.source:type_name -> toolplane.catalog.v1.ToolSource
+	40, // 1: toolplane.catalog.v1.ListToolsResponse.tools:type_name -> toolplane.catalog.v1.Tool
+	40, // 2: toolplane.catalog.v1.GetToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
+	41, // 3: toolplane.catalog.v1.SearchToolsRequest.mode:type_name -> toolplane.catalog.v1.SearchMode
+	42, // 4: toolplane.catalog.v1.SearchToolsRequest.candidates:type_name -> toolplane.type.v1.StringList
+	43, // 5: toolplane.catalog.v1.SearchToolsResponse.hits:type_name -> toolplane.catalog.v1.SearchHit
+	41, // 6: toolplane.catalog.v1.SearchToolsResponse.mode:type_name -> toolplane.catalog.v1.SearchMode
+	42, // 7: toolplane.catalog.v1.GetCatalogRequest.candidates:type_name -> toolplane.type.v1.StringList
+	44, // 8: toolplane.catalog.v1.GetCatalogResponse.servers:type_name -> toolplane.catalog.v1.ServerCount
+	45, // 9: toolplane.catalog.v1.WatchCatalogResponse.event:type_name -> toolplane.catalog.v1.CatalogEvent
+	46, // 10: toolplane.catalog.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	47, // 11: toolplane.catalog.v1.CallToolRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	48, // 12: toolplane.catalog.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	49, // 13: toolplane.catalog.v1.CallToolResponse.content:type_name -> toolplane.type.v1.ContentBlock
+	46, // 14: toolplane.catalog.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Struct
+	46, // 15: toolplane.catalog.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	46, // 16: toolplane.catalog.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	47, // 17: toolplane.catalog.v1.CallToolStreamRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	48, // 18: toolplane.catalog.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	50, // 19: toolplane.catalog.v1.CallToolStreamResponse.notification:type_name -> toolplane.type.v1.Notification
 	11, // 20: toolplane.catalog.v1.CallToolStreamResponse.result:type_name -> toolplane.catalog.v1.CallToolResponse
-	44, // 21: toolplane.catalog.v1.ListServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	44, // 22: toolplane.catalog.v1.GetServerResponse.server:type_name -> toolplane.catalog.v1.Server
-	18, // 23: toolplane.catalog.v1.UpdateServerRequest.server:type_name -> toolplane.catalog.v1.ServerUpdate
-	44, // 24: toolplane.catalog.v1.UpdateServerResponse.server:type_name -> toolplane.catalog.v1.Server
-	45, // 25: toolplane.catalog.v1.ReplaceServersRequest.servers:type_name -> toolplane.catalog.v1.ServerConfig
-	44, // 26: toolplane.catalog.v1.ReplaceServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	44, // 27: toolplane.catalog.v1.ReloadServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	46, // 28: toolplane.catalog.v1.ConnectServerResponse.expires_at:type_name -> google.protobuf.Timestamp
-	31, // 29: toolplane.catalog.v1.ListConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
-	47, // 30: toolplane.catalog.v1.Connection.session_scope:type_name -> toolplane.catalog.v1.SessionScope
-	46, // 31: toolplane.catalog.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 32: toolplane.catalog.v1.CatalogService.ListTools:input_type -> toolplane.catalog.v1.ListToolsRequest
-	2,  // 33: toolplane.catalog.v1.CatalogService.GetTool:input_type -> toolplane.catalog.v1.GetToolRequest
-	4,  // 34: toolplane.catalog.v1.CatalogService.SearchTools:input_type -> toolplane.catalog.v1.SearchToolsRequest
-	6,  // 35: toolplane.catalog.v1.CatalogService.GetCatalog:input_type -> toolplane.catalog.v1.GetCatalogRequest
-	8,  // 36: toolplane.catalog.v1.CatalogService.WatchCatalog:input_type -> toolplane.catalog.v1.WatchCatalogRequest
-	10, // 37: toolplane.catalog.v1.CatalogService.CallTool:input_type -> toolplane.catalog.v1.CallToolRequest
-	12, // 38: toolplane.catalog.v1.CatalogService.CallToolStream:input_type -> toolplane.catalog.v1.CallToolStreamRequest
-	14, // 39: toolplane.catalog.v1.CatalogService.ListServers:input_type -> toolplane.catalog.v1.ListServersRequest
-	16, // 40: toolplane.catalog.v1.CatalogService.GetServer:input_type -> toolplane.catalog.v1.GetServerRequest
-	19, // 41: toolplane.catalog.v1.CatalogService.UpdateServer:input_type -> toolplane.catalog.v1.UpdateServerRequest
-	21, // 42: toolplane.catalog.v1.CatalogService.ReplaceServers:input_type -> toolplane.catalog.v1.ReplaceServersRequest
-	23, // 43: toolplane.catalog.v1.CatalogService.ReloadServers:input_type -> toolplane.catalog.v1.ReloadServersRequest
-	25, // 44: toolplane.catalog.v1.CatalogService.ConnectServer:input_type -> toolplane.catalog.v1.ConnectServerRequest
-	27, // 45: toolplane.catalog.v1.CatalogService.DisconnectServer:input_type -> toolplane.catalog.v1.DisconnectServerRequest
-	29, // 46: toolplane.catalog.v1.CatalogService.ListConnections:input_type -> toolplane.catalog.v1.ListConnectionsRequest
-	1,  // 47: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
-	3,  // 48: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
-	5,  // 49: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
-	7,  // 50: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
-	9,  // 51: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
-	11, // 52: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
-	13, // 53: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
-	15, // 54: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
-	17, // 55: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
-	20, // 56: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
-	22, // 57: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
-	24, // 58: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
-	26, // 59: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
-	28, // 60: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
-	30, // 61: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
-	47, // [47:62] is the sub-list for method output_type
-	32, // [32:47] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	16, // 21: toolplane.catalog.v1.ListAcpAgentsResponse.agents:type_name -> toolplane.catalog.v1.AcpAgent
+	47, // 22: toolplane.catalog.v1.InvokeAcpAgentRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	48, // 23: toolplane.catalog.v1.InvokeAcpAgentRequest.timeout:type_name -> google.protobuf.Duration
+	19, // 24: toolplane.catalog.v1.InvokeAcpAgentResponse.update:type_name -> toolplane.catalog.v1.AcpUpdate
+	20, // 25: toolplane.catalog.v1.InvokeAcpAgentResponse.result:type_name -> toolplane.catalog.v1.AcpResult
+	51, // 26: toolplane.catalog.v1.ListServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	51, // 27: toolplane.catalog.v1.GetServerResponse.server:type_name -> toolplane.catalog.v1.Server
+	25, // 28: toolplane.catalog.v1.UpdateServerRequest.server:type_name -> toolplane.catalog.v1.ServerUpdate
+	51, // 29: toolplane.catalog.v1.UpdateServerResponse.server:type_name -> toolplane.catalog.v1.Server
+	52, // 30: toolplane.catalog.v1.ReplaceServersRequest.servers:type_name -> toolplane.catalog.v1.ServerConfig
+	51, // 31: toolplane.catalog.v1.ReplaceServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	51, // 32: toolplane.catalog.v1.ReloadServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	53, // 33: toolplane.catalog.v1.ConnectServerResponse.expires_at:type_name -> google.protobuf.Timestamp
+	38, // 34: toolplane.catalog.v1.ListConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
+	54, // 35: toolplane.catalog.v1.Connection.session_scope:type_name -> toolplane.catalog.v1.SessionScope
+	53, // 36: toolplane.catalog.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 37: toolplane.catalog.v1.CatalogService.ListTools:input_type -> toolplane.catalog.v1.ListToolsRequest
+	2,  // 38: toolplane.catalog.v1.CatalogService.GetTool:input_type -> toolplane.catalog.v1.GetToolRequest
+	4,  // 39: toolplane.catalog.v1.CatalogService.SearchTools:input_type -> toolplane.catalog.v1.SearchToolsRequest
+	6,  // 40: toolplane.catalog.v1.CatalogService.GetCatalog:input_type -> toolplane.catalog.v1.GetCatalogRequest
+	8,  // 41: toolplane.catalog.v1.CatalogService.WatchCatalog:input_type -> toolplane.catalog.v1.WatchCatalogRequest
+	10, // 42: toolplane.catalog.v1.CatalogService.CallTool:input_type -> toolplane.catalog.v1.CallToolRequest
+	12, // 43: toolplane.catalog.v1.CatalogService.CallToolStream:input_type -> toolplane.catalog.v1.CallToolStreamRequest
+	14, // 44: toolplane.catalog.v1.CatalogService.ListAcpAgents:input_type -> toolplane.catalog.v1.ListAcpAgentsRequest
+	17, // 45: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:input_type -> toolplane.catalog.v1.InvokeAcpAgentRequest
+	21, // 46: toolplane.catalog.v1.CatalogService.ListServers:input_type -> toolplane.catalog.v1.ListServersRequest
+	23, // 47: toolplane.catalog.v1.CatalogService.GetServer:input_type -> toolplane.catalog.v1.GetServerRequest
+	26, // 48: toolplane.catalog.v1.CatalogService.UpdateServer:input_type -> toolplane.catalog.v1.UpdateServerRequest
+	28, // 49: toolplane.catalog.v1.CatalogService.ReplaceServers:input_type -> toolplane.catalog.v1.ReplaceServersRequest
+	30, // 50: toolplane.catalog.v1.CatalogService.ReloadServers:input_type -> toolplane.catalog.v1.ReloadServersRequest
+	32, // 51: toolplane.catalog.v1.CatalogService.ConnectServer:input_type -> toolplane.catalog.v1.ConnectServerRequest
+	34, // 52: toolplane.catalog.v1.CatalogService.DisconnectServer:input_type -> toolplane.catalog.v1.DisconnectServerRequest
+	36, // 53: toolplane.catalog.v1.CatalogService.ListConnections:input_type -> toolplane.catalog.v1.ListConnectionsRequest
+	1,  // 54: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
+	3,  // 55: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
+	5,  // 56: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
+	7,  // 57: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
+	9,  // 58: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
+	11, // 59: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
+	13, // 60: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
+	15, // 61: toolplane.catalog.v1.CatalogService.ListAcpAgents:output_type -> toolplane.catalog.v1.ListAcpAgentsResponse
+	18, // 62: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:output_type -> toolplane.catalog.v1.InvokeAcpAgentResponse
+	22, // 63: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
+	24, // 64: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
+	27, // 65: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
+	29, // 66: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
+	31, // 67: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
+	33, // 68: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
+	35, // 69: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
+	37, // 70: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
+	54, // [54:71] is the sub-list for method output_type
+	37, // [37:54] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_catalog_v1_catalog_service_proto_init() }
@@ -2115,14 +2598,18 @@ func file_toolplane_catalog_v1_catalog_service_proto_init() {
 		(*CallToolStreamResponse_Notification)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18].OneofWrappers = []any{}
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18].OneofWrappers = []any{
+		(*InvokeAcpAgentResponse_Update)(nil),
+		(*InvokeAcpAgentResponse_Result)(nil),
+	}
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_catalog_v1_catalog_service_proto_rawDesc), len(file_toolplane_catalog_v1_catalog_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

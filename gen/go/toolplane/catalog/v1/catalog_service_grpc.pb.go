@@ -26,6 +26,8 @@ const (
 	CatalogService_WatchCatalog_FullMethodName     = "/toolplane.catalog.v1.CatalogService/WatchCatalog"
 	CatalogService_CallTool_FullMethodName         = "/toolplane.catalog.v1.CatalogService/CallTool"
 	CatalogService_CallToolStream_FullMethodName   = "/toolplane.catalog.v1.CatalogService/CallToolStream"
+	CatalogService_ListAcpAgents_FullMethodName    = "/toolplane.catalog.v1.CatalogService/ListAcpAgents"
+	CatalogService_InvokeAcpAgent_FullMethodName   = "/toolplane.catalog.v1.CatalogService/InvokeAcpAgent"
 	CatalogService_ListServers_FullMethodName      = "/toolplane.catalog.v1.CatalogService/ListServers"
 	CatalogService_GetServer_FullMethodName        = "/toolplane.catalog.v1.CatalogService/GetServer"
 	CatalogService_UpdateServer_FullMethodName     = "/toolplane.catalog.v1.CatalogService/UpdateServer"
@@ -72,6 +74,17 @@ type CatalogServiceClient interface {
 	// CallToolStream is CallTool that first streams the server's progress and
 	// logging notifications, then the result as the last message.
 	CallToolStream(ctx context.Context, in *CallToolStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CallToolStreamResponse], error)
+	// ListAcpAgents lists the configured ACP agents (catalog.acp_agents),
+	// sorted by name, without their commands or environment.
+	ListAcpAgents(ctx context.Context, in *ListAcpAgentsRequest, opts ...grpc.CallOption) (*ListAcpAgentsResponse, error)
+	// InvokeAcpAgent runs one ACP prompt turn of an agent in the ACP workspace
+	// of the caller's thread (a trusted CallContext thread id is required),
+	// streaming the agent's updates, then the result as the last message.
+	// Cancelling the stream sends session/cancel to the agent.
+	// Errors: NOT_FOUND (unknown agent), FAILED_PRECONDITION (no trusted
+	// thread, or the thread folder is not on the catalog's volume),
+	// UNAVAILABLE (the agent could not start or exited), DEADLINE_EXCEEDED.
+	InvokeAcpAgent(ctx context.Context, in *InvokeAcpAgentRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeAcpAgentResponse], error)
 	// ListServers lists configured servers in config-file order, secrets masked.
 	ListServers(ctx context.Context, in *ListServersRequest, opts ...grpc.CallOption) (*ListServersResponse, error)
 	// GetServer returns one server, secrets masked. Errors: NOT_FOUND.
@@ -201,6 +214,35 @@ func (c *catalogServiceClient) CallToolStream(ctx context.Context, in *CallToolS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CatalogService_CallToolStreamClient = grpc.ServerStreamingClient[CallToolStreamResponse]
 
+func (c *catalogServiceClient) ListAcpAgents(ctx context.Context, in *ListAcpAgentsRequest, opts ...grpc.CallOption) (*ListAcpAgentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAcpAgentsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListAcpAgents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) InvokeAcpAgent(ctx context.Context, in *InvokeAcpAgentRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeAcpAgentResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CatalogService_ServiceDesc.Streams[2], CatalogService_InvokeAcpAgent_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[InvokeAcpAgentRequest, InvokeAcpAgentResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CatalogService_InvokeAcpAgentClient = grpc.ServerStreamingClient[InvokeAcpAgentResponse]
+
 func (c *catalogServiceClient) ListServers(ctx context.Context, in *ListServersRequest, opts ...grpc.CallOption) (*ListServersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListServersResponse)
@@ -317,6 +359,17 @@ type CatalogServiceServer interface {
 	// CallToolStream is CallTool that first streams the server's progress and
 	// logging notifications, then the result as the last message.
 	CallToolStream(*CallToolStreamRequest, grpc.ServerStreamingServer[CallToolStreamResponse]) error
+	// ListAcpAgents lists the configured ACP agents (catalog.acp_agents),
+	// sorted by name, without their commands or environment.
+	ListAcpAgents(context.Context, *ListAcpAgentsRequest) (*ListAcpAgentsResponse, error)
+	// InvokeAcpAgent runs one ACP prompt turn of an agent in the ACP workspace
+	// of the caller's thread (a trusted CallContext thread id is required),
+	// streaming the agent's updates, then the result as the last message.
+	// Cancelling the stream sends session/cancel to the agent.
+	// Errors: NOT_FOUND (unknown agent), FAILED_PRECONDITION (no trusted
+	// thread, or the thread folder is not on the catalog's volume),
+	// UNAVAILABLE (the agent could not start or exited), DEADLINE_EXCEEDED.
+	InvokeAcpAgent(*InvokeAcpAgentRequest, grpc.ServerStreamingServer[InvokeAcpAgentResponse]) error
 	// ListServers lists configured servers in config-file order, secrets masked.
 	ListServers(context.Context, *ListServersRequest) (*ListServersResponse, error)
 	// GetServer returns one server, secrets masked. Errors: NOT_FOUND.
@@ -378,6 +431,12 @@ func (UnimplementedCatalogServiceServer) CallTool(context.Context, *CallToolRequ
 }
 func (UnimplementedCatalogServiceServer) CallToolStream(*CallToolStreamRequest, grpc.ServerStreamingServer[CallToolStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method CallToolStream not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListAcpAgents(context.Context, *ListAcpAgentsRequest) (*ListAcpAgentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAcpAgents not implemented")
+}
+func (UnimplementedCatalogServiceServer) InvokeAcpAgent(*InvokeAcpAgentRequest, grpc.ServerStreamingServer[InvokeAcpAgentResponse]) error {
+	return status.Error(codes.Unimplemented, "method InvokeAcpAgent not implemented")
 }
 func (UnimplementedCatalogServiceServer) ListServers(context.Context, *ListServersRequest) (*ListServersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListServers not implemented")
@@ -535,6 +594,35 @@ func _CatalogService_CallToolStream_Handler(srv interface{}, stream grpc.ServerS
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CatalogService_CallToolStreamServer = grpc.ServerStreamingServer[CallToolStreamResponse]
+
+func _CatalogService_ListAcpAgents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAcpAgentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListAcpAgents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListAcpAgents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListAcpAgents(ctx, req.(*ListAcpAgentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_InvokeAcpAgent_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(InvokeAcpAgentRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CatalogServiceServer).InvokeAcpAgent(m, &grpc.GenericServerStream[InvokeAcpAgentRequest, InvokeAcpAgentResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CatalogService_InvokeAcpAgentServer = grpc.ServerStreamingServer[InvokeAcpAgentResponse]
 
 func _CatalogService_ListServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListServersRequest)
@@ -708,6 +796,10 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _CatalogService_CallTool_Handler,
 		},
 		{
+			MethodName: "ListAcpAgents",
+			Handler:    _CatalogService_ListAcpAgents_Handler,
+		},
+		{
 			MethodName: "ListServers",
 			Handler:    _CatalogService_ListServers_Handler,
 		},
@@ -749,6 +841,11 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "CallToolStream",
 			Handler:       _CatalogService_CallToolStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "InvokeAcpAgent",
+			Handler:       _CatalogService_InvokeAcpAgent_Handler,
 			ServerStreams: true,
 		},
 	},

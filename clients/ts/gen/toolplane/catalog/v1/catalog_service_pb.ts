@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolplane/catalog/v1/catalog_service.proto.
  */
 export const file_toolplane_catalog_v1_catalog_service: GenFile = /*@__PURE__*/
-  fileDesc("Cip0b29scGxhbmUvY2F0YWxvZy92MS9jYXRhbG9nX3NlcnZpY2UucHJvdG8SFHRvb2xwbGFuZS5jYXRhbG9nLnYxIqEBChBMaXN0VG9vbHNSZXF1ZXN0Eg4KBnNlcnZlchgBIAEoCRIwCgZzb3VyY2UYAiABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sU291cmNlEhYKCWF2YWlsYWJsZRgDIAEoCEgAiAEBEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJQgwKCl9hdmFpbGFibGUiawoRTGlzdFRvb2xzUmVzcG9uc2USKQoFdG9vbHMYASADKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgp0b3RhbF9zaXplGAMgASgFIh4KDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkiOwoPR2V0VG9vbFJlc3BvbnNlEigKBHRvb2wYASABKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sIpUBChJTZWFyY2hUb29sc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSLgoEbW9kZRgCIAEoDjIgLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaE1vZGUSDQoFbGltaXQYAyABKAUSMQoKY2FuZGlkYXRlcxgEIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QinQEKE1NlYXJjaFRvb2xzUmVzcG9uc2USLQoEaGl0cxgBIAMoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaEhpdBIUCgxjYXRhbG9nX2hhc2gYAiABKAkSEQoJdHJ1bmNhdGVkGAMgASgIEi4KBG1vZGUYBCABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hNb2RlIkYKEUdldENhdGFsb2dSZXF1ZXN0EjEKCmNhbmRpZGF0ZXMYASABKAsyHS50b29scGxhbmUudHlwZS52MS5TdHJpbmdMaXN0IpQBChJHZXRDYXRhbG9nUmVzcG9uc2USFAoMY2F0YWxvZ19oYXNoGAEgASgJEhIKCnRvb2xfY291bnQYAiABKAUSMgoHc2VydmVycxgDIAMoCzIhLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlckNvdW50Eg8KB3Vua25vd24YBCADKAkSDwoHcmVuYW1lZBgFIAMoCSIVChNXYXRjaENhdGFsb2dSZXF1ZXN0IkkKFFdhdGNoQ2F0YWxvZ1Jlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2F0YWxvZ0V2ZW50Iq0BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2QEKEENhbGxUb29sUmVzcG9uc2USMAoHY29udGVudBgBIAMoCzIfLnRvb2xwbGFuZS50eXBlLnYxLkNvbnRlbnRCbG9jaxIQCghpc19lcnJvchgCIAEoCBIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiUKBG1ldGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnNlcnZlchgFIAEoCRIVCg1vcmlnaW5hbF9uYW1lGAYgASgJIrMBChVDYWxsVG9vbFN0cmVhbVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilAEKFkNhbGxUb29sU3RyZWFtUmVzcG9uc2USNwoMbm90aWZpY2F0aW9uGAEgASgLMh8udG9vbHBsYW5lLnR5cGUudjEuTm90aWZpY2F0aW9uSAASOAoGcmVzdWx0GAIgASgLMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xSZXNwb25zZUgAQgcKBWV2ZW50IhQKEkxpc3RTZXJ2ZXJzUmVxdWVzdCJEChNMaXN0U2VydmVyc1Jlc3BvbnNlEi0KB3NlcnZlcnMYASADKAsyHC50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXIiIAoQR2V0U2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJIkEKEUdldFNlcnZlclJlc3BvbnNlEiwKBnNlcnZlchgBIAEoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIwCgxTZXJ2ZXJVcGRhdGUSFAoHZW5hYmxlZBgBIAEoCEgAiAEBQgoKCF9lbmFibGVkIlcKE1VwZGF0ZVNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIyCgZzZXJ2ZXIYAiABKAsyIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJVcGRhdGUiRAoUVXBkYXRlU2VydmVyUmVzcG9uc2USLAoGc2VydmVyGAEgASgLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIkwKFVJlcGxhY2VTZXJ2ZXJzUmVxdWVzdBIzCgdzZXJ2ZXJzGAEgAygLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyQ29uZmlnIkcKFlJlcGxhY2VTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIWChRSZWxvYWRTZXJ2ZXJzUmVxdWVzdCJsChVSZWxvYWRTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlchIRCglyZXN0YXJ0ZWQYAiADKAkSEQoJdW5jaGFuZ2VkGAMgAygJIjcKFENvbm5lY3RTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSEQoJZGlzY292ZXJ5GAIgASgIImIKFUNvbm5lY3RTZXJ2ZXJSZXNwb25zZRIZChFhdXRob3JpemF0aW9uX3VybBgBIAEoCRIuCgpleHBpcmVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI6ChdEaXNjb25uZWN0U2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEhEKCWRpc2NvdmVyeRgCIAEoCCIaChhEaXNjb25uZWN0U2VydmVyUmVzcG9uc2UiGAoWTGlzdENvbm5lY3Rpb25zUmVxdWVzdCJQChdMaXN0Q29ubmVjdGlvbnNSZXNwb25zZRI1Cgtjb25uZWN0aW9ucxgBIAMoCzIgLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNvbm5lY3Rpb24irgEKCkNvbm5lY3Rpb24SDgoGc2VydmVyGAEgASgJEjkKDXNlc3Npb25fc2NvcGUYAiABKA4yIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXNzaW9uU2NvcGUSEgoKZ3JhbnRfdHlwZRgDIAEoCRIRCgljb25uZWN0ZWQYBCABKAgSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAywgwKDkNhdGFsb2dTZXJ2aWNlEmEKCUxpc3RUb29scxImLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RUb29sc1JlcXVlc3QaJy50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0VG9vbHNSZXNwb25zZSIDkAIBElsKB0dldFRvb2wSJC50b29scGxhbmUuY2F0YWxvZy52MS5HZXRUb29sUmVxdWVzdBolLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFRvb2xSZXNwb25zZSIDkAIBEmcKC1NlYXJjaFRvb2xzEigudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VhcmNoVG9vbHNSZXF1ZXN0GikudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VhcmNoVG9vbHNSZXNwb25zZSIDkAIBEmQKCkdldENhdGFsb2cSJy50b29scGxhbmUuY2F0YWxvZy52MS5HZXRDYXRhbG9nUmVxdWVzdBooLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldENhdGFsb2dSZXNwb25zZSIDkAIBEmwKDFdhdGNoQ2F0YWxvZxIpLnRvb2xwbGFuZS5jYXRhbG9nLnYxLldhdGNoQ2F0YWxvZ1JlcXVlc3QaKi50b29scGxhbmUuY2F0YWxvZy52MS5XYXRjaENhdGFsb2dSZXNwb25zZSIDkAIBMAESWQoIQ2FsbFRvb2wSJS50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFJlcXVlc3QaJi50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFJlc3BvbnNlEm0KDkNhbGxUb29sU3RyZWFtEisudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xTdHJlYW1SZXF1ZXN0GiwudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xTdHJlYW1SZXNwb25zZTABEmcKC0xpc3RTZXJ2ZXJzEigudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFNlcnZlcnNSZXF1ZXN0GikudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFNlcnZlcnNSZXNwb25zZSIDkAIBEmEKCUdldFNlcnZlchImLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFNlcnZlclJlcXVlc3QaJy50b29scGxhbmUuY2F0YWxvZy52MS5HZXRTZXJ2ZXJSZXNwb25zZSIDkAIBEmoKDFVwZGF0ZVNlcnZlchIpLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlVwZGF0ZVNlcnZlclJlcXVlc3QaKi50b29scGxhbmUuY2F0YWxvZy52MS5VcGRhdGVTZXJ2ZXJSZXNwb25zZSIDkAICEnAKDlJlcGxhY2VTZXJ2ZXJzEisudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVwbGFjZVNlcnZlcnNSZXF1ZXN0GiwudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVwbGFjZVNlcnZlcnNSZXNwb25zZSIDkAICEmgKDVJlbG9hZFNlcnZlcnMSKi50b29scGxhbmUuY2F0YWxvZy52MS5SZWxvYWRTZXJ2ZXJzUmVxdWVzdBorLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJlbG9hZFNlcnZlcnNSZXNwb25zZRJoCg1Db25uZWN0U2VydmVyEioudG9vbHBsYW5lLmNhdGFsb2cudjEuQ29ubmVjdFNlcnZlclJlcXVlc3QaKy50b29scGxhbmUuY2F0YWxvZy52MS5Db25uZWN0U2VydmVyUmVzcG9uc2USdgoQRGlzY29ubmVjdFNlcnZlchItLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkRpc2Nvbm5lY3RTZXJ2ZXJSZXF1ZXN0Gi4udG9vbHBsYW5lLmNhdGFsb2cudjEuRGlzY29ubmVjdFNlcnZlclJlc3BvbnNlIgOQAgIScwoPTGlzdENvbm5lY3Rpb25zEiwudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdENvbm5lY3Rpb25zUmVxdWVzdBotLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RDb25uZWN0aW9uc1Jlc3BvbnNlIgOQAgFCRlpEZ2l0aHViLmNvbS90b29scGxhbmUvdG9vbHBsYW5lL2dlbi9nby90b29scGxhbmUvY2F0YWxvZy92MTtjYXRhbG9ndjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_catalog_v1_catalog, file_toolplane_type_v1_type]);
+  fileDesc("Cip0b29scGxhbmUvY2F0YWxvZy92MS9jYXRhbG9nX3NlcnZpY2UucHJvdG8SFHRvb2xwbGFuZS5jYXRhbG9nLnYxIqEBChBMaXN0VG9vbHNSZXF1ZXN0Eg4KBnNlcnZlchgBIAEoCRIwCgZzb3VyY2UYAiABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sU291cmNlEhYKCWF2YWlsYWJsZRgDIAEoCEgAiAEBEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJQgwKCl9hdmFpbGFibGUiawoRTGlzdFRvb2xzUmVzcG9uc2USKQoFdG9vbHMYASADKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgp0b3RhbF9zaXplGAMgASgFIh4KDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkiOwoPR2V0VG9vbFJlc3BvbnNlEigKBHRvb2wYASABKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sIpUBChJTZWFyY2hUb29sc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSLgoEbW9kZRgCIAEoDjIgLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaE1vZGUSDQoFbGltaXQYAyABKAUSMQoKY2FuZGlkYXRlcxgEIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QinQEKE1NlYXJjaFRvb2xzUmVzcG9uc2USLQoEaGl0cxgBIAMoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaEhpdBIUCgxjYXRhbG9nX2hhc2gYAiABKAkSEQoJdHJ1bmNhdGVkGAMgASgIEi4KBG1vZGUYBCABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hNb2RlIkYKEUdldENhdGFsb2dSZXF1ZXN0EjEKCmNhbmRpZGF0ZXMYASABKAsyHS50b29scGxhbmUudHlwZS52MS5TdHJpbmdMaXN0IpQBChJHZXRDYXRhbG9nUmVzcG9uc2USFAoMY2F0YWxvZ19oYXNoGAEgASgJEhIKCnRvb2xfY291bnQYAiABKAUSMgoHc2VydmVycxgDIAMoCzIhLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlckNvdW50Eg8KB3Vua25vd24YBCADKAkSDwoHcmVuYW1lZBgFIAMoCSIVChNXYXRjaENhdGFsb2dSZXF1ZXN0IkkKFFdhdGNoQ2F0YWxvZ1Jlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2F0YWxvZ0V2ZW50Iq0BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2QEKEENhbGxUb29sUmVzcG9uc2USMAoHY29udGVudBgBIAMoCzIfLnRvb2xwbGFuZS50eXBlLnYxLkNvbnRlbnRCbG9jaxIQCghpc19lcnJvchgCIAEoCBIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiUKBG1ldGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnNlcnZlchgFIAEoCRIVCg1vcmlnaW5hbF9uYW1lGAYgASgJIrMBChVDYWxsVG9vbFN0cmVhbVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilAEKFkNhbGxUb29sU3RyZWFtUmVzcG9uc2USNwoMbm90aWZpY2F0aW9uGAEgASgLMh8udG9vbHBsYW5lLnR5cGUudjEuTm90aWZpY2F0aW9uSAASOAoGcmVzdWx0GAIgASgLMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xSZXNwb25zZUgAQgcKBWV2ZW50IhYKFExpc3RBY3BBZ2VudHNSZXF1ZXN0IkcKFUxpc3RBY3BBZ2VudHNSZXNwb25zZRIuCgZhZ2VudHMYASADKAsyHi50b29scGxhbmUuY2F0YWxvZy52MS5BY3BBZ2VudCJeCghBY3BBZ2VudBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBW1vZGVsGAMgASgJEiAKGGF1dG9fYXBwcm92ZV9wZXJtaXNzaW9ucxgEIAEoCCKYAQoVSW52b2tlQWNwQWdlbnRSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEg4KBnByb21wdBgCIAEoCRI0CgxjYWxsX2NvbnRleHQYAyABKAsyHi50b29scGxhbmUudHlwZS52MS5DYWxsQ29udGV4dBIqCgd0aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIocBChZJbnZva2VBY3BBZ2VudFJlc3BvbnNlEjEKBnVwZGF0ZRgBIAEoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkFjcFVwZGF0ZUgAEjEKBnJlc3VsdBgCIAEoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkFjcFJlc3VsdEgAQgcKBWV2ZW50IicKCUFjcFVwZGF0ZRIMCgRraW5kGAEgASgJEgwKBHRleHQYAiABKAkiSQoJQWNwUmVzdWx0EgwKBHRleHQYASABKAkSEwoLc3RvcF9yZWFzb24YAiABKAkSGQoRd29ya2luZ19kaXJlY3RvcnkYAyABKAkiFAoSTGlzdFNlcnZlcnNSZXF1ZXN0IkQKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIgChBHZXRTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkiQQoRR2V0U2VydmVyUmVzcG9uc2USLAoGc2VydmVyGAEgASgLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIjAKDFNlcnZlclVwZGF0ZRIUCgdlbmFibGVkGAEgASgISACIAQFCCgoIX2VuYWJsZWQiVwoTVXBkYXRlU2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEjIKBnNlcnZlchgCIAEoCzIiLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlclVwZGF0ZSJEChRVcGRhdGVTZXJ2ZXJSZXNwb25zZRIsCgZzZXJ2ZXIYASABKAsyHC50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXIiTAoVUmVwbGFjZVNlcnZlcnNSZXF1ZXN0EjMKB3NlcnZlcnMYASADKAsyIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJDb25maWciRwoWUmVwbGFjZVNlcnZlcnNSZXNwb25zZRItCgdzZXJ2ZXJzGAEgAygLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIhYKFFJlbG9hZFNlcnZlcnNSZXF1ZXN0ImwKFVJlbG9hZFNlcnZlcnNSZXNwb25zZRItCgdzZXJ2ZXJzGAEgAygLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyEhEKCXJlc3RhcnRlZBgCIAMoCRIRCgl1bmNoYW5nZWQYAyADKAkiNwoUQ29ubmVjdFNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIRCglkaXNjb3ZlcnkYAiABKAgiYgoVQ29ubmVjdFNlcnZlclJlc3BvbnNlEhkKEWF1dGhvcml6YXRpb25fdXJsGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKF0Rpc2Nvbm5lY3RTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSEQoJZGlzY292ZXJ5GAIgASgIIhoKGERpc2Nvbm5lY3RTZXJ2ZXJSZXNwb25zZSIYChZMaXN0Q29ubmVjdGlvbnNSZXF1ZXN0IlAKF0xpc3RDb25uZWN0aW9uc1Jlc3BvbnNlEjUKC2Nvbm5lY3Rpb25zGAEgAygLMiAudG9vbHBsYW5lLmNhdGFsb2cudjEuQ29ubmVjdGlvbiKuAQoKQ29ubmVjdGlvbhIOCgZzZXJ2ZXIYASABKAkSOQoNc2Vzc2lvbl9zY29wZRgCIAEoDjIiLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlc3Npb25TY29wZRISCgpncmFudF90eXBlGAMgASgJEhEKCWNvbm5lY3RlZBgEIAEoCBIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDKgDgoOQ2F0YWxvZ1NlcnZpY2USYQoJTGlzdFRvb2xzEiYudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFRvb2xzUmVxdWVzdBonLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RUb29sc1Jlc3BvbnNlIgOQAgESWwoHR2V0VG9vbBIkLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFRvb2xSZXF1ZXN0GiUudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0VG9vbFJlc3BvbnNlIgOQAgESZwoLU2VhcmNoVG9vbHMSKC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hUb29sc1JlcXVlc3QaKS50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hUb29sc1Jlc3BvbnNlIgOQAgESZAoKR2V0Q2F0YWxvZxInLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldENhdGFsb2dSZXF1ZXN0GigudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0Q2F0YWxvZ1Jlc3BvbnNlIgOQAgESbAoMV2F0Y2hDYXRhbG9nEikudG9vbHBsYW5lLmNhdGFsb2cudjEuV2F0Y2hDYXRhbG9nUmVxdWVzdBoqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLldhdGNoQ2F0YWxvZ1Jlc3BvbnNlIgOQAgEwARJZCghDYWxsVG9vbBIlLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhbGxUb29sUmVxdWVzdBomLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhbGxUb29sUmVzcG9uc2USbQoOQ2FsbFRvb2xTdHJlYW0SKy50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFN0cmVhbVJlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFN0cmVhbVJlc3BvbnNlMAESbQoNTGlzdEFjcEFnZW50cxIqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RBY3BBZ2VudHNSZXF1ZXN0GisudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdEFjcEFnZW50c1Jlc3BvbnNlIgOQAgESbQoOSW52b2tlQWNwQWdlbnQSKy50b29scGxhbmUuY2F0YWxvZy52MS5JbnZva2VBY3BBZ2VudFJlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5JbnZva2VBY3BBZ2VudFJlc3BvbnNlMAESZwoLTGlzdFNlcnZlcnMSKC50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0U2VydmVyc1JlcXVlc3QaKS50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0U2VydmVyc1Jlc3BvbnNlIgOQAgESYQoJR2V0U2VydmVyEiYudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0U2VydmVyUmVxdWVzdBonLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFNlcnZlclJlc3BvbnNlIgOQAgESagoMVXBkYXRlU2VydmVyEikudG9vbHBsYW5lLmNhdGFsb2cudjEuVXBkYXRlU2VydmVyUmVxdWVzdBoqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlVwZGF0ZVNlcnZlclJlc3BvbnNlIgOQAgIScAoOUmVwbGFjZVNlcnZlcnMSKy50b29scGxhbmUuY2F0YWxvZy52MS5SZXBsYWNlU2VydmVyc1JlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5SZXBsYWNlU2VydmVyc1Jlc3BvbnNlIgOQAgISaAoNUmVsb2FkU2VydmVycxIqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJlbG9hZFNlcnZlcnNSZXF1ZXN0GisudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVsb2FkU2VydmVyc1Jlc3BvbnNlEmgKDUNvbm5lY3RTZXJ2ZXISKi50b29scGxhbmUuY2F0YWxvZy52MS5Db25uZWN0U2VydmVyUmVxdWVzdBorLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNvbm5lY3RTZXJ2ZXJSZXNwb25zZRJ2ChBEaXNjb25uZWN0U2VydmVyEi0udG9vbHBsYW5lLmNhdGFsb2cudjEuRGlzY29ubmVjdFNlcnZlclJlcXVlc3QaLi50b29scGxhbmUuY2F0YWxvZy52MS5EaXNjb25uZWN0U2VydmVyUmVzcG9uc2UiA5ACAhJzCg9MaXN0Q29ubmVjdGlvbnMSLC50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0Q29ubmVjdGlvbnNSZXF1ZXN0Gi0udG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdENvbm5lY3Rpb25zUmVzcG9uc2UiA5ACAUJGWkRnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9jYXRhbG9nL3YxO2NhdGFsb2d2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_catalog_v1_catalog, file_toolplane_type_v1_type]);
 
 /**
  * ListToolsRequest filters and pages ListTools.
@@ -518,6 +518,231 @@ export const CallToolStreamResponseSchema: GenMessage<CallToolStreamResponse> = 
   messageDesc(file_toolplane_catalog_v1_catalog_service, 13);
 
 /**
+ * ListAcpAgentsRequest lists ACP agents.
+ *
+ * @generated from message toolplane.catalog.v1.ListAcpAgentsRequest
+ */
+export type ListAcpAgentsRequest = Message<"toolplane.catalog.v1.ListAcpAgentsRequest"> & {
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ListAcpAgentsRequest.
+ * Use `create(ListAcpAgentsRequestSchema)` to create a new message.
+ */
+export const ListAcpAgentsRequestSchema: GenMessage<ListAcpAgentsRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 14);
+
+/**
+ * ListAcpAgentsResponse lists ACP agents sorted by name.
+ *
+ * @generated from message toolplane.catalog.v1.ListAcpAgentsResponse
+ */
+export type ListAcpAgentsResponse = Message<"toolplane.catalog.v1.ListAcpAgentsResponse"> & {
+  /**
+   * The configured agents.
+   *
+   * @generated from field: repeated toolplane.catalog.v1.AcpAgent agents = 1;
+   */
+  agents: AcpAgent[];
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ListAcpAgentsResponse.
+ * Use `create(ListAcpAgentsResponseSchema)` to create a new message.
+ */
+export const ListAcpAgentsResponseSchema: GenMessage<ListAcpAgentsResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 15);
+
+/**
+ * AcpAgent is one configured ACP agent as shown to callers.
+ *
+ * @generated from message toolplane.catalog.v1.AcpAgent
+ */
+export type AcpAgent = Message<"toolplane.catalog.v1.AcpAgent"> & {
+  /**
+   * Agent name (the key under catalog.acp_agents).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Description shown in the invoke_acp_agent tool.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Model hint passed to the agent at session/new; empty = none.
+   *
+   * @generated from field: string model = 3;
+   */
+  model: string;
+
+  /**
+   * Whether the agent's permission requests are approved (allow_once);
+   * false = every request is rejected.
+   *
+   * @generated from field: bool auto_approve_permissions = 4;
+   */
+  autoApprovePermissions: boolean;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.AcpAgent.
+ * Use `create(AcpAgentSchema)` to create a new message.
+ */
+export const AcpAgentSchema: GenMessage<AcpAgent> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 16);
+
+/**
+ * InvokeAcpAgentRequest is one prompt turn.
+ *
+ * @generated from message toolplane.catalog.v1.InvokeAcpAgentRequest
+ */
+export type InvokeAcpAgentRequest = Message<"toolplane.catalog.v1.InvokeAcpAgentRequest"> & {
+  /**
+   * Agent name.
+   *
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+
+  /**
+   * Prompt text.
+   *
+   * @generated from field: string prompt = 2;
+   */
+  prompt: string;
+
+  /**
+   * Situation of the call; its thread id (trusted only from service
+   * credentials) selects the thread's ACP workspace.
+   *
+   * @generated from field: toolplane.type.v1.CallContext call_context = 3;
+   */
+  callContext?: CallContext | undefined;
+
+  /**
+   * Timeout of the turn; unset = catalog.default_tool_call_timeout.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 4;
+   */
+  timeout?: Duration | undefined;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.InvokeAcpAgentRequest.
+ * Use `create(InvokeAcpAgentRequestSchema)` to create a new message.
+ */
+export const InvokeAcpAgentRequestSchema: GenMessage<InvokeAcpAgentRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 17);
+
+/**
+ * InvokeAcpAgentResponse is an update or, last, the result.
+ *
+ * @generated from message toolplane.catalog.v1.InvokeAcpAgentResponse
+ */
+export type InvokeAcpAgentResponse = Message<"toolplane.catalog.v1.InvokeAcpAgentResponse"> & {
+  /**
+   * One of an update or the final result.
+   *
+   * @generated from oneof toolplane.catalog.v1.InvokeAcpAgentResponse.event
+   */
+  event: {
+    /**
+     * A streamed update of the turn.
+     *
+     * @generated from field: toolplane.catalog.v1.AcpUpdate update = 1;
+     */
+    value: AcpUpdate;
+    case: "update";
+  } | {
+    /**
+     * The result; always the last message of the stream.
+     *
+     * @generated from field: toolplane.catalog.v1.AcpResult result = 2;
+     */
+    value: AcpResult;
+    case: "result";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.InvokeAcpAgentResponse.
+ * Use `create(InvokeAcpAgentResponseSchema)` to create a new message.
+ */
+export const InvokeAcpAgentResponseSchema: GenMessage<InvokeAcpAgentResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 18);
+
+/**
+ * AcpUpdate is one streamed update of an ACP prompt turn.
+ *
+ * @generated from message toolplane.catalog.v1.AcpUpdate
+ */
+export type AcpUpdate = Message<"toolplane.catalog.v1.AcpUpdate"> & {
+  /**
+   * Kind: message, thought, tool_call, tool_status, plan or permission.
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * Text of the update (a chunk, a tool call title and status, plan
+   * entries, or a permission request and the answer given).
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.AcpUpdate.
+ * Use `create(AcpUpdateSchema)` to create a new message.
+ */
+export const AcpUpdateSchema: GenMessage<AcpUpdate> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 19);
+
+/**
+ * AcpResult is the end of an ACP prompt turn.
+ *
+ * @generated from message toolplane.catalog.v1.AcpResult
+ */
+export type AcpResult = Message<"toolplane.catalog.v1.AcpResult"> & {
+  /**
+   * The agent's answer: its message chunks, concatenated.
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * ACP stop reason (end_turn, max_tokens, max_turn_requests, refusal,
+   * cancelled).
+   *
+   * @generated from field: string stop_reason = 2;
+   */
+  stopReason: string;
+
+  /**
+   * Thread-relative folder the agent worked in ("acp-workspace"); the
+   * runtime shows it as /mnt/acp-workspace/.
+   *
+   * @generated from field: string working_directory = 3;
+   */
+  workingDirectory: string;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.AcpResult.
+ * Use `create(AcpResultSchema)` to create a new message.
+ */
+export const AcpResultSchema: GenMessage<AcpResult> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 20);
+
+/**
  * ListServersRequest lists servers.
  *
  * @generated from message toolplane.catalog.v1.ListServersRequest
@@ -530,7 +755,7 @@ export type ListServersRequest = Message<"toolplane.catalog.v1.ListServersReques
  * Use `create(ListServersRequestSchema)` to create a new message.
  */
 export const ListServersRequestSchema: GenMessage<ListServersRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 14);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 21);
 
 /**
  * ListServersResponse lists servers in config-file order.
@@ -551,7 +776,7 @@ export type ListServersResponse = Message<"toolplane.catalog.v1.ListServersRespo
  * Use `create(ListServersResponseSchema)` to create a new message.
  */
 export const ListServersResponseSchema: GenMessage<ListServersResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 15);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 22);
 
 /**
  * GetServerRequest names a server.
@@ -572,7 +797,7 @@ export type GetServerRequest = Message<"toolplane.catalog.v1.GetServerRequest"> 
  * Use `create(GetServerRequestSchema)` to create a new message.
  */
 export const GetServerRequestSchema: GenMessage<GetServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 16);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 23);
 
 /**
  * GetServerResponse carries one server.
@@ -593,7 +818,7 @@ export type GetServerResponse = Message<"toolplane.catalog.v1.GetServerResponse"
  * Use `create(GetServerResponseSchema)` to create a new message.
  */
 export const GetServerResponseSchema: GenMessage<GetServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 17);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 24);
 
 /**
  * ServerUpdate holds the fields UpdateServer can change.
@@ -614,7 +839,7 @@ export type ServerUpdate = Message<"toolplane.catalog.v1.ServerUpdate"> & {
  * Use `create(ServerUpdateSchema)` to create a new message.
  */
 export const ServerUpdateSchema: GenMessage<ServerUpdate> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 18);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 25);
 
 /**
  * UpdateServerRequest changes one server.
@@ -642,7 +867,7 @@ export type UpdateServerRequest = Message<"toolplane.catalog.v1.UpdateServerRequ
  * Use `create(UpdateServerRequestSchema)` to create a new message.
  */
 export const UpdateServerRequestSchema: GenMessage<UpdateServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 19);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 26);
 
 /**
  * UpdateServerResponse carries the updated server.
@@ -663,7 +888,7 @@ export type UpdateServerResponse = Message<"toolplane.catalog.v1.UpdateServerRes
  * Use `create(UpdateServerResponseSchema)` to create a new message.
  */
 export const UpdateServerResponseSchema: GenMessage<UpdateServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 20);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 27);
 
 /**
  * ReplaceServersRequest replaces every server.
@@ -684,7 +909,7 @@ export type ReplaceServersRequest = Message<"toolplane.catalog.v1.ReplaceServers
  * Use `create(ReplaceServersRequestSchema)` to create a new message.
  */
 export const ReplaceServersRequestSchema: GenMessage<ReplaceServersRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 21);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 28);
 
 /**
  * ReplaceServersResponse carries the new list.
@@ -705,7 +930,7 @@ export type ReplaceServersResponse = Message<"toolplane.catalog.v1.ReplaceServer
  * Use `create(ReplaceServersResponseSchema)` to create a new message.
  */
 export const ReplaceServersResponseSchema: GenMessage<ReplaceServersResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 22);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 29);
 
 /**
  * ReloadServersRequest forces a reload.
@@ -720,7 +945,7 @@ export type ReloadServersRequest = Message<"toolplane.catalog.v1.ReloadServersRe
  * Use `create(ReloadServersRequestSchema)` to create a new message.
  */
 export const ReloadServersRequestSchema: GenMessage<ReloadServersRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 23);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 30);
 
 /**
  * ReloadServersResponse reports what the reload did.
@@ -755,7 +980,7 @@ export type ReloadServersResponse = Message<"toolplane.catalog.v1.ReloadServersR
  * Use `create(ReloadServersResponseSchema)` to create a new message.
  */
 export const ReloadServersResponseSchema: GenMessage<ReloadServersResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 24);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 31);
 
 /**
  * ConnectServerRequest names the server to connect.
@@ -785,7 +1010,7 @@ export type ConnectServerRequest = Message<"toolplane.catalog.v1.ConnectServerRe
  * Use `create(ConnectServerRequestSchema)` to create a new message.
  */
 export const ConnectServerRequestSchema: GenMessage<ConnectServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 25);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 32);
 
 /**
  * ConnectServerResponse carries the authorization URL.
@@ -814,7 +1039,7 @@ export type ConnectServerResponse = Message<"toolplane.catalog.v1.ConnectServerR
  * Use `create(ConnectServerResponseSchema)` to create a new message.
  */
 export const ConnectServerResponseSchema: GenMessage<ConnectServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 26);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 33);
 
 /**
  * DisconnectServerRequest names the server to disconnect.
@@ -842,7 +1067,7 @@ export type DisconnectServerRequest = Message<"toolplane.catalog.v1.DisconnectSe
  * Use `create(DisconnectServerRequestSchema)` to create a new message.
  */
 export const DisconnectServerRequestSchema: GenMessage<DisconnectServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 27);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 34);
 
 /**
  * DisconnectServerResponse is empty.
@@ -857,7 +1082,7 @@ export type DisconnectServerResponse = Message<"toolplane.catalog.v1.DisconnectS
  * Use `create(DisconnectServerResponseSchema)` to create a new message.
  */
 export const DisconnectServerResponseSchema: GenMessage<DisconnectServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 28);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 35);
 
 /**
  * ListConnectionsRequest has no fields.
@@ -872,7 +1097,7 @@ export type ListConnectionsRequest = Message<"toolplane.catalog.v1.ListConnectio
  * Use `create(ListConnectionsRequestSchema)` to create a new message.
  */
 export const ListConnectionsRequestSchema: GenMessage<ListConnectionsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 29);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 36);
 
 /**
  * ListConnectionsResponse lists the OAuth servers.
@@ -893,7 +1118,7 @@ export type ListConnectionsResponse = Message<"toolplane.catalog.v1.ListConnecti
  * Use `create(ListConnectionsResponseSchema)` to create a new message.
  */
 export const ListConnectionsResponseSchema: GenMessage<ListConnectionsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 30);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 37);
 
 /**
  * Connection is the OAuth state of one server for the effective principal.
@@ -942,7 +1167,7 @@ export type Connection = Message<"toolplane.catalog.v1.Connection"> & {
  * Use `create(ConnectionSchema)` to create a new message.
  */
 export const ConnectionSchema: GenMessage<Connection> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 31);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 38);
 
 /**
  * CatalogService owns every connection to MCP servers, the tools they expose,
@@ -1035,6 +1260,33 @@ export const CatalogService: GenService<{
     methodKind: "server_streaming";
     input: typeof CallToolStreamRequestSchema;
     output: typeof CallToolStreamResponseSchema;
+  },
+  /**
+   * ListAcpAgents lists the configured ACP agents (catalog.acp_agents),
+   * sorted by name, without their commands or environment.
+   *
+   * @generated from rpc toolplane.catalog.v1.CatalogService.ListAcpAgents
+   */
+  listAcpAgents: {
+    methodKind: "unary";
+    input: typeof ListAcpAgentsRequestSchema;
+    output: typeof ListAcpAgentsResponseSchema;
+  },
+  /**
+   * InvokeAcpAgent runs one ACP prompt turn of an agent in the ACP workspace
+   * of the caller's thread (a trusted CallContext thread id is required),
+   * streaming the agent's updates, then the result as the last message.
+   * Cancelling the stream sends session/cancel to the agent.
+   * Errors: NOT_FOUND (unknown agent), FAILED_PRECONDITION (no trusted
+   * thread, or the thread folder is not on the catalog's volume),
+   * UNAVAILABLE (the agent could not start or exited), DEADLINE_EXCEEDED.
+   *
+   * @generated from rpc toolplane.catalog.v1.CatalogService.InvokeAcpAgent
+   */
+  invokeAcpAgent: {
+    methodKind: "server_streaming";
+    input: typeof InvokeAcpAgentRequestSchema;
+    output: typeof InvokeAcpAgentResponseSchema;
   },
   /**
    * ListServers lists configured servers in config-file order, secrets masked.

@@ -54,6 +54,16 @@ class CatalogServiceStub(object):
                 request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.CallToolStreamRequest.SerializeToString,
                 response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.CallToolStreamResponse.FromString,
                 )
+        self.ListAcpAgents = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ListAcpAgents',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListAcpAgentsRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListAcpAgentsResponse.FromString,
+                )
+        self.InvokeAcpAgent = channel.unary_stream(
+                '/toolplane.catalog.v1.CatalogService/InvokeAcpAgent',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.InvokeAcpAgentRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.InvokeAcpAgentResponse.FromString,
+                )
         self.ListServers = channel.unary_unary(
                 '/toolplane.catalog.v1.CatalogService/ListServers',
                 request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListServersRequest.SerializeToString,
@@ -160,6 +170,27 @@ class CatalogServiceServicer(object):
     def CallToolStream(self, request, context):
         """CallToolStream is CallTool that first streams the server's progress and
         logging notifications, then the result as the last message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAcpAgents(self, request, context):
+        """ListAcpAgents lists the configured ACP agents (catalog.acp_agents),
+        sorted by name, without their commands or environment.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InvokeAcpAgent(self, request, context):
+        """InvokeAcpAgent runs one ACP prompt turn of an agent in the ACP workspace
+        of the caller's thread (a trusted CallContext thread id is required),
+        streaming the agent's updates, then the result as the last message.
+        Cancelling the stream sends session/cancel to the agent.
+        Errors: NOT_FOUND (unknown agent), FAILED_PRECONDITION (no trusted
+        thread, or the thread folder is not on the catalog's volume),
+        UNAVAILABLE (the agent could not start or exited), DEADLINE_EXCEEDED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -273,6 +304,16 @@ def add_CatalogServiceServicer_to_server(servicer, server):
                     servicer.CallToolStream,
                     request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.CallToolStreamRequest.FromString,
                     response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.CallToolStreamResponse.SerializeToString,
+            ),
+            'ListAcpAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAcpAgents,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListAcpAgentsRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListAcpAgentsResponse.SerializeToString,
+            ),
+            'InvokeAcpAgent': grpc.unary_stream_rpc_method_handler(
+                    servicer.InvokeAcpAgent,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.InvokeAcpAgentRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.InvokeAcpAgentResponse.SerializeToString,
             ),
             'ListServers': grpc.unary_unary_rpc_method_handler(
                     servicer.ListServers,
@@ -445,6 +486,40 @@ class CatalogService(object):
         return grpc.experimental.unary_stream(request, target, '/toolplane.catalog.v1.CatalogService/CallToolStream',
             toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.CallToolStreamRequest.SerializeToString,
             toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.CallToolStreamResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListAcpAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ListAcpAgents',
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListAcpAgentsRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListAcpAgentsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def InvokeAcpAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/toolplane.catalog.v1.CatalogService/InvokeAcpAgent',
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.InvokeAcpAgentRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.InvokeAcpAgentResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
