@@ -75,5 +75,6 @@ func newToolsCmd() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(newToolsStatsCmd()) // tools_stats.go
+	addToolReviewCmds(cmd, cf, &asJSON) // tools_review_cmds.go
 	return cmd
 }

@@ -49,6 +49,23 @@ type Config struct {
 	// "enforce" or "off" (the operator's own local binaries by path).
 	// Default "enforce".
 	FileCommandPolicy string `yaml:"file_command_policy"`
+	// NameRetention is how long the exposed name of a (server, tool) pair no
+	// longer in the catalog stays assigned to it, so a returning server gets
+	// its names back (docs/architecture.md §7). Default 720h (30 days).
+	NameRetention time.Duration `yaml:"name_retention"`
+	// MaxDefinitionBytes bounds one tool definition as listed (the whole
+	// tools/list object); a larger tool is left out and reported on its
+	// server (Server.omitted_tools). Default 1048576 (1 MiB); at most a
+	// quarter of the maximum message size.
+	MaxDefinitionBytes int `yaml:"max_definition_bytes"`
+	// Pin is the default of the per-server `pin` key: pin tool definitions,
+	// a changed definition waits for an admin's approval (docs/architecture.md §7).
+	// Default false.
+	Pin bool `yaml:"pin"`
+	// PinNewTools is the default of the per-server `pin_new_tools` key:
+	// allow (a new tool of a pinned server is pinned as first seen) or
+	// review (it is PENDING until approved). Default allow.
+	PinNewTools string `yaml:"pin_new_tools"`
 	// Sessions configures per_user / per_thread children.
 	Sessions SessionsConfig `yaml:"sessions"`
 	// Egress is the network policy of sse/http MCP servers (internal/egress):
@@ -161,6 +178,15 @@ func (c *Config) SetDefaults() {
 	if c.FileCommandPolicy == "" {
 		c.FileCommandPolicy = "enforce"
 	}
+	if c.NameRetention == 0 {
+		c.NameRetention = 30 * 24 * time.Hour
+	}
+	if c.MaxDefinitionBytes == 0 {
+		c.MaxDefinitionBytes = 1 << 20
+	}
+	if c.PinNewTools == "" {
+		c.PinNewTools = catalogconfig.PinNewAllow
+	}
 	if c.Sessions.MaxScoped == 0 {
 		c.Sessions.MaxScoped = 32
 	}
@@ -209,6 +235,9 @@ func (c *Config) Validate() error {
 		{c.DefaultToolCallTimeout > 0, "catalog.default_tool_call_timeout", "must be > 0"},
 		{c.ReloadInterval >= 50*time.Millisecond, "catalog.reload_interval", "must be >= 50ms"},
 		{c.CloseGrace > 0, "catalog.close_grace", "must be > 0"},
+		{c.NameRetention >= time.Hour, "catalog.name_retention", "must be >= 1h"},
+		{c.MaxDefinitionBytes >= 1024, "catalog.max_definition_bytes", "must be >= 1024"},
+		{c.PinNewTools == catalogconfig.PinNewAllow || c.PinNewTools == catalogconfig.PinNewReview, "catalog.pin_new_tools", "must be allow or review"},
 		{c.Sessions.MaxScoped >= 1, "catalog.sessions.max_scoped", "must be >= 1"},
 		{c.Sessions.IdleTTL > 0, "catalog.sessions.idle_ttl", "must be > 0"},
 		{c.Search.DefaultLimit >= 1, "catalog.search.default_limit", "must be >= 1"},

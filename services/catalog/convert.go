@@ -191,7 +191,7 @@ func configProto(s catalogconfig.Server) *catalogv1.ServerConfig {
 		Args: s.Args, Env: s.Env, Cwd: s.Cwd, Url: s.EffectiveURL(), Headers: s.Headers, Description: s.Description,
 		ToolNamePrefix: s.ToolNamePrefix, ToolCallTimeout: durSeconds(s.ToolCallTimeout),
 		SessionInitTimeout: durSeconds(s.SessionInitTimeout), SessionScope: scopeEnum(s.Scope()),
-		Routing: routingFromConfig(s.Routing), Path: s.Path,
+		Routing: routingFromConfig(s.Routing), Path: s.Path, Pin: s.Pin, PinNewTools: s.PinNewTools,
 	}
 	tools := make([]string, 0, len(s.Tools))
 	for k := range s.Tools {
@@ -212,7 +212,7 @@ func configFromProto(c *catalogv1.ServerConfig, prev *catalogconfig.Server) (cat
 		Args: slices.Clone(c.GetArgs()), Cwd: c.GetCwd(), URL: c.GetUrl(), Description: c.GetDescription(),
 		ToolNamePrefix: c.ToolNamePrefix, ToolCallTimeout: secondsPtr(c.GetToolCallTimeout()),
 		SessionInitTimeout: secondsPtr(c.GetSessionInitTimeout()), SessionScope: scopeString(c.GetSessionScope()),
-		Routing: routingToConfig(c.GetRouting()), Path: c.GetPath()}
+		Routing: routingToConfig(c.GetRouting()), Path: c.GetPath(), Pin: c.Pin, PinNewTools: c.GetPinNewTools()}
 	if c.Enabled != nil && !c.GetEnabled() {
 		f := false
 		s.Enabled = &f

@@ -5,15 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/toolplane/toolplane/internal/search"
-	"github.com/toolplane/toolplane/internal/svckit"
-	"github.com/toolplane/toolplane/services/catalog/catalogpg"
-	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 )
 
 // queryVectorCacheSize bounds the in-memory cache of query vectors.
@@ -24,33 +19,25 @@ const queryVectorCacheSize = 4096
 type remoteEmbedder struct {
 	// embedder is the HTTP embedder behind a CachedEmbedder (tieredCache).
 	embedder search.Embedder
-	// vectors is the persistent tool-vector cache: DataDir/catalog.db, or
-	// the catalog schema of env.Postgres (catalogpg).
-	vectors interface {
-		search.VectorCache
-		Count(ctx context.Context) (int, error)
-	}
-	// closeStore closes the store behind vectors.
-	closeStore func() error
 	// transport is the embedder's own HTTP transport (its idle connections
 	// are closed with the service).
 	transport *http.Transport
 }
 
-// close releases the store and idle connections.
-func (r *remoteEmbedder) close() error {
+// close releases idle connections (the store is the service's).
+func (r *remoteEmbedder) close() {
 	r.transport.CloseIdleConnections()
-	return r.closeStore()
 }
 
 // newEmbedder builds the search embedder configured in cfg
 // (catalog.search.embedder): nil, nil when no URL is set (the Index then uses
 // the built-in static vectors); otherwise an HTTP embedder behind a
 // CachedEmbedder whose cache is DataDir/catalog.db for tool vectors (see
-// tieredCache). Configuration errors (bad key, unset key variable, no data
-// directory, unusable store) name the key; an unreachable endpoint is not an
-// error here.
-func newEmbedder(ctx context.Context, cfg EmbedderConfig, env svckit.Env, log *slog.Logger) (*remoteEmbedder, error) {
+// tieredCache). Configuration errors (bad key, unset key variable) name the
+// key; an unreachable endpoint is not an error here. vectors is the
+// service's persistent tool-vector cache for a model: DataDir/catalog.db or
+// the catalog schema of env.Postgres (catalogpg).
+func newEmbedder(cfg EmbedderConfig, vectors func(model string) search.VectorCache, log *slog.Logger) (*remoteEmbedder, error) {
 	if cfg.URL == "" {
 		return nil, nil
 	}
@@ -69,32 +56,11 @@ func newEmbedder(ctx context.Context, cfg EmbedderConfig, env svckit.Env, log *s
 		model = fmt.Sprintf("%s@%d", cfg.Model, cfg.Dimensions)
 	}
 	r := &remoteEmbedder{transport: transport}
-	if env.Postgres != nil {
-		store, err := catalogpg.Open(ctx, env.Postgres)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		r.vectors, r.closeStore = store.Vectors(model), store.Close
-	} else {
-		if env.DataDir == "" {
-			return nil, fmt.Errorf("%s: a data directory is required (vectors are cached in DataDir/catalog.db)", p)
-		}
-		if err := os.MkdirAll(env.DataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("%s: data directory: %w", p, err)
-		}
-		store, err := catalogstore.Open(filepath.Join(env.DataDir, "catalog.db"))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		r.vectors, r.closeStore = store.Vectors(model), store.Close
-	}
 	queries, err := lru.New[string, []float32](queryVectorCacheSize)
 	if err != nil {
-		_ = r.closeStore()
 		return nil, err
 	}
-	cache := &tieredCache{docs: r.vectors, queries: queries, log: log}
-	r.embedder = search.NewCachedEmbedder(inner, model, cache)
+	r.embedder = search.NewCachedEmbedder(inner, model, &tieredCache{docs: vectors(model), queries: queries, log: log})
 	return r, nil
 }
 

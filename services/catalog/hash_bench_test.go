@@ -127,7 +127,7 @@ func runMemHelper() {
 	path := filepath.Join(dir, "ext.json")
 	os.WriteFile(path, []byte(fmt.Sprintf(`{"mcpServers": {"toolsdk": {"type": "static", "path": %q}, "mcpm": {"type": "static", "path": %q}}}`,
 		os.Getenv("TP_MEM_A"), os.Getenv("TP_MEM_B"))), 0o600)
-	srv, err := New(context.Background(), Config{ExtensionsConfig: path}, svckit.Env{})
+	srv, err := New(context.Background(), Config{ExtensionsConfig: path}, svckit.Env{DataDir: filepath.Dir(path)})
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)

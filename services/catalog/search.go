@@ -5,14 +5,17 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/internal/search"
+	"github.com/toolplane/toolplane/services/catalog/catalognames"
 )
 
 // searchIndex keeps an internal/search Index in step with the catalog
@@ -156,7 +159,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 	if mode == catalogv1.SearchMode_SEARCH_MODE_UNSPECIFIED {
 		mode = catalogv1.SearchMode_SEARCH_MODE_AUTO
 	}
-	sreq := search.Request{Query: req.GetQuery(), Mode: searchMode(mode), Limit: limit}
+	sreq := search.Request{Query: snap.resolveSelect(req.GetQuery()), Mode: searchMode(mode), Limit: limit}
 	if req.GetCandidates() != nil {
 		sreq.Candidates = req.GetCandidates().GetValues()
 		if sreq.Candidates == nil {
@@ -185,12 +188,20 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		s.log.DebugContext(ctx, "catalog: search ran lexical-only", "mode", mode.String(), "reason", res.Degraded)
 	}
 	out := &catalogv1.SearchToolsResponse{Truncated: res.Truncated, Mode: mode}
+	budget, used := s.pageBudget(), 0
 	for _, r := range res.Results {
 		e, ok := snap.byName[r.Name]
 		if !ok {
 			continue // index one update ahead of or behind this snapshot
 		}
-		out.Hits = append(out.Hits, &catalogv1.SearchHit{Tool: e.full(), Score: r.Score, MatchedFields: r.Matched})
+		h := &catalogv1.SearchHit{Tool: e.full(), Score: r.Score, MatchedFields: r.Matched}
+		if n := proto.Size(h); len(out.Hits) > 0 && used+n > budget {
+			out.Truncated = true // bounded by bytes as well as count
+			break
+		} else {
+			used += n
+		}
+		out.Hits = append(out.Hits, h)
 	}
 	if req.GetCandidates() != nil {
 		out.CatalogHash, _, _, _ = snap.subsetHash(sreq.Candidates)
@@ -198,4 +209,49 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		out.CatalogHash = snap.hash
 	}
 	return out, nil
+}
+
+// resolveSelect rewrites the names of a `select:` query to exposed names
+// (docs/architecture.md §7): an exposed name is kept; otherwise
+// `server/tool` (the original pair), the bare original tool name when
+// exactly one tool has it, and a `_`/`-` spelling variant of an exposed
+// name when exactly one tool matches it resolve to that tool's exposed
+// name. Unresolved names are kept (they match nothing). Other query forms
+// are returned unchanged; parsing stays internal/search's.
+func (snap *snapshot) resolveSelect(q string) string {
+	pq, err := search.ParseQuery(q)
+	if err != nil || pq.Kind != search.KindSelect {
+		return q
+	}
+	changed := false
+	names := make([]string, len(pq.Names))
+	for i, n := range pq.Names {
+		names[i] = n
+		if r := snap.resolveName(n); r != "" && r != n {
+			names[i], changed = r, true
+		}
+	}
+	if !changed {
+		return q
+	}
+	return "select:" + strings.Join(names, ",")
+}
+
+// resolveName returns the exposed name n stands for, or "".
+func (snap *snapshot) resolveName(n string) string {
+	if _, ok := snap.byName[n]; ok {
+		return n
+	}
+	if i := strings.IndexByte(n, '/'); i > 0 {
+		if e, ok := snap.byPair[catalognames.Key{Server: n[:i], Tool: n[i+1:]}]; ok {
+			return e.tool.Name
+		}
+	}
+	if e, ok := snap.byOriginal[n]; ok && e != ambiguous {
+		return e.tool.Name
+	}
+	if e, ok := snap.byFolded[foldName(n)]; ok && e != ambiguous {
+		return e.tool.Name
+	}
+	return ""
 }

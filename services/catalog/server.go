@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,6 +32,7 @@ import (
 	"github.com/toolplane/toolplane/services/catalog/catalogacp"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
+	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 )
 
 // Version is announced to MCP servers as clientInfo.version.
@@ -57,8 +57,20 @@ type Server struct {
 	buildMu sync.Mutex
 	cache   map[string]*serverCache
 
-	writeMu  sync.Mutex // serialises writes and reloads of the config file
-	fileHash atomic.Value
+	writeMu sync.Mutex // serialises writes and reloads of the config file
+	// applied is the SHA-256 of the configuration content applied last;
+	// seen the content read last (a warning or parse error is logged once
+	// per content); candidate the changed content seen on the previous
+	// tick, applied only when a tick later it is still the same (debounce).
+	applied, seen, candidate [32]byte
+
+	// store is the identity store (DataDir/catalog.db, or the catalog
+	// schema of env.Postgres); vectors its tool-vector cache per model;
+	// storeClose releases it (stores.go).
+	store      catalogstore.IdentityStore
+	vectors    func(model string) vectorCache
+	storeClose func() error
+	ids        *identity
 
 	watchMu  sync.Mutex
 	watchers map[chan *catalogv1.CatalogEvent]struct{}
@@ -85,6 +97,7 @@ var (
 // background; Ready waits for servers only as catalog.ready_requires says,
 // and a broken server never blocks the service). It starts the reload loop.
 func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
+	explicitMaxDef := cfg.MaxDefinitionBytes != 0
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -102,8 +115,23 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if s.maxMsg <= 0 {
 		s.maxMsg = DefaultMaxMessageBytes
 	}
-	remote, err := newEmbedder(ctx, cfg.Search.Embedder, env, log)
+	if limit := s.maxMsg / 4; cfg.MaxDefinitionBytes > limit {
+		if explicitMaxDef {
+			return nil, fmt.Errorf("catalog.max_definition_bytes: %d exceeds a quarter of the maximum message size (%d)", cfg.MaxDefinitionBytes, limit)
+		}
+		s.cfg.MaxDefinitionBytes = limit // the default, lowered to fit a small message limit
+	}
+	if err := s.openStore(ctx); err != nil {
+		return nil, err
+	}
+	s.ids = &identity{store: s.store, log: log, retention: cfg.NameRetention}
+	if err := s.ids.load(ctx); err != nil {
+		s.closeStore()
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	remote, err := newEmbedder(cfg.Search.Embedder, func(model string) search.VectorCache { return s.vectors(model) }, log)
 	if err != nil {
+		s.closeStore()
 		return nil, err
 	}
 	var emb search.Embedder // nil: the built-in static vectors
@@ -125,13 +153,13 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		PoolIdleTTL: cfg.Sessions.IdleTTL,
 		OnChange:    s.rebuild,
 	})
-	f, raw, err := catalogconfig.Load(path)
+	f, raw, err := s.initialConfig()
 	if err != nil {
 		s.mgr.Close()
 		s.closeStore()
 		return nil, fmt.Errorf("catalog.extensions_config: %s: %w", path, err)
 	}
-	s.fileHash.Store(sha256.Sum256(raw))
+	s.applied = sha256.Sum256(raw)
 	s.logWarnings(f)
 	s.mgr.Apply(f.Servers)
 	s.rebuild()
@@ -267,14 +295,19 @@ func (s *Server) closeStore() error {
 		_ = s.oauthClose()
 		s.oauthClose = nil
 	}
-	if s.remote == nil {
+	if s.remote != nil {
+		s.remote.close()
+	}
+	if s.storeClose == nil {
 		return nil
 	}
-	return s.remote.close()
+	return s.storeClose()
 }
 
 // reloadLoop applies a content change of extensions_config.json within
-// cfg.ReloadInterval (docs/architecture.md §10.2: within 2 s). It compares content, not mtime.
+// cfg.ReloadInterval (docs/architecture.md §10.2: within 2 s), debounced: a
+// changed content is applied when it is still the same one tick later. It
+// compares content, not mtime.
 func (s *Server) reloadLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ReloadInterval)
@@ -308,35 +341,56 @@ func (s *Server) retryVectors() {
 	s.index.update(s.snap.Load())
 }
 
-// reload re-reads the file and applies it when its content changed (or
-// always when force). It returns the servers restarted and unchanged.
+// reload re-reads the file and applies it when its content differs from
+// the applied one and is stable (or at once when force). A content that does
+// not declare servers (missing, empty, `{}`, `"mcpServers": null`) keeps the
+// last applied configuration (see reload.go). It returns the servers
+// restarted and unchanged.
 func (s *Server) reload(force bool) (restarted, unchanged []string, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	raw, err := os.ReadFile(s.path)
-	if errors.Is(err, os.ErrNotExist) {
-		raw, err = nil, nil
-	}
+	raw, missing, err := s.readFile()
 	if err != nil {
 		return nil, nil, err
 	}
 	sum := sha256.Sum256(raw)
-	if old, ok := s.fileHash.Load().([32]byte); ok && old == sum && !force {
+	if sum == s.applied && !missing && !force {
+		s.seen, s.candidate = sum, sum
 		return nil, nil, nil
 	}
-	// Remember the content even when it does not parse, so a broken file is
-	// reported once, not on every tick; the next edit is picked up.
-	s.fileHash.Store(sum)
+	if !force && sum != s.candidate {
+		// Changed since the last tick: the file may still be being written.
+		s.candidate = sum
+		return nil, nil, nil
+	}
+	first := sum != s.seen
+	s.seen = sum
+	if reason := undeclared(raw, missing); reason != "" {
+		if first || force {
+			s.log.Warn("catalog: extensions_config declares no servers; keeping the last applied configuration (write {\"mcpServers\": {}} to remove every server)",
+				"path", s.path, "content", reason)
+		}
+		if force {
+			return nil, nil, fmt.Errorf("%s is %s; keeping the last applied configuration (write {\"mcpServers\": {}} to remove every server)", s.path, reason)
+		}
+		return nil, nil, nil
+	}
 	f, err := catalogconfig.Parse(raw)
 	if err != nil {
+		if !first && !force {
+			return nil, nil, nil // reported once per content
+		}
 		return nil, nil, err
 	}
+	if sum == s.applied && !force {
+		return nil, nil, nil
+	}
 	s.logWarnings(f)
-	r, u := s.applyLocked(f)
+	r, u := s.applyLocked(f, raw)
 	return r, u, nil
 }
 
-func (s *Server) applyLocked(f *catalogconfig.File) (restarted, unchanged []string) {
+func (s *Server) applyLocked(f *catalogconfig.File, raw []byte) (restarted, unchanged []string) {
 	before := map[string]catalogconfig.Server{}
 	for _, st := range s.mgr.Statuses() {
 		before[st.Name] = st.Config
@@ -348,12 +402,14 @@ func (s *Server) applyLocked(f *catalogconfig.File) (restarted, unchanged []stri
 			restarted = append(restarted, srv.Name)
 		}
 	}
+	s.applied, s.seen, s.candidate = sha256.Sum256(raw), sha256.Sum256(raw), sha256.Sum256(raw)
 	s.mgr.Apply(f.Servers)
 	s.rebuild()
+	s.rememberApplied(raw)
 	return restarted, unchanged
 }
 
-// writeFile persists f atomically and applies it.
+// writeFileLocked persists f atomically and applies it.
 func (s *Server) writeFileLocked(f *catalogconfig.File) error {
 	data, err := f.Marshal()
 	if err != nil {
@@ -362,19 +418,23 @@ func (s *Server) writeFileLocked(f *catalogconfig.File) error {
 	if err := catalogconfig.WriteAtomic(s.path, data); err != nil {
 		return fmt.Errorf("write %s: %w", s.path, err)
 	}
-	s.fileHash.Store(sha256.Sum256(data))
-	s.applyLocked(f)
+	s.applyLocked(f, data)
 	return nil
 }
 
-// loadLocked reads the current file (placeholders and unknown keys intact).
+// loadLocked returns the configuration to edit: the file (placeholders and
+// unknown keys intact), or the last applied configuration while the file
+// declares no servers (an API write then does not turn a transient empty
+// file into an empty server list).
 func (s *Server) loadLocked() (*catalogconfig.File, error) {
-	raw, err := os.ReadFile(s.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return &catalogconfig.File{}, nil
-	}
+	raw, missing, err := s.readFile()
 	if err != nil {
 		return nil, err
+	}
+	if undeclared(raw, missing) != "" {
+		if prev, ok := s.lastApplied(); ok {
+			raw = prev
+		}
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return &catalogconfig.File{}, nil

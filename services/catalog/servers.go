@@ -19,9 +19,13 @@ func (s *Server) serverList() []*catalogv1.Server {
 		scoped[k.Server]++
 	}
 	sts := s.mgr.Statuses()
+	snap := s.snap.Load()
 	out := make([]*catalogv1.Server, len(sts))
 	for i, st := range sts {
 		out[i] = serverProto(st, scoped[st.Name])
+		out[i].NameCollisions = snap.collisions[st.Name]
+		out[i].OmittedTools = snap.omitted[st.Name]
+		out[i].Pinned, _ = s.pinnedServer(&st.Config)
 	}
 	return out
 }

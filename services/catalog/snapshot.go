@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -20,12 +22,32 @@ import (
 
 // snapshot is an immutable view of the catalog, swapped atomically.
 type snapshot struct {
-	tools    []*entry // config order of servers, then server order
+	tools    []*entry // config order of servers, then server order; ACTIVE tools only
 	sorted   []*entry // by exposed name (byte order); entry.rank indexes it
 	byName   map[string]*entry
 	statuses []catalogmcp.Status
 	hash     string // global hash
 	at       time.Time
+
+	// held are the tools of pinned servers that are not ACTIVE (PENDING,
+	// CHANGED, REJECTED): not listed, searched, hashed, bound or callable
+	// (docs/architecture.md §7); ListPendingTools shows them to admins.
+	held       []*entry
+	heldByName map[string]*entry
+	// byPair, byOriginal and byFolded resolve the aliases `select:` accepts
+	// (server/tool, the bare original name, `_`/`-` spellings) among ACTIVE
+	// tools; ambiguous marks an original or folded name shared by several.
+	byPair     map[catalognames.Key]*entry
+	byOriginal map[string]*entry
+	byFolded   map[string]*entry
+	// collisions and omitted per configured server; pinned servers.
+	collisions map[string][]*catalogv1.NameCollision
+	omitted    map[string][]*catalogv1.OmittedTool
+	pinned     map[string]bool
+	// renames and newCollisions are those of the rebuild that made this
+	// snapshot (reported once, in its WatchCatalog event).
+	renames       []*catalogv1.ToolRename
+	newCollisions []*catalogv1.NameCollision
 }
 
 // entry is one tool of a snapshot. tool holds every field but the four
@@ -40,6 +62,7 @@ type entry struct {
 	canon    []byte // RFC 8785 element for the hash
 	rank     int    // position in snapshot.sorted
 	b        *base
+	pinned   bool
 
 	fullOnce sync.Once
 	fullTool *catalogv1.Tool
@@ -52,7 +75,8 @@ func (e *entry) full() *catalogv1.Tool {
 		t := e.tool
 		e.fullTool = &catalogv1.Tool{Name: t.Name, OriginalName: t.OriginalName, Server: t.Server, Title: t.Title,
 			Description: t.Description, InputSchema: in, OutputSchema: out, Annotations: ann, Routing: t.Routing,
-			Source: t.Source, Available: t.Available, Renamed: t.Renamed, Problems: t.Problems, Meta: meta}
+			Source: t.Source, Available: t.Available, Renamed: t.Renamed, Problems: t.Problems, Meta: meta,
+			DefinitionHash: t.DefinitionHash, State: t.State, NameHeldBy: t.NameHeldBy}
 	})
 	return e.fullTool
 }
@@ -64,9 +88,20 @@ type base struct {
 	routing   *catalogv1.Routing
 	canonName string
 	canon     []byte
+	// defName and defHash are the definition hash of the tool under the
+	// exposed name defName (DefinitionCanon, docs/architecture.md §8); the
+	// canonical form itself is recomputed when needed (pins, diffs), not kept.
+	defName string
+	defHash string
 
 	once                           sync.Once
 	input, output, annotations, md *structpb.Struct
+}
+
+// definition returns the canonical definition and its hash under the exposed name n.
+func (b *base) definition(n string) ([]byte, string) {
+	return definitionOf(DefinitionInput{Name: n, Title: b.def.Title, Description: b.def.Description,
+		InputSchema: b.def.InputSchema, OutputSchema: b.def.OutputSchema, Annotations: b.def.Annotations})
 }
 
 // structs converts the raw JSON values to Structs once, on first use.
@@ -81,6 +116,15 @@ func (b *base) structs() (input, output, annotations, meta *structpb.Struct) {
 type serverCache struct {
 	instance, version uint64
 	bases             []*base
+	omitted           []*catalogv1.OmittedTool
+}
+
+// definitionBytes is the size of a tool definition as listed.
+func definitionBytes(d catalogmcp.ToolDef) int {
+	if len(d.Raw) > 0 {
+		return len(d.Raw)
+	}
+	return len(d.Name) + len(d.Title) + len(d.Description) + len(d.InputSchema) + len(d.OutputSchema) + len(d.Annotations) + len(d.Meta)
 }
 
 func emptyHash() string { return hashElements(nil) }
@@ -114,26 +158,71 @@ func (snap *snapshot) subsetHash(names []string) (hash string, count int, unknow
 	return hex.EncodeToString(h.Sum(nil))[:16], len(ranks), unknown, picked
 }
 
-func (s *Server) bases(st catalogmcp.Status) []*base {
+// bases returns the cached name-independent tools of a server; tools over
+// catalog.max_definition_bytes are left out and returned as omitted
+// (reported on the server, never breaking its other tools).
+func (s *Server) bases(st catalogmcp.Status) ([]*base, []*catalogv1.OmittedTool) {
 	c := s.cache[st.Name]
 	if c != nil && c.instance == st.Instance && c.version == st.ToolsVersion {
-		return c.bases
+		return c.bases, c.omitted
 	}
-	bs := make([]*base, len(st.Tools))
-	for i, d := range st.Tools {
-		b := &base{def: d, problems: schemaProblems(d.InputSchema), routing: routingProto(st.Config.ResolveRouting(d.Name))}
-		bs[i] = b
+	bs := make([]*base, 0, len(st.Tools))
+	var omitted []*catalogv1.OmittedTool
+	for _, d := range st.Tools {
+		if n := definitionBytes(d); n > s.cfg.MaxDefinitionBytes {
+			omitted = append(omitted, &catalogv1.OmittedTool{OriginalName: d.Name, DefinitionBytes: int64(n),
+				Reason: fmt.Sprintf("definition of %d bytes exceeds catalog.max_definition_bytes (%d)", n, s.cfg.MaxDefinitionBytes)})
+			continue
+		}
+		bs = append(bs, &base{def: d, problems: schemaProblems(d.InputSchema), routing: routingProto(st.Config.ResolveRouting(d.Name))})
 	}
-	s.cache[st.Name] = &serverCache{instance: st.Instance, version: st.ToolsVersion, bases: bs}
-	return bs
+	if len(omitted) > 0 {
+		s.log.Warn("catalog: tools left out: definition over catalog.max_definition_bytes", "server", st.Name,
+			"tools", len(omitted), "first", omitted[0].GetOriginalName(), "bytes", omitted[0].GetDefinitionBytes())
+	}
+	s.cache[st.Name] = &serverCache{instance: st.Instance, version: st.ToolsVersion, bases: bs, omitted: omitted}
+	return bs, omitted
 }
+
+// pinnedServer reports whether a server's tool definitions are pinned and
+// whether its new tools wait for review.
+func (s *Server) pinnedServer(c *catalogconfig.Server) (pinned, review bool) {
+	pinned = s.cfg.Pin
+	if c.Pin != nil {
+		pinned = *c.Pin
+	}
+	policy := s.cfg.PinNewTools
+	if c.PinNewTools != "" {
+		policy = c.PinNewTools
+	}
+	return pinned, policy == catalogconfig.PinNewReview
+}
+
+// ambiguous is the alias-map value of a name that several tools share.
+var ambiguous = &entry{}
+
+func addAlias(m map[string]*entry, k string, e *entry) {
+	if _, ok := m[k]; ok {
+		m[k] = ambiguous
+	} else {
+		m[k] = e
+	}
+}
+
+// foldName is the spelling-insensitive form of an exposed name (`-` = `_`).
+func foldName(n string) string { return strings.ReplaceAll(n, "-", "_") }
 
 // rebuild recomputes the snapshot from the manager's statuses, swaps it in,
 // updates the search index and notifies watchers. Concurrent calls are
 // serialised; readers keep using the previous snapshot until the swap.
+//
+// Names come from the identity store (stable per pair, docs/architecture.md
+// §7); each tool gets its definition hash; tools of pinned servers whose
+// definition is not the approved one are held out of the served catalog.
 func (s *Server) rebuild() {
 	s.buildMu.Lock()
 	defer s.buildMu.Unlock()
+	now := time.Now()
 	statuses := s.mgr.Statuses()
 	type item struct {
 		st *catalogmcp.Status
@@ -142,13 +231,21 @@ func (s *Server) rebuild() {
 	var items []item
 	var origs []catalognames.Original
 	live := map[string]bool{}
+	omitted := map[string][]*catalogv1.OmittedTool{}
+	pinnedSrv := map[string]bool{}
+	reviewSrv := map[string]bool{}
 	for i := range statuses {
 		st := &statuses[i]
 		live[st.Name] = true
+		pinnedSrv[st.Name], reviewSrv[st.Name] = s.pinnedServer(&st.Config)
 		if st.State == catalogmcp.StateDisabled {
 			continue
 		}
-		for _, b := range s.bases(*st) {
+		bs, om := s.bases(*st)
+		if len(om) > 0 {
+			omitted[st.Name] = om
+		}
+		for _, b := range bs {
 			items = append(items, item{st, b})
 			origs = append(origs, catalognames.Original{Server: b.def.Origin, Tool: b.def.Name, Prefixed: st.Config.Prefixed()})
 		}
@@ -158,34 +255,50 @@ func (s *Server) rebuild() {
 			delete(s.cache, name)
 		}
 	}
-	names := catalognames.Assign(origs)
-	snap := &snapshot{tools: make([]*entry, len(items)), byName: make(map[string]*entry, len(items)), statuses: statuses, at: time.Now()}
-	// Canonical hash elements of new or renamed tools, computed in parallel.
+	names := s.ids.assign(origs, now)
+	// Canonical hash elements and definitions of new or renamed tools,
+	// computed in parallel.
 	var need []int
-	var inputs []HashInput
 	for i, it := range items {
-		if b := it.b; b.canonName != names[i].Name || b.canon == nil {
+		if b := it.b; b.canonName != names[i].Name || b.canon == nil || b.defName != names[i].Name {
 			need = append(need, i)
-			inputs = append(inputs, HashInput{Name: names[i].Name, Description: b.def.Description, Parameters: b.def.InputSchema})
 		}
 	}
-	if canon, err := canonAll(inputs); err == nil {
-		for k, i := range need {
-			items[i].b.canonName, items[i].b.canon = names[i].Name, canon[k]
+	parallel(len(need), func(k int) {
+		i := need[k]
+		b, n := items[i].b, names[i].Name
+		in := HashInput{Name: n, Description: b.def.Description, Parameters: b.def.InputSchema}
+		c, err := hashElement(in)
+		if err != nil {
+			// Invalid JSON cannot come from the wire decoder; keep a
+			// deterministic stand-in rather than dropping the tool.
+			in.Parameters = nil
+			c, _ = hashElement(in)
 		}
-	} else {
-		for _, i := range need {
-			in := HashInput{Name: names[i].Name, Description: items[i].b.def.Description, Parameters: items[i].b.def.InputSchema}
-			c, err := hashElement(in)
-			if err != nil {
-				// Invalid JSON cannot come from the wire decoder; keep a
-				// deterministic stand-in rather than dropping the tool.
-				in.Parameters = nil
-				c, _ = hashElement(in)
-			}
-			items[i].b.canonName, items[i].b.canon = names[i].Name, c
+		b.canonName, b.canon = n, c
+		_, b.defHash = b.definition(n)
+		b.defName = n
+	})
+	// Review states of the tools of pinned servers.
+	var checks []pinCheck
+	var checkIdx []int
+	for i, it := range items {
+		if pinnedSrv[it.st.Name] && !names[i].Duplicate {
+			checks = append(checks, pinCheck{key: catalognames.KeyOf(origs[i]), hash: it.b.defHash, b: it.b, name: names[i].Name, review: reviewSrv[it.st.Name]})
+			checkIdx = append(checkIdx, i)
 		}
 	}
+	states := make([]catalogv1.ToolState, len(items))
+	for i := range states {
+		states[i] = catalogv1.ToolState_TOOL_STATE_ACTIVE
+	}
+	for k, st := range s.ids.states(checks, now) {
+		states[checkIdx[k]] = st
+	}
+	snap := &snapshot{byName: make(map[string]*entry, len(items)), statuses: statuses, at: now,
+		heldByName: map[string]*entry{}, byPair: make(map[catalognames.Key]*entry, len(items)),
+		byOriginal: make(map[string]*entry, len(items)), byFolded: make(map[string]*entry, len(items)),
+		collisions: map[string][]*catalogv1.NameCollision{}, omitted: omitted, pinned: pinnedSrv}
 	for i, it := range items {
 		b, a := it.b, names[i]
 		static := it.st.Type == catalogconfig.TypeStatic
@@ -195,10 +308,35 @@ func (s *Server) rebuild() {
 		}
 		t := &catalogv1.Tool{Name: a.Name, OriginalName: b.def.Name, Server: b.def.Origin, Title: b.def.Title,
 			Description: b.def.Description, Routing: b.routing, Source: source,
-			Available: it.st.State == catalogmcp.StateReady, Renamed: a.Suffixed, Problems: b.problems}
-		e := &entry{tool: t, server: it.st.Name, original: b.def.Name, static: static, canon: b.canon, b: b}
-		snap.tools[i] = e
+			Available: it.st.State == catalogmcp.StateReady, Renamed: a.Suffixed, Problems: b.problems,
+			DefinitionHash: b.defHash, State: states[i]}
+		if a.Collided {
+			holder := &catalogv1.ToolRef{Server: a.Holder.Server, OriginalName: a.Holder.Tool, Name: s.ids.nameOf(a.Holder)}
+			t.NameHeldBy = holder
+			nc := &catalogv1.NameCollision{Tool: &catalogv1.ToolRef{Server: b.def.Origin, OriginalName: b.def.Name, Name: a.Name},
+				Wanted: a.Plain, Holder: holder}
+			snap.collisions[it.st.Name] = append(snap.collisions[it.st.Name], nc)
+			if a.New {
+				snap.newCollisions = append(snap.newCollisions, nc)
+			}
+		}
+		if a.Previous != "" {
+			snap.renames = append(snap.renames, &catalogv1.ToolRename{
+				Tool: &catalogv1.ToolRef{Server: b.def.Origin, OriginalName: b.def.Name, Name: a.Name}, PreviousName: a.Previous})
+		}
+		e := &entry{tool: t, server: it.st.Name, original: b.def.Name, static: static, canon: b.canon, b: b, pinned: pinnedSrv[it.st.Name]}
+		if states[i] != catalogv1.ToolState_TOOL_STATE_ACTIVE {
+			snap.held = append(snap.held, e)
+			snap.heldByName[a.Name] = e
+			continue
+		}
+		snap.tools = append(snap.tools, e)
 		snap.byName[a.Name] = e
+		if !a.Duplicate {
+			snap.byPair[catalognames.KeyOf(origs[i])] = e
+		}
+		addAlias(snap.byOriginal, b.def.Name, e)
+		addAlias(snap.byFolded, foldName(a.Name), e)
 	}
 	snap.sorted = slices.Clone(snap.tools)
 	slices.SortFunc(snap.sorted, func(a, b *entry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
@@ -221,9 +359,26 @@ func (s *Server) rebuild() {
 	}
 }
 
+// parallel runs fn(0..n-1) spread over the available CPUs for large n.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), max(n/256, 1))
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // diff describes the change from a to b, or nil when nothing changed.
 func diff(a, b *snapshot) *catalogv1.CatalogEvent {
-	ev := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_CHANGED, CatalogHash: b.hash, Time: timestamppb.New(b.at)}
+	ev := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_CHANGED, CatalogHash: b.hash, Time: timestamppb.New(b.at),
+		DefinitionHashes: map[string]string{}, NameCollisions: b.newCollisions, Renames: b.renames}
 	oldSrv := map[string]catalogmcp.Status{}
 	for _, st := range a.statuses {
 		oldSrv[st.Name] = st
@@ -253,8 +408,10 @@ func diff(a, b *snapshot) *catalogv1.CatalogEvent {
 		if !ok {
 			ev.ToolsAdded = append(ev.ToolsAdded, e.tool.Name)
 			changedSrv[e.server] = true
-		} else if !bytes.Equal(o.canon, e.canon) || o.server != e.server || o.original != e.original {
+			ev.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
+		} else if !bytes.Equal(o.canon, e.canon) || o.tool.DefinitionHash != e.tool.DefinitionHash || o.server != e.server || o.original != e.original {
 			ev.ToolsChanged = append(ev.ToolsChanged, e.tool.Name)
+			ev.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
 			changedSrv[e.server] = true
 		} else if o.tool.Available != e.tool.Available {
 			stateChanged = true
@@ -266,12 +423,28 @@ func diff(a, b *snapshot) *catalogv1.CatalogEvent {
 			changedSrv[e.server] = true
 		}
 	}
+	// Review states: a tool that entered or left the held set, or changed
+	// state or definition inside it.
+	for _, e := range b.held {
+		o, ok := a.heldByName[e.tool.Name]
+		if !ok || o.tool.State != e.tool.State || o.tool.DefinitionHash != e.tool.DefinitionHash {
+			ev.ToolsStateChanged = append(ev.ToolsStateChanged, e.tool.Name)
+			changedSrv[e.server] = true
+		}
+	}
+	for _, e := range a.held {
+		if _, ok := b.heldByName[e.tool.Name]; !ok {
+			ev.ToolsStateChanged = append(ev.ToolsStateChanged, e.tool.Name)
+			changedSrv[e.server] = true
+		}
+	}
 	for _, st := range b.statuses {
 		if changedSrv[st.Name] && !slices.Contains(ev.ServersAdded, st.Name) {
 			ev.ServersChanged = append(ev.ServersChanged, st.Name)
 		}
 	}
-	if len(ev.ServersAdded)+len(ev.ServersRemoved)+len(ev.ServersChanged)+len(ev.ToolsAdded)+len(ev.ToolsRemoved)+len(ev.ToolsChanged) > 0 {
+	if len(ev.ServersAdded)+len(ev.ServersRemoved)+len(ev.ServersChanged)+len(ev.ToolsAdded)+len(ev.ToolsRemoved)+len(ev.ToolsChanged)+
+		len(ev.ToolsStateChanged)+len(ev.Renames)+len(ev.NameCollisions) > 0 {
 		return ev
 	}
 	if stateChanged {

@@ -104,10 +104,19 @@ func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (
 	}
 	out := &catalogv1.ListToolsResponse{TotalSize: int32(len(match))}
 	if off < len(match) {
-		end := min(off+size, len(match))
-		out.Tools = make([]*catalogv1.Tool, 0, end-off)
-		for _, e := range match[off:end] {
-			out.Tools = append(out.Tools, e.full())
+		// Pages are bounded by count and by bytes (at least one tool per
+		// page; one tool is at most catalog.max_definition_bytes, a quarter
+		// of the message limit).
+		budget, used := s.pageBudget(), 0
+		end := off
+		for ; end < len(match) && end-off < size; end++ {
+			t := match[end].full()
+			n := proto.Size(t)
+			if end > off && used+n > budget {
+				break
+			}
+			used += n
+			out.Tools = append(out.Tools, t)
 		}
 		if end < len(match) {
 			out.NextPageToken = pageToken(end, filter)
@@ -116,10 +125,26 @@ func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (
 	return out, nil
 }
 
+// pageBudget is the byte budget of one listing page: the message limit less
+// a margin for the envelope.
+func (s *Server) pageBudget() int { return max(s.maxMsg-64<<10, 1) }
+
+// isAdmin reports whether the caller's own principal is a global admin
+// (held tools belong to shared servers).
+func isAdmin(ctx context.Context) bool {
+	id, ok := auth.Caller(ctx)
+	return ok && id.Admin() && id.GlobalAdmin
+}
+
 // GetTool returns one tool by exposed name.
-func (s *Server) GetTool(_ context.Context, req *catalogv1.GetToolRequest) (*catalogv1.GetToolResponse, error) {
-	e, ok := s.snap.Load().byName[req.GetName()]
+func (s *Server) GetTool(ctx context.Context, req *catalogv1.GetToolRequest) (*catalogv1.GetToolResponse, error) {
+	snap := s.snap.Load()
+	e, ok := snap.byName[req.GetName()]
 	if !ok {
+		// A tool held for review is shown to admins only.
+		if h, held := snap.heldByName[req.GetName()]; held && isAdmin(ctx) {
+			return &catalogv1.GetToolResponse{Tool: h.full()}, nil
+		}
 		return nil, toolNotFound(req.GetName())
 	}
 	return &catalogv1.GetToolResponse{Tool: e.full()}, nil
@@ -161,7 +186,14 @@ func (s *Server) GetCatalog(_ context.Context, req *catalogv1.GetCatalogRequest)
 func (s *Server) WatchCatalog(_ *catalogv1.WatchCatalogRequest, stream grpc.ServerStreamingServer[catalogv1.WatchCatalogResponse]) error {
 	ch, snap := s.subscribe()
 	defer s.unsubscribe(ch)
-	first := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_SNAPSHOT, CatalogHash: snap.hash, Time: timestamppb.New(snap.at)}
+	first := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_SNAPSHOT, CatalogHash: snap.hash, Time: timestamppb.New(snap.at),
+		DefinitionHashes: make(map[string]string, len(snap.tools))}
+	for _, e := range snap.tools {
+		first.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
+	}
+	for _, st := range snap.statuses {
+		first.NameCollisions = append(first.NameCollisions, snap.collisions[st.Name]...)
+	}
 	if err := stream.Send(&catalogv1.WatchCatalogResponse{Event: first}); err != nil {
 		return err
 	}
@@ -191,8 +223,12 @@ type callParams struct {
 // call runs one tool call: routing, scope key, timeout, error mapping and
 // the message-size check.
 func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.Notification)) (*catalogv1.CallToolResponse, error) {
-	e, ok := s.snap.Load().byName[p.name]
+	snap := s.snap.Load()
+	e, ok := snap.byName[p.name]
 	if !ok {
+		if h, held := snap.heldByName[p.name]; held {
+			return nil, heldError(h)
+		}
 		return nil, toolNotFound(p.name)
 	}
 	if e.static {

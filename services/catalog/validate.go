@@ -61,6 +61,23 @@ func checkCandidates(field string, l *typev1.StringList) error {
 	return nil
 }
 
+// checkDefinitionHash requires a definition hash as Tool.definition_hash
+// spells it: 64 lowercase hex characters.
+func checkDefinitionHash(h string) error {
+	if h == "" {
+		return invalid("definition_hash", grpcx.ViolationRequired, "required (the Tool.definition_hash of the definition reviewed)")
+	}
+	if len(h) != 64 {
+		return invalid("definition_hash", grpcx.ViolationInvalid, "must be 64 lowercase hex characters")
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return invalid("definition_hash", grpcx.ViolationInvalid, "must be 64 lowercase hex characters")
+		}
+	}
+	return nil
+}
+
 func checkTimeout(d *durationpb.Duration) error {
 	if d == nil {
 		return nil
@@ -120,6 +137,20 @@ func validateRequest(_ string, req any) error {
 		return checkTimeout(r.GetTimeout())
 	case *catalogv1.GetServerRequest:
 		return checkName("name", r.GetName())
+	case *catalogv1.ListPendingToolsRequest:
+		if r.GetPageSize() < 0 {
+			return invalid("page_size", grpcx.ViolationOutOfRange, "must be >= 0")
+		}
+	case *catalogv1.ApproveToolRequest:
+		if err := checkName("name", r.GetName()); err != nil {
+			return err
+		}
+		return checkDefinitionHash(r.GetDefinitionHash())
+	case *catalogv1.RejectToolRequest:
+		if err := checkName("name", r.GetName()); err != nil {
+			return err
+		}
+		return checkDefinitionHash(r.GetDefinitionHash())
 	case *catalogv1.UpdateServerRequest:
 		if err := checkName("name", r.GetName()); err != nil {
 			return err

@@ -54,6 +54,13 @@ const (
 	ScopePerThread = "per_thread"
 )
 
+// Values of `pin_new_tools` (docs/architecture.md §7): a new tool of a
+// pinned server is pinned as first seen (allow) or waits for review.
+const (
+	PinNewAllow  = "allow"
+	PinNewReview = "review"
+)
+
 // Routing modes (docs/deerflow.md §2.8).
 const (
 	RoutingOff    = "off"
@@ -125,6 +132,12 @@ type Server struct {
 	Tools map[string]ToolOverride `json:"tools,omitempty"`
 	// Path is the JSON or JSONL file of a static server.
 	Path string `json:"path,omitempty"`
+	// Pin pins tool definitions (docs/architecture.md §7): a changed
+	// definition waits for an admin's approval. nil = catalog.pin.
+	Pin *bool `json:"pin,omitempty"`
+	// PinNewTools is allow | review for new tools of a pinned server
+	// ("" = catalog.pin_new_tools).
+	PinNewTools string `json:"pin_new_tools,omitempty"`
 	// Extra holds unknown per-server keys, raw, written back unchanged.
 	Extra []RawField `json:"-"`
 }
@@ -156,7 +169,7 @@ type EffectiveRouting struct {
 // knownServerKeys are the per-server keys this package understands.
 var knownServerKeys = map[string]bool{
 	"enabled": true, "disabled": true, "serverUrl": true, "type": true, "transport": true, "command": true, "args": true, "env": true,
-	"cwd": true, "url": true, "headers": true, "description": true, "tool_name_prefix": true,
+	"cwd": true, "url": true, "headers": true, "description": true, "tool_name_prefix": true, "pin": true, "pin_new_tools": true,
 	"tool_call_timeout": true, "session_init_timeout": true, "session_scope": true,
 	"routing": true, "tools": true, "path": true,
 }
@@ -370,6 +383,11 @@ func (s *Server) Validate() error {
 	}
 	if s.SessionInitTimeout != nil && (*s.SessionInitTimeout < 0 || math.IsNaN(*s.SessionInitTimeout)) {
 		return fmt.Errorf("%s.session_init_timeout: must be >= 0 seconds", p)
+	}
+	switch s.PinNewTools {
+	case "", PinNewAllow, PinNewReview:
+	default:
+		return fmt.Errorf("%s.pin_new_tools: %q is not one of allow, review", p, s.PinNewTools)
 	}
 	if err := s.Routing.validate(p + ".routing"); err != nil {
 		return err

@@ -65,3 +65,63 @@ func TestIsValidMatchesRegexp(t *testing.T) {
 		}
 	}
 }
+
+func TestAssignStableKeepsNamesAcrossOrderAndAvailability(t *testing.T) {
+	a := Original{Server: "a", Tool: "b_c", Prefixed: true}  // a_b_c
+	ab := Original{Server: "a_b", Tool: "c", Prefixed: true} // a_b_c
+	// Down at start: only a_b is listed and gets the plain name.
+	first := AssignStable([]Original{ab}, nil)
+	if first[0].Name != "a_b_c" || !first[0].New || first[0].Collided {
+		t.Fatalf("first: %+v", first[0])
+	}
+	stored := map[Key]Stored{KeyOf(ab): {Base: Base(ab), Name: first[0].Name}}
+	// a comes back (earlier in the file): the newcomer gets the suffix.
+	second := AssignStable([]Original{a, ab}, stored)
+	if second[1].Name != "a_b_c" || second[1].New {
+		t.Fatalf("a_b after a returned: %+v", second[1])
+	}
+	want := "a_b_c_" + Suffix("a", "b_c", 8)
+	if second[0].Name != want || !second[0].New || !second[0].Collided || second[0].Holder != KeyOf(ab) || second[0].Plain != "a_b_c" {
+		t.Fatalf("a after return: %+v, want %s held by a_b", second[0], want)
+	}
+	stored[KeyOf(a)] = Stored{Base: Base(a), Name: second[0].Name}
+	// Restart with both up, in either order: nothing moves, nothing is new.
+	for _, in := range [][]Original{{a, ab}, {ab, a}} {
+		got := AssignStable(in, stored)
+		for i, o := range in {
+			if got[i].Name != stored[KeyOf(o)].Name || got[i].New {
+				t.Fatalf("restart %v: %+v", in, got)
+			}
+		}
+	}
+	// ab vanished but retained: a still does not take its name, and a
+	// newcomer asking for it gets the suffix too.
+	n := Original{Server: "n", Tool: "a_b_c", Prefixed: false}
+	got := AssignStable([]Original{a, n}, stored)
+	if got[0].Name != want || got[1].Name != "a_b_c_"+Suffix("n", "a_b_c", 8) || !got[1].Collided || got[1].Holder != KeyOf(ab) {
+		t.Fatalf("retained holder: %+v", got)
+	}
+}
+
+func TestAssignStableRenameOnPrefixChange(t *testing.T) {
+	o := Original{Server: "s", Tool: "t", Prefixed: true}
+	stored := map[Key]Stored{KeyOf(o): {Base: "s_t", Name: "s_t"}}
+	o.Prefixed = false
+	got := AssignStable([]Original{o}, stored)
+	if got[0].Name != "t" || got[0].Previous != "s_t" || !got[0].New {
+		t.Fatalf("%+v", got[0])
+	}
+}
+
+func TestAssignStableDuplicatePair(t *testing.T) {
+	o := Original{Server: "s", Tool: "t"}
+	got := AssignStable([]Original{o, o}, nil)
+	if got[0].Name == got[1].Name || !got[1].Duplicate || got[1].New || !got[0].New {
+		t.Fatalf("%+v", got)
+	}
+	for _, g := range got {
+		if !Valid.MatchString(g.Name) {
+			t.Fatalf("invalid %q", g.Name)
+		}
+	}
+}

@@ -419,6 +419,11 @@ const (
 	ErrorReason_ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE ErrorReason = 15
 	// The ACP agent could not start, or exited during the turn (UNAVAILABLE).
 	ErrorReason_ERROR_REASON_ACP_AGENT_UNAVAILABLE ErrorReason = 16
+	// The tool's server is not pinned, so there is no definition to review (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_TOOL_NOT_PINNED ErrorReason = 17
+	// The definition_hash named is not the tool's current definition (FAILED_PRECONDITION);
+	// metadata "current" is the current hash.
+	ErrorReason_ERROR_REASON_DEFINITION_CHANGED ErrorReason = 18
 )
 
 // Enum value maps for ErrorReason.
@@ -441,6 +446,8 @@ var (
 		14: "ERROR_REASON_ACP_AGENT_NOT_FOUND",
 		15: "ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE",
 		16: "ERROR_REASON_ACP_AGENT_UNAVAILABLE",
+		17: "ERROR_REASON_TOOL_NOT_PINNED",
+		18: "ERROR_REASON_DEFINITION_CHANGED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                  0,
@@ -460,6 +467,8 @@ var (
 		"ERROR_REASON_ACP_AGENT_NOT_FOUND":          14,
 		"ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE": 15,
 		"ERROR_REASON_ACP_AGENT_UNAVAILABLE":        16,
+		"ERROR_REASON_TOOL_NOT_PINNED":              17,
+		"ERROR_REASON_DEFINITION_CHANGED":           18,
 	}
 )
 
@@ -488,6 +497,67 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{6}
+}
+
+// ToolState is the review state of a tool definition under definition pinning.
+type ToolState int32
+
+const (
+	// Not set (read as ACTIVE by clients of v0.1.0 servers).
+	ToolState_TOOL_STATE_UNSPECIFIED ToolState = 0
+	// The definition is the approved one (or its server is not pinned).
+	ToolState_TOOL_STATE_ACTIVE ToolState = 1
+	// A new tool of a pinned server with `pin_new_tools: review`, waiting for approval.
+	ToolState_TOOL_STATE_PENDING ToolState = 2
+	// The definition differs from the pinned one and waits for approval.
+	ToolState_TOOL_STATE_CHANGED ToolState = 3
+	// An admin rejected exactly this definition.
+	ToolState_TOOL_STATE_REJECTED ToolState = 4
+)
+
+// Enum value maps for ToolState.
+var (
+	ToolState_name = map[int32]string{
+		0: "TOOL_STATE_UNSPECIFIED",
+		1: "TOOL_STATE_ACTIVE",
+		2: "TOOL_STATE_PENDING",
+		3: "TOOL_STATE_CHANGED",
+		4: "TOOL_STATE_REJECTED",
+	}
+	ToolState_value = map[string]int32{
+		"TOOL_STATE_UNSPECIFIED": 0,
+		"TOOL_STATE_ACTIVE":      1,
+		"TOOL_STATE_PENDING":     2,
+		"TOOL_STATE_CHANGED":     3,
+		"TOOL_STATE_REJECTED":    4,
+	}
+)
+
+func (x ToolState) Enum() *ToolState {
+	p := new(ToolState)
+	*p = x
+	return p
+}
+
+func (x ToolState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolState) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolplane_catalog_v1_catalog_proto_enumTypes[7].Descriptor()
+}
+
+func (ToolState) Type() protoreflect.EnumType {
+	return &file_toolplane_catalog_v1_catalog_proto_enumTypes[7]
+}
+
+func (x ToolState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolState.Descriptor instead.
+func (ToolState) EnumDescriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{7}
 }
 
 // CatalogEventType is the kind of a WatchCatalog event.
@@ -531,11 +601,11 @@ func (x CatalogEventType) String() string {
 }
 
 func (CatalogEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolplane_catalog_v1_catalog_proto_enumTypes[7].Descriptor()
+	return file_toolplane_catalog_v1_catalog_proto_enumTypes[8].Descriptor()
 }
 
 func (CatalogEventType) Type() protoreflect.EnumType {
-	return &file_toolplane_catalog_v1_catalog_proto_enumTypes[7]
+	return &file_toolplane_catalog_v1_catalog_proto_enumTypes[8]
 }
 
 func (x CatalogEventType) Number() protoreflect.EnumNumber {
@@ -544,7 +614,7 @@ func (x CatalogEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CatalogEventType.Descriptor instead.
 func (CatalogEventType) EnumDescriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{7}
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{8}
 }
 
 // Routing is the effective MCP routing of a server or tool (deerflow-reference §2.8).
@@ -699,7 +769,18 @@ type Tool struct {
 	// "input schema is not an object schema".
 	Problems []string `protobuf:"bytes,13,rep,name=problems,proto3" json:"problems,omitempty"`
 	// MCP `_meta` of the tool definition, verbatim.
-	Meta          *structpb.Struct `protobuf:"bytes,14,opt,name=meta,proto3" json:"meta,omitempty"`
+	Meta *structpb.Struct `protobuf:"bytes,14,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Hash of this tool's definition: SHA-256 (64 lowercase hex characters) of
+	// the RFC 8785 form of {"annotations", "description", "inputSchema", "name",
+	// "outputSchema", "title"} (docs/architecture.md §8). Changes whenever what
+	// the tool does or may be allowed to do changes; availability is not part of it.
+	DefinitionHash string `protobuf:"bytes,15,opt,name=definition_hash,json=definitionHash,proto3" json:"definition_hash,omitempty"`
+	// Review state of the definition (definition pinning, docs/architecture.md §7).
+	// Only ACTIVE tools are listed to non-admin callers, bound and callable.
+	State ToolState `protobuf:"varint,16,opt,name=state,proto3,enum=toolplane.catalog.v1.ToolState" json:"state,omitempty"`
+	// When the tool did not get its plain name because another (server, tool)
+	// pair holds it: that pair (named only to callers who can see its server).
+	NameHeldBy    *ToolRef `protobuf:"bytes,17,opt,name=name_held_by,json=nameHeldBy,proto3" json:"name_held_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -832,6 +913,450 @@ func (x *Tool) GetMeta() *structpb.Struct {
 	return nil
 }
 
+func (x *Tool) GetDefinitionHash() string {
+	if x != nil {
+		return x.DefinitionHash
+	}
+	return ""
+}
+
+func (x *Tool) GetState() ToolState {
+	if x != nil {
+		return x.State
+	}
+	return ToolState_TOOL_STATE_UNSPECIFIED
+}
+
+func (x *Tool) GetNameHeldBy() *ToolRef {
+	if x != nil {
+		return x.NameHeldBy
+	}
+	return nil
+}
+
+// ToolRef names one tool by its original (server, tool) pair and exposed name.
+type ToolRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server the tool belongs to.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Name of the tool on its server.
+	OriginalName string `protobuf:"bytes,2,opt,name=original_name,json=originalName,proto3" json:"original_name,omitempty"`
+	// Exposed name assigned to the pair.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolRef) Reset() {
+	*x = ToolRef{}
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolRef) ProtoMessage() {}
+
+func (x *ToolRef) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolRef.ProtoReflect.Descriptor instead.
+func (*ToolRef) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ToolRef) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ToolRef) GetOriginalName() string {
+	if x != nil {
+		return x.OriginalName
+	}
+	return ""
+}
+
+func (x *ToolRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// NameCollision reports a tool that did not get its plain exposed name
+// because another pair was assigned it first (docs/architecture.md §7).
+type NameCollision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool that got a suffixed name.
+	Tool *ToolRef `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The plain name it would have had.
+	Wanted string `protobuf:"bytes,2,opt,name=wanted,proto3" json:"wanted,omitempty"`
+	// The pair that holds the plain name; unset when the caller cannot see its server.
+	Holder        *ToolRef `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NameCollision) Reset() {
+	*x = NameCollision{}
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NameCollision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NameCollision) ProtoMessage() {}
+
+func (x *NameCollision) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NameCollision.ProtoReflect.Descriptor instead.
+func (*NameCollision) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NameCollision) GetTool() *ToolRef {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *NameCollision) GetWanted() string {
+	if x != nil {
+		return x.Wanted
+	}
+	return ""
+}
+
+func (x *NameCollision) GetHolder() *ToolRef {
+	if x != nil {
+		return x.Holder
+	}
+	return nil
+}
+
+// ToolRename reports that the exposed name of a pair changed (its server's
+// tool_name_prefix changed; names are otherwise never reassigned).
+type ToolRename struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool with its new name.
+	Tool *ToolRef `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The name it had before.
+	PreviousName  string `protobuf:"bytes,2,opt,name=previous_name,json=previousName,proto3" json:"previous_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolRename) Reset() {
+	*x = ToolRename{}
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolRename) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolRename) ProtoMessage() {}
+
+func (x *ToolRename) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolRename.ProtoReflect.Descriptor instead.
+func (*ToolRename) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ToolRename) GetTool() *ToolRef {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ToolRename) GetPreviousName() string {
+	if x != nil {
+		return x.PreviousName
+	}
+	return ""
+}
+
+// OmittedTool is a tool a server listed that the catalog left out.
+type OmittedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the tool on its server.
+	OriginalName string `protobuf:"bytes,1,opt,name=original_name,json=originalName,proto3" json:"original_name,omitempty"`
+	// Why, e.g. "definition of 10485912 bytes exceeds catalog.max_definition_bytes (1048576)".
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Size of the tool's definition in bytes, as received.
+	DefinitionBytes int64 `protobuf:"varint,3,opt,name=definition_bytes,json=definitionBytes,proto3" json:"definition_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OmittedTool) Reset() {
+	*x = OmittedTool{}
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OmittedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OmittedTool) ProtoMessage() {}
+
+func (x *OmittedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OmittedTool.ProtoReflect.Descriptor instead.
+func (*OmittedTool) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *OmittedTool) GetOriginalName() string {
+	if x != nil {
+		return x.OriginalName
+	}
+	return ""
+}
+
+func (x *OmittedTool) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *OmittedTool) GetDefinitionBytes() int64 {
+	if x != nil {
+		return x.DefinitionBytes
+	}
+	return 0
+}
+
+// DefinitionChange is one difference between two tool definitions, as a
+// JSON Pointer (RFC 6901) into the definition object and the two values.
+type DefinitionChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// JSON Pointer of the changed member, e.g. "/description" or "/inputSchema/properties/q".
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The old value; unset when the member was added.
+	OldValue *structpb.Value `protobuf:"bytes,2,opt,name=old_value,json=oldValue,proto3" json:"old_value,omitempty"`
+	// The new value; unset when the member was removed.
+	NewValue      *structpb.Value `protobuf:"bytes,3,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DefinitionChange) Reset() {
+	*x = DefinitionChange{}
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DefinitionChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DefinitionChange) ProtoMessage() {}
+
+func (x *DefinitionChange) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DefinitionChange.ProtoReflect.Descriptor instead.
+func (*DefinitionChange) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DefinitionChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *DefinitionChange) GetOldValue() *structpb.Value {
+	if x != nil {
+		return x.OldValue
+	}
+	return nil
+}
+
+func (x *DefinitionChange) GetNewValue() *structpb.Value {
+	if x != nil {
+		return x.NewValue
+	}
+	return nil
+}
+
+// ToolAuditRecord records one review decision on a tool definition.
+type ToolAuditRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Record id (increasing).
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When the decision was taken.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// Who took it ("tenant/subject").
+	Actor string `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	// "approve" or "reject".
+	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	// The tool.
+	Tool *ToolRef `protobuf:"bytes,5,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The definition hash pinned before the decision ("" for a new tool).
+	PreviousHash string `protobuf:"bytes,6,opt,name=previous_hash,json=previousHash,proto3" json:"previous_hash,omitempty"`
+	// The definition hash the decision names.
+	DefinitionHash string `protobuf:"bytes,7,opt,name=definition_hash,json=definitionHash,proto3" json:"definition_hash,omitempty"`
+	// Differences from the previously pinned definition to the decided one.
+	Diff          []*DefinitionChange `protobuf:"bytes,8,rep,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolAuditRecord) Reset() {
+	*x = ToolAuditRecord{}
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolAuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolAuditRecord) ProtoMessage() {}
+
+func (x *ToolAuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolAuditRecord.ProtoReflect.Descriptor instead.
+func (*ToolAuditRecord) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ToolAuditRecord) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ToolAuditRecord) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ToolAuditRecord) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ToolAuditRecord) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ToolAuditRecord) GetTool() *ToolRef {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ToolAuditRecord) GetPreviousHash() string {
+	if x != nil {
+		return x.PreviousHash
+	}
+	return ""
+}
+
+func (x *ToolAuditRecord) GetDefinitionHash() string {
+	if x != nil {
+		return x.DefinitionHash
+	}
+	return ""
+}
+
+func (x *ToolAuditRecord) GetDiff() []*DefinitionChange {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
 // ServerConfig is one MCP server entry of extensions_config.json. Secrets
 // (env values, header values, keys named like token/secret/key/password/authorization)
 // are masked as "***" in responses; "***" in a write keeps the stored value.
@@ -872,14 +1397,20 @@ type ServerConfig struct {
 	// Per-tool routing overrides.
 	ToolRouting []*ToolRouting `protobuf:"bytes,16,rep,name=tool_routing,json=toolRouting,proto3" json:"tool_routing,omitempty"`
 	// Path of the JSON or JSONL definitions file of a static server.
-	Path          string `protobuf:"bytes,17,opt,name=path,proto3" json:"path,omitempty"`
+	Path string `protobuf:"bytes,17,opt,name=path,proto3" json:"path,omitempty"`
+	// Pin tool definitions (rug-pull protection): a later change of a tool's
+	// definition waits for an admin's approval. Unset = catalog.pin.
+	Pin *bool `protobuf:"varint,18,opt,name=pin,proto3,oneof" json:"pin,omitempty"`
+	// What happens to a new tool of a pinned server: "allow" (pinned as first
+	// seen) or "review" (PENDING until approved). Empty = catalog.pin_new_tools.
+	PinNewTools   string `protobuf:"bytes,19,opt,name=pin_new_tools,json=pinNewTools,proto3" json:"pin_new_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerConfig) Reset() {
 	*x = ServerConfig{}
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[3]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1422,7 @@ func (x *ServerConfig) String() string {
 func (*ServerConfig) ProtoMessage() {}
 
 func (x *ServerConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[3]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1435,7 @@ func (x *ServerConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerConfig.ProtoReflect.Descriptor instead.
 func (*ServerConfig) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{3}
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ServerConfig) GetName() string {
@@ -1026,6 +1557,20 @@ func (x *ServerConfig) GetPath() string {
 	return ""
 }
 
+func (x *ServerConfig) GetPin() bool {
+	if x != nil && x.Pin != nil {
+		return *x.Pin
+	}
+	return false
+}
+
+func (x *ServerConfig) GetPinNewTools() string {
+	if x != nil {
+		return x.PinNewTools
+	}
+	return ""
+}
+
 // Server is a configured server with its live status.
 type Server struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1054,13 +1599,19 @@ type Server struct {
 	// "mcpServers.github.autoApprove: unknown key, ignored (kept when the file
 	// is rewritten)". Empty when every key is understood.
 	ConfigWarnings []string `protobuf:"bytes,11,rep,name=config_warnings,json=configWarnings,proto3" json:"config_warnings,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Tools of this server that did not get their plain exposed name, with the pair holding it.
+	NameCollisions []*NameCollision `protobuf:"bytes,12,rep,name=name_collisions,json=nameCollisions,proto3" json:"name_collisions,omitempty"`
+	// Tools the server listed that the catalog left out (e.g. over catalog.max_definition_bytes).
+	OmittedTools []*OmittedTool `protobuf:"bytes,13,rep,name=omitted_tools,json=omittedTools,proto3" json:"omitted_tools,omitempty"`
+	// Effective definition pinning of the server (pin, or the catalog default).
+	Pinned        bool `protobuf:"varint,14,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[4]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1623,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[4]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1636,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{4}
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Server) GetConfig() *ServerConfig {
@@ -1165,6 +1716,27 @@ func (x *Server) GetConfigWarnings() []string {
 	return nil
 }
 
+func (x *Server) GetNameCollisions() []*NameCollision {
+	if x != nil {
+		return x.NameCollisions
+	}
+	return nil
+}
+
+func (x *Server) GetOmittedTools() []*OmittedTool {
+	if x != nil {
+		return x.OmittedTools
+	}
+	return nil
+}
+
+func (x *Server) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
 // ServerCount is the number of tools per server, for GetCatalog.
 type ServerCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1180,7 +1752,7 @@ type ServerCount struct {
 
 func (x *ServerCount) Reset() {
 	*x = ServerCount{}
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[5]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1764,7 @@ func (x *ServerCount) String() string {
 func (*ServerCount) ProtoMessage() {}
 
 func (x *ServerCount) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[5]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1777,7 @@ func (x *ServerCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerCount.ProtoReflect.Descriptor instead.
 func (*ServerCount) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{5}
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServerCount) GetServer() string {
@@ -1244,7 +1816,7 @@ type SearchHit struct {
 
 func (x *SearchHit) Reset() {
 	*x = SearchHit{}
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[6]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1828,7 @@ func (x *SearchHit) String() string {
 func (*SearchHit) ProtoMessage() {}
 
 func (x *SearchHit) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[6]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1841,7 @@ func (x *SearchHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
 func (*SearchHit) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{6}
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SearchHit) GetTool() *Tool {
@@ -1313,14 +1885,23 @@ type CatalogEvent struct {
 	// The new global catalog hash (ARCHITECTURE §8).
 	CatalogHash string `protobuf:"bytes,8,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
 	// When the change was applied.
-	Time          *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=time,proto3" json:"time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Time *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=time,proto3" json:"time,omitempty"`
+	// Definition hash of every tool added or changed (of every tool in a SNAPSHOT),
+	// keyed by exposed name.
+	DefinitionHashes map[string]string `protobuf:"bytes,10,rep,name=definition_hashes,json=definitionHashes,proto3" json:"definition_hashes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Name collisions that appeared with this change (both pairs named).
+	NameCollisions []*NameCollision `protobuf:"bytes,11,rep,name=name_collisions,json=nameCollisions,proto3" json:"name_collisions,omitempty"`
+	// Pairs whose exposed name changed.
+	Renames []*ToolRename `protobuf:"bytes,12,rep,name=renames,proto3" json:"renames,omitempty"`
+	// Exposed names whose review state changed (pinning: CHANGED, PENDING, approved, rejected).
+	ToolsStateChanged []string `protobuf:"bytes,13,rep,name=tools_state_changed,json=toolsStateChanged,proto3" json:"tools_state_changed,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CatalogEvent) Reset() {
 	*x = CatalogEvent{}
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[7]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1913,7 @@ func (x *CatalogEvent) String() string {
 func (*CatalogEvent) ProtoMessage() {}
 
 func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[7]
+	mi := &file_toolplane_catalog_v1_catalog_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1926,7 @@ func (x *CatalogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEvent.ProtoReflect.Descriptor instead.
 func (*CatalogEvent) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{7}
+	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CatalogEvent) GetType() CatalogEventType {
@@ -1411,6 +1992,34 @@ func (x *CatalogEvent) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *CatalogEvent) GetDefinitionHashes() map[string]string {
+	if x != nil {
+		return x.DefinitionHashes
+	}
+	return nil
+}
+
+func (x *CatalogEvent) GetNameCollisions() []*NameCollision {
+	if x != nil {
+		return x.NameCollisions
+	}
+	return nil
+}
+
+func (x *CatalogEvent) GetRenames() []*ToolRename {
+	if x != nil {
+		return x.Renames
+	}
+	return nil
+}
+
+func (x *CatalogEvent) GetToolsStateChanged() []string {
+	if x != nil {
+		return x.ToolsStateChanged
+	}
+	return nil
+}
+
 var File_toolplane_catalog_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
@@ -1422,7 +2031,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\bkeywords\x18\x03 \x03(\tR\bkeywords\"Z\n" +
 	"\vToolRouting\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x127\n" +
-	"\arouting\x18\x02 \x01(\v2\x1d.toolplane.catalog.v1.RoutingR\arouting\"\xb8\x04\n" +
+	"\arouting\x18\x02 \x01(\v2\x1d.toolplane.catalog.v1.RoutingR\arouting\"\xd9\x05\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\roriginal_name\x18\x02 \x01(\tR\foriginalName\x12\x16\n" +
@@ -1438,7 +2047,40 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\tavailable\x18\v \x01(\bR\tavailable\x12\x18\n" +
 	"\arenamed\x18\f \x01(\bR\arenamed\x12\x1a\n" +
 	"\bproblems\x18\r \x03(\tR\bproblems\x12+\n" +
-	"\x04meta\x18\x0e \x01(\v2\x17.google.protobuf.StructR\x04meta\"\xa9\a\n" +
+	"\x04meta\x18\x0e \x01(\v2\x17.google.protobuf.StructR\x04meta\x12'\n" +
+	"\x0fdefinition_hash\x18\x0f \x01(\tR\x0edefinitionHash\x125\n" +
+	"\x05state\x18\x10 \x01(\x0e2\x1f.toolplane.catalog.v1.ToolStateR\x05state\x12?\n" +
+	"\fname_held_by\x18\x11 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\n" +
+	"nameHeldBy\"Z\n" +
+	"\aToolRef\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12#\n" +
+	"\roriginal_name\x18\x02 \x01(\tR\foriginalName\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\x91\x01\n" +
+	"\rNameCollision\x121\n" +
+	"\x04tool\x18\x01 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\x04tool\x12\x16\n" +
+	"\x06wanted\x18\x02 \x01(\tR\x06wanted\x125\n" +
+	"\x06holder\x18\x03 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\x06holder\"d\n" +
+	"\n" +
+	"ToolRename\x121\n" +
+	"\x04tool\x18\x01 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\x04tool\x12#\n" +
+	"\rprevious_name\x18\x02 \x01(\tR\fpreviousName\"u\n" +
+	"\vOmittedTool\x12#\n" +
+	"\roriginal_name\x18\x01 \x01(\tR\foriginalName\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
+	"\x10definition_bytes\x18\x03 \x01(\x03R\x0fdefinitionBytes\"\x90\x01\n" +
+	"\x10DefinitionChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x123\n" +
+	"\told_value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\boldValue\x123\n" +
+	"\tnew_value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\bnewValue\"\xbc\x02\n" +
+	"\x0fToolAuditRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x121\n" +
+	"\x04tool\x18\x05 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\x04tool\x12#\n" +
+	"\rprevious_hash\x18\x06 \x01(\tR\fpreviousHash\x12'\n" +
+	"\x0fdefinition_hash\x18\a \x01(\tR\x0edefinitionHash\x12:\n" +
+	"\x04diff\x18\b \x03(\v2&.toolplane.catalog.v1.DefinitionChangeR\x04diff\"\xec\a\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\aenabled\x18\x02 \x01(\bH\x00R\aenabled\x88\x01\x01\x124\n" +
@@ -1457,7 +2099,9 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\rsession_scope\x18\x0e \x01(\x0e2\".toolplane.catalog.v1.SessionScopeR\fsessionScope\x127\n" +
 	"\arouting\x18\x0f \x01(\v2\x1d.toolplane.catalog.v1.RoutingR\arouting\x12D\n" +
 	"\ftool_routing\x18\x10 \x03(\v2!.toolplane.catalog.v1.ToolRoutingR\vtoolRouting\x12\x12\n" +
-	"\x04path\x18\x11 \x01(\tR\x04path\x1a6\n" +
+	"\x04path\x18\x11 \x01(\tR\x04path\x12\x15\n" +
+	"\x03pin\x18\x12 \x01(\bH\x02R\x03pin\x88\x01\x01\x12\"\n" +
+	"\rpin_new_tools\x18\x13 \x01(\tR\vpinNewTools\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -1466,7 +2110,8 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
 	"\n" +
 	"\b_enabledB\x13\n" +
-	"\x11_tool_name_prefix\"\xeb\x03\n" +
+	"\x11_tool_name_prefixB\x06\n" +
+	"\x04_pin\"\x99\x05\n" +
 	"\x06Server\x12:\n" +
 	"\x06config\x18\x01 \x01(\v2\".toolplane.catalog.v1.ServerConfigR\x06config\x127\n" +
 	"\x05state\x18\x02 \x01(\x0e2!.toolplane.catalog.v1.ServerStateR\x05state\x12\x1d\n" +
@@ -1482,7 +2127,10 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x10state_changed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0estateChangedAt\x12'\n" +
 	"\x0fscoped_sessions\x18\n" +
 	" \x01(\x05R\x0escopedSessions\x12'\n" +
-	"\x0fconfig_warnings\x18\v \x03(\tR\x0econfigWarnings\"t\n" +
+	"\x0fconfig_warnings\x18\v \x03(\tR\x0econfigWarnings\x12L\n" +
+	"\x0fname_collisions\x18\f \x03(\v2#.toolplane.catalog.v1.NameCollisionR\x0enameCollisions\x12F\n" +
+	"\romitted_tools\x18\r \x03(\v2!.toolplane.catalog.v1.OmittedToolR\fomittedTools\x12\x16\n" +
+	"\x06pinned\x18\x0e \x01(\bR\x06pinned\"t\n" +
 	"\vServerCount\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x14\n" +
 	"\x05tools\x18\x02 \x01(\x05R\x05tools\x127\n" +
@@ -1490,7 +2138,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\tSearchHit\x12.\n" +
 	"\x04tool\x18\x01 \x01(\v2\x1a.toolplane.catalog.v1.ToolR\x04tool\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12%\n" +
-	"\x0ematched_fields\x18\x03 \x03(\tR\rmatchedFields\"\xff\x02\n" +
+	"\x0ematched_fields\x18\x03 \x03(\tR\rmatchedFields\"\xe5\x05\n" +
 	"\fCatalogEvent\x12:\n" +
 	"\x04type\x18\x01 \x01(\x0e2&.toolplane.catalog.v1.CatalogEventTypeR\x04type\x12#\n" +
 	"\rservers_added\x18\x02 \x03(\tR\fserversAdded\x12'\n" +
@@ -1501,7 +2149,15 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\rtools_removed\x18\x06 \x03(\tR\ftoolsRemoved\x12#\n" +
 	"\rtools_changed\x18\a \x03(\tR\ftoolsChanged\x12!\n" +
 	"\fcatalog_hash\x18\b \x01(\tR\vcatalogHash\x12.\n" +
-	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time*\xb1\x01\n" +
+	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12e\n" +
+	"\x11definition_hashes\x18\n" +
+	" \x03(\v28.toolplane.catalog.v1.CatalogEvent.DefinitionHashesEntryR\x10definitionHashes\x12L\n" +
+	"\x0fname_collisions\x18\v \x03(\v2#.toolplane.catalog.v1.NameCollisionR\x0enameCollisions\x12:\n" +
+	"\arenames\x18\f \x03(\v2 .toolplane.catalog.v1.ToolRenameR\arenames\x12.\n" +
+	"\x13tools_state_changed\x18\r \x03(\tR\x11toolsStateChanged\x1aC\n" +
+	"\x15DefinitionHashesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xb1\x01\n" +
 	"\vServerState\x12\x1c\n" +
 	"\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SERVER_STATE_DISABLED\x10\x01\x12\x1b\n" +
@@ -1536,7 +2192,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x11SEARCH_MODE_REGEX\x10\x01\x12\x14\n" +
 	"\x10SEARCH_MODE_BM25\x10\x02\x12\x18\n" +
 	"\x14SEARCH_MODE_SEMANTIC\x10\x03\x12\x14\n" +
-	"\x10SEARCH_MODE_AUTO\x10\x04*\xdf\x04\n" +
+	"\x10SEARCH_MODE_AUTO\x10\x04*\xa6\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_TOOL_NOT_FOUND\x10\x01\x12!\n" +
@@ -1555,7 +2211,15 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x17ERROR_REASON_NEEDS_AUTH\x10\r\x12$\n" +
 	" ERROR_REASON_ACP_AGENT_NOT_FOUND\x10\x0e\x12-\n" +
 	")ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE\x10\x0f\x12&\n" +
-	"\"ERROR_REASON_ACP_AGENT_UNAVAILABLE\x10\x10*\x95\x01\n" +
+	"\"ERROR_REASON_ACP_AGENT_UNAVAILABLE\x10\x10\x12 \n" +
+	"\x1cERROR_REASON_TOOL_NOT_PINNED\x10\x11\x12#\n" +
+	"\x1fERROR_REASON_DEFINITION_CHANGED\x10\x12*\x87\x01\n" +
+	"\tToolState\x12\x1a\n" +
+	"\x16TOOL_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11TOOL_STATE_ACTIVE\x10\x01\x12\x16\n" +
+	"\x12TOOL_STATE_PENDING\x10\x02\x12\x16\n" +
+	"\x12TOOL_STATE_CHANGED\x10\x03\x12\x17\n" +
+	"\x13TOOL_STATE_REJECTED\x10\x04*\x95\x01\n" +
 	"\x10CatalogEventType\x12\"\n" +
 	"\x1eCATALOG_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCATALOG_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1e\n" +
@@ -1574,8 +2238,8 @@ func file_toolplane_catalog_v1_catalog_proto_rawDescGZIP() []byte {
 	return file_toolplane_catalog_v1_catalog_proto_rawDescData
 }
 
-var file_toolplane_catalog_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_toolplane_catalog_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolplane_catalog_v1_catalog_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_toolplane_catalog_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_toolplane_catalog_v1_catalog_proto_goTypes = []any{
 	(ServerState)(0),              // 0: toolplane.catalog.v1.ServerState
 	(ServerType)(0),               // 1: toolplane.catalog.v1.ServerType
@@ -1584,50 +2248,74 @@ var file_toolplane_catalog_v1_catalog_proto_goTypes = []any{
 	(ToolSource)(0),               // 4: toolplane.catalog.v1.ToolSource
 	(SearchMode)(0),               // 5: toolplane.catalog.v1.SearchMode
 	(ErrorReason)(0),              // 6: toolplane.catalog.v1.ErrorReason
-	(CatalogEventType)(0),         // 7: toolplane.catalog.v1.CatalogEventType
-	(*Routing)(nil),               // 8: toolplane.catalog.v1.Routing
-	(*ToolRouting)(nil),           // 9: toolplane.catalog.v1.ToolRouting
-	(*Tool)(nil),                  // 10: toolplane.catalog.v1.Tool
-	(*ServerConfig)(nil),          // 11: toolplane.catalog.v1.ServerConfig
-	(*Server)(nil),                // 12: toolplane.catalog.v1.Server
-	(*ServerCount)(nil),           // 13: toolplane.catalog.v1.ServerCount
-	(*SearchHit)(nil),             // 14: toolplane.catalog.v1.SearchHit
-	(*CatalogEvent)(nil),          // 15: toolplane.catalog.v1.CatalogEvent
-	nil,                           // 16: toolplane.catalog.v1.ServerConfig.EnvEntry
-	nil,                           // 17: toolplane.catalog.v1.ServerConfig.HeadersEntry
-	(*structpb.Struct)(nil),       // 18: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(ToolState)(0),                // 7: toolplane.catalog.v1.ToolState
+	(CatalogEventType)(0),         // 8: toolplane.catalog.v1.CatalogEventType
+	(*Routing)(nil),               // 9: toolplane.catalog.v1.Routing
+	(*ToolRouting)(nil),           // 10: toolplane.catalog.v1.ToolRouting
+	(*Tool)(nil),                  // 11: toolplane.catalog.v1.Tool
+	(*ToolRef)(nil),               // 12: toolplane.catalog.v1.ToolRef
+	(*NameCollision)(nil),         // 13: toolplane.catalog.v1.NameCollision
+	(*ToolRename)(nil),            // 14: toolplane.catalog.v1.ToolRename
+	(*OmittedTool)(nil),           // 15: toolplane.catalog.v1.OmittedTool
+	(*DefinitionChange)(nil),      // 16: toolplane.catalog.v1.DefinitionChange
+	(*ToolAuditRecord)(nil),       // 17: toolplane.catalog.v1.ToolAuditRecord
+	(*ServerConfig)(nil),          // 18: toolplane.catalog.v1.ServerConfig
+	(*Server)(nil),                // 19: toolplane.catalog.v1.Server
+	(*ServerCount)(nil),           // 20: toolplane.catalog.v1.ServerCount
+	(*SearchHit)(nil),             // 21: toolplane.catalog.v1.SearchHit
+	(*CatalogEvent)(nil),          // 22: toolplane.catalog.v1.CatalogEvent
+	nil,                           // 23: toolplane.catalog.v1.ServerConfig.EnvEntry
+	nil,                           // 24: toolplane.catalog.v1.ServerConfig.HeadersEntry
+	nil,                           // 25: toolplane.catalog.v1.CatalogEvent.DefinitionHashesEntry
+	(*structpb.Struct)(nil),       // 26: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 27: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
 }
 var file_toolplane_catalog_v1_catalog_proto_depIdxs = []int32{
 	3,  // 0: toolplane.catalog.v1.Routing.mode:type_name -> toolplane.catalog.v1.RoutingMode
-	8,  // 1: toolplane.catalog.v1.ToolRouting.routing:type_name -> toolplane.catalog.v1.Routing
-	18, // 2: toolplane.catalog.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	18, // 3: toolplane.catalog.v1.Tool.output_schema:type_name -> google.protobuf.Struct
-	18, // 4: toolplane.catalog.v1.Tool.annotations:type_name -> google.protobuf.Struct
-	8,  // 5: toolplane.catalog.v1.Tool.routing:type_name -> toolplane.catalog.v1.Routing
+	9,  // 1: toolplane.catalog.v1.ToolRouting.routing:type_name -> toolplane.catalog.v1.Routing
+	26, // 2: toolplane.catalog.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	26, // 3: toolplane.catalog.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	26, // 4: toolplane.catalog.v1.Tool.annotations:type_name -> google.protobuf.Struct
+	9,  // 5: toolplane.catalog.v1.Tool.routing:type_name -> toolplane.catalog.v1.Routing
 	4,  // 6: toolplane.catalog.v1.Tool.source:type_name -> toolplane.catalog.v1.ToolSource
-	18, // 7: toolplane.catalog.v1.Tool.meta:type_name -> google.protobuf.Struct
-	1,  // 8: toolplane.catalog.v1.ServerConfig.type:type_name -> toolplane.catalog.v1.ServerType
-	16, // 9: toolplane.catalog.v1.ServerConfig.env:type_name -> toolplane.catalog.v1.ServerConfig.EnvEntry
-	17, // 10: toolplane.catalog.v1.ServerConfig.headers:type_name -> toolplane.catalog.v1.ServerConfig.HeadersEntry
-	19, // 11: toolplane.catalog.v1.ServerConfig.tool_call_timeout:type_name -> google.protobuf.Duration
-	19, // 12: toolplane.catalog.v1.ServerConfig.session_init_timeout:type_name -> google.protobuf.Duration
-	2,  // 13: toolplane.catalog.v1.ServerConfig.session_scope:type_name -> toolplane.catalog.v1.SessionScope
-	8,  // 14: toolplane.catalog.v1.ServerConfig.routing:type_name -> toolplane.catalog.v1.Routing
-	9,  // 15: toolplane.catalog.v1.ServerConfig.tool_routing:type_name -> toolplane.catalog.v1.ToolRouting
-	11, // 16: toolplane.catalog.v1.Server.config:type_name -> toolplane.catalog.v1.ServerConfig
-	0,  // 17: toolplane.catalog.v1.Server.state:type_name -> toolplane.catalog.v1.ServerState
-	20, // 18: toolplane.catalog.v1.Server.state_changed_at:type_name -> google.protobuf.Timestamp
-	0,  // 19: toolplane.catalog.v1.ServerCount.state:type_name -> toolplane.catalog.v1.ServerState
-	10, // 20: toolplane.catalog.v1.SearchHit.tool:type_name -> toolplane.catalog.v1.Tool
-	7,  // 21: toolplane.catalog.v1.CatalogEvent.type:type_name -> toolplane.catalog.v1.CatalogEventType
-	20, // 22: toolplane.catalog.v1.CatalogEvent.time:type_name -> google.protobuf.Timestamp
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	26, // 7: toolplane.catalog.v1.Tool.meta:type_name -> google.protobuf.Struct
+	7,  // 8: toolplane.catalog.v1.Tool.state:type_name -> toolplane.catalog.v1.ToolState
+	12, // 9: toolplane.catalog.v1.Tool.name_held_by:type_name -> toolplane.catalog.v1.ToolRef
+	12, // 10: toolplane.catalog.v1.NameCollision.tool:type_name -> toolplane.catalog.v1.ToolRef
+	12, // 11: toolplane.catalog.v1.NameCollision.holder:type_name -> toolplane.catalog.v1.ToolRef
+	12, // 12: toolplane.catalog.v1.ToolRename.tool:type_name -> toolplane.catalog.v1.ToolRef
+	27, // 13: toolplane.catalog.v1.DefinitionChange.old_value:type_name -> google.protobuf.Value
+	27, // 14: toolplane.catalog.v1.DefinitionChange.new_value:type_name -> google.protobuf.Value
+	28, // 15: toolplane.catalog.v1.ToolAuditRecord.time:type_name -> google.protobuf.Timestamp
+	12, // 16: toolplane.catalog.v1.ToolAuditRecord.tool:type_name -> toolplane.catalog.v1.ToolRef
+	16, // 17: toolplane.catalog.v1.ToolAuditRecord.diff:type_name -> toolplane.catalog.v1.DefinitionChange
+	1,  // 18: toolplane.catalog.v1.ServerConfig.type:type_name -> toolplane.catalog.v1.ServerType
+	23, // 19: toolplane.catalog.v1.ServerConfig.env:type_name -> toolplane.catalog.v1.ServerConfig.EnvEntry
+	24, // 20: toolplane.catalog.v1.ServerConfig.headers:type_name -> toolplane.catalog.v1.ServerConfig.HeadersEntry
+	29, // 21: toolplane.catalog.v1.ServerConfig.tool_call_timeout:type_name -> google.protobuf.Duration
+	29, // 22: toolplane.catalog.v1.ServerConfig.session_init_timeout:type_name -> google.protobuf.Duration
+	2,  // 23: toolplane.catalog.v1.ServerConfig.session_scope:type_name -> toolplane.catalog.v1.SessionScope
+	9,  // 24: toolplane.catalog.v1.ServerConfig.routing:type_name -> toolplane.catalog.v1.Routing
+	10, // 25: toolplane.catalog.v1.ServerConfig.tool_routing:type_name -> toolplane.catalog.v1.ToolRouting
+	18, // 26: toolplane.catalog.v1.Server.config:type_name -> toolplane.catalog.v1.ServerConfig
+	0,  // 27: toolplane.catalog.v1.Server.state:type_name -> toolplane.catalog.v1.ServerState
+	28, // 28: toolplane.catalog.v1.Server.state_changed_at:type_name -> google.protobuf.Timestamp
+	13, // 29: toolplane.catalog.v1.Server.name_collisions:type_name -> toolplane.catalog.v1.NameCollision
+	15, // 30: toolplane.catalog.v1.Server.omitted_tools:type_name -> toolplane.catalog.v1.OmittedTool
+	0,  // 31: toolplane.catalog.v1.ServerCount.state:type_name -> toolplane.catalog.v1.ServerState
+	11, // 32: toolplane.catalog.v1.SearchHit.tool:type_name -> toolplane.catalog.v1.Tool
+	8,  // 33: toolplane.catalog.v1.CatalogEvent.type:type_name -> toolplane.catalog.v1.CatalogEventType
+	28, // 34: toolplane.catalog.v1.CatalogEvent.time:type_name -> google.protobuf.Timestamp
+	25, // 35: toolplane.catalog.v1.CatalogEvent.definition_hashes:type_name -> toolplane.catalog.v1.CatalogEvent.DefinitionHashesEntry
+	13, // 36: toolplane.catalog.v1.CatalogEvent.name_collisions:type_name -> toolplane.catalog.v1.NameCollision
+	14, // 37: toolplane.catalog.v1.CatalogEvent.renames:type_name -> toolplane.catalog.v1.ToolRename
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_catalog_v1_catalog_proto_init() }
@@ -1635,14 +2323,14 @@ func file_toolplane_catalog_v1_catalog_proto_init() {
 	if File_toolplane_catalog_v1_catalog_proto != nil {
 		return
 	}
-	file_toolplane_catalog_v1_catalog_proto_msgTypes[3].OneofWrappers = []any{}
+	file_toolplane_catalog_v1_catalog_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_catalog_v1_catalog_proto_rawDesc), len(file_toolplane_catalog_v1_catalog_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   10,
+			NumEnums:      9,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -25,6 +25,409 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ListPendingToolsRequest filters and pages ListPendingTools.
+type ListPendingToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only tools of this server; empty = all servers.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// Page size, 1..1000; 0 = 200.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingToolsRequest) Reset() {
+	*x = ListPendingToolsRequest{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingToolsRequest) ProtoMessage() {}
+
+func (x *ListPendingToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListPendingToolsRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListPendingToolsRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ListPendingToolsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPendingToolsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// PendingTool is one tool waiting for review.
+type PendingTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool with its current definition and state.
+	Tool *Tool `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Hash of the pinned (approved) definition; empty for a new tool.
+	PinnedDefinitionHash string `protobuf:"bytes,2,opt,name=pinned_definition_hash,json=pinnedDefinitionHash,proto3" json:"pinned_definition_hash,omitempty"`
+	// Differences from the pinned definition to the current one (every member for a new tool).
+	Diff          []*DefinitionChange `protobuf:"bytes,3,rep,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingTool) Reset() {
+	*x = PendingTool{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingTool) ProtoMessage() {}
+
+func (x *PendingTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingTool.ProtoReflect.Descriptor instead.
+func (*PendingTool) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PendingTool) GetTool() *Tool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *PendingTool) GetPinnedDefinitionHash() string {
+	if x != nil {
+		return x.PinnedDefinitionHash
+	}
+	return ""
+}
+
+func (x *PendingTool) GetDiff() []*DefinitionChange {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
+// ListPendingToolsResponse is one page of tools waiting for review.
+type ListPendingToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tools, in catalog order.
+	Tools []*PendingTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingToolsResponse) Reset() {
+	*x = ListPendingToolsResponse{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingToolsResponse) ProtoMessage() {}
+
+func (x *ListPendingToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListPendingToolsResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListPendingToolsResponse) GetTools() []*PendingTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ListPendingToolsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ApproveToolRequest approves one exact definition.
+type ApproveToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exposed tool name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The definition hash being approved (Tool.definition_hash as reviewed).
+	DefinitionHash string `protobuf:"bytes,2,opt,name=definition_hash,json=definitionHash,proto3" json:"definition_hash,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ApproveToolRequest) Reset() {
+	*x = ApproveToolRequest{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveToolRequest) ProtoMessage() {}
+
+func (x *ApproveToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveToolRequest.ProtoReflect.Descriptor instead.
+func (*ApproveToolRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ApproveToolRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ApproveToolRequest) GetDefinitionHash() string {
+	if x != nil {
+		return x.DefinitionHash
+	}
+	return ""
+}
+
+// ApproveToolResponse carries the tool and the audit record.
+type ApproveToolResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool after approval.
+	Tool *Tool `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The audit record written.
+	Audit         *ToolAuditRecord `protobuf:"bytes,2,opt,name=audit,proto3" json:"audit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveToolResponse) Reset() {
+	*x = ApproveToolResponse{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveToolResponse) ProtoMessage() {}
+
+func (x *ApproveToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveToolResponse.ProtoReflect.Descriptor instead.
+func (*ApproveToolResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ApproveToolResponse) GetTool() *Tool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *ApproveToolResponse) GetAudit() *ToolAuditRecord {
+	if x != nil {
+		return x.Audit
+	}
+	return nil
+}
+
+// RejectToolRequest rejects one exact definition.
+type RejectToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exposed tool name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The definition hash being rejected.
+	DefinitionHash string `protobuf:"bytes,2,opt,name=definition_hash,json=definitionHash,proto3" json:"definition_hash,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RejectToolRequest) Reset() {
+	*x = RejectToolRequest{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectToolRequest) ProtoMessage() {}
+
+func (x *RejectToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectToolRequest.ProtoReflect.Descriptor instead.
+func (*RejectToolRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RejectToolRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RejectToolRequest) GetDefinitionHash() string {
+	if x != nil {
+		return x.DefinitionHash
+	}
+	return ""
+}
+
+// RejectToolResponse carries the tool and the audit record.
+type RejectToolResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool after rejection.
+	Tool *Tool `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The audit record written.
+	Audit         *ToolAuditRecord `protobuf:"bytes,2,opt,name=audit,proto3" json:"audit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectToolResponse) Reset() {
+	*x = RejectToolResponse{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectToolResponse) ProtoMessage() {}
+
+func (x *RejectToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectToolResponse.ProtoReflect.Descriptor instead.
+func (*RejectToolResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RejectToolResponse) GetTool() *Tool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *RejectToolResponse) GetAudit() *ToolAuditRecord {
+	if x != nil {
+		return x.Audit
+	}
+	return nil
+}
+
 // ListToolsRequest filters and pages ListTools.
 type ListToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -44,7 +447,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[0]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -56,7 +459,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[0]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -69,7 +472,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{0}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListToolsRequest) GetServer() string {
@@ -122,7 +525,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[1]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +537,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[1]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +550,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{1}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -182,7 +585,7 @@ type GetToolRequest struct {
 
 func (x *GetToolRequest) Reset() {
 	*x = GetToolRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[2]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +597,7 @@ func (x *GetToolRequest) String() string {
 func (*GetToolRequest) ProtoMessage() {}
 
 func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[2]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +610,7 @@ func (x *GetToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolRequest.ProtoReflect.Descriptor instead.
 func (*GetToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{2}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetToolRequest) GetName() string {
@@ -228,7 +631,7 @@ type GetToolResponse struct {
 
 func (x *GetToolResponse) Reset() {
 	*x = GetToolResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[3]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -240,7 +643,7 @@ func (x *GetToolResponse) String() string {
 func (*GetToolResponse) ProtoMessage() {}
 
 func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[3]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -253,7 +656,7 @@ func (x *GetToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolResponse.ProtoReflect.Descriptor instead.
 func (*GetToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{3}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetToolResponse) GetTool() *Tool {
@@ -282,7 +685,7 @@ type SearchToolsRequest struct {
 
 func (x *SearchToolsRequest) Reset() {
 	*x = SearchToolsRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[4]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +697,7 @@ func (x *SearchToolsRequest) String() string {
 func (*SearchToolsRequest) ProtoMessage() {}
 
 func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[4]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +710,7 @@ func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
 func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{4}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SearchToolsRequest) GetQuery() string {
@@ -355,7 +758,7 @@ type SearchToolsResponse struct {
 
 func (x *SearchToolsResponse) Reset() {
 	*x = SearchToolsResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[5]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +770,7 @@ func (x *SearchToolsResponse) String() string {
 func (*SearchToolsResponse) ProtoMessage() {}
 
 func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[5]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +783,7 @@ func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
 func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{5}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SearchToolsResponse) GetHits() []*SearchHit {
@@ -422,7 +825,7 @@ type GetCatalogRequest struct {
 
 func (x *GetCatalogRequest) Reset() {
 	*x = GetCatalogRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[6]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +837,7 @@ func (x *GetCatalogRequest) String() string {
 func (*GetCatalogRequest) ProtoMessage() {}
 
 func (x *GetCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[6]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +850,7 @@ func (x *GetCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogRequest.ProtoReflect.Descriptor instead.
 func (*GetCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{6}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetCatalogRequest) GetCandidates() *v1.StringList {
@@ -479,7 +882,7 @@ type GetCatalogResponse struct {
 
 func (x *GetCatalogResponse) Reset() {
 	*x = GetCatalogResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[7]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +894,7 @@ func (x *GetCatalogResponse) String() string {
 func (*GetCatalogResponse) ProtoMessage() {}
 
 func (x *GetCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[7]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +907,7 @@ func (x *GetCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogResponse.ProtoReflect.Descriptor instead.
 func (*GetCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{7}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetCatalogResponse) GetCatalogHash() string {
@@ -551,7 +954,7 @@ type WatchCatalogRequest struct {
 
 func (x *WatchCatalogRequest) Reset() {
 	*x = WatchCatalogRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[8]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +966,7 @@ func (x *WatchCatalogRequest) String() string {
 func (*WatchCatalogRequest) ProtoMessage() {}
 
 func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[8]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +979,7 @@ func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogRequest.ProtoReflect.Descriptor instead.
 func (*WatchCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{8}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{15}
 }
 
 // WatchCatalogResponse carries one event.
@@ -590,7 +993,7 @@ type WatchCatalogResponse struct {
 
 func (x *WatchCatalogResponse) Reset() {
 	*x = WatchCatalogResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[9]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +1005,7 @@ func (x *WatchCatalogResponse) String() string {
 func (*WatchCatalogResponse) ProtoMessage() {}
 
 func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[9]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +1018,7 @@ func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogResponse.ProtoReflect.Descriptor instead.
 func (*WatchCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{9}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchCatalogResponse) GetEvent() *CatalogEvent {
@@ -643,7 +1046,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[10]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +1058,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[10]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +1071,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{10}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CallToolRequest) GetName() string {
@@ -720,7 +1123,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[11]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +1135,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[11]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +1148,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{11}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CallToolResponse) GetContent() []*v1.ContentBlock {
@@ -807,7 +1210,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[12]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +1222,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[12]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +1235,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{12}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CallToolStreamRequest) GetName() string {
@@ -879,7 +1282,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[13]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1294,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[13]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1307,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{13}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CallToolStreamResponse) GetEvent() isCallToolStreamResponse_Event {
@@ -959,7 +1362,7 @@ type ListAcpAgentsRequest struct {
 
 func (x *ListAcpAgentsRequest) Reset() {
 	*x = ListAcpAgentsRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[14]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1374,7 @@ func (x *ListAcpAgentsRequest) String() string {
 func (*ListAcpAgentsRequest) ProtoMessage() {}
 
 func (x *ListAcpAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[14]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1387,7 @@ func (x *ListAcpAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcpAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAcpAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{14}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{21}
 }
 
 // ListAcpAgentsResponse lists ACP agents sorted by name.
@@ -998,7 +1401,7 @@ type ListAcpAgentsResponse struct {
 
 func (x *ListAcpAgentsResponse) Reset() {
 	*x = ListAcpAgentsResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[15]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1413,7 @@ func (x *ListAcpAgentsResponse) String() string {
 func (*ListAcpAgentsResponse) ProtoMessage() {}
 
 func (x *ListAcpAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[15]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1426,7 @@ func (x *ListAcpAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcpAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAcpAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{15}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListAcpAgentsResponse) GetAgents() []*AcpAgent {
@@ -1051,7 +1454,7 @@ type AcpAgent struct {
 
 func (x *AcpAgent) Reset() {
 	*x = AcpAgent{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[16]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1466,7 @@ func (x *AcpAgent) String() string {
 func (*AcpAgent) ProtoMessage() {}
 
 func (x *AcpAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[16]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1479,7 @@ func (x *AcpAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcpAgent.ProtoReflect.Descriptor instead.
 func (*AcpAgent) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{16}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcpAgent) GetName() string {
@@ -1125,7 +1528,7 @@ type InvokeAcpAgentRequest struct {
 
 func (x *InvokeAcpAgentRequest) Reset() {
 	*x = InvokeAcpAgentRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[17]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1540,7 @@ func (x *InvokeAcpAgentRequest) String() string {
 func (*InvokeAcpAgentRequest) ProtoMessage() {}
 
 func (x *InvokeAcpAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[17]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1553,7 @@ func (x *InvokeAcpAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAcpAgentRequest.ProtoReflect.Descriptor instead.
 func (*InvokeAcpAgentRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{17}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InvokeAcpAgentRequest) GetAgent() string {
@@ -1197,7 +1600,7 @@ type InvokeAcpAgentResponse struct {
 
 func (x *InvokeAcpAgentResponse) Reset() {
 	*x = InvokeAcpAgentResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1612,7 @@ func (x *InvokeAcpAgentResponse) String() string {
 func (*InvokeAcpAgentResponse) ProtoMessage() {}
 
 func (x *InvokeAcpAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1625,7 @@ func (x *InvokeAcpAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAcpAgentResponse.ProtoReflect.Descriptor instead.
 func (*InvokeAcpAgentResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{18}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InvokeAcpAgentResponse) GetEvent() isInvokeAcpAgentResponse_Event {
@@ -1282,7 +1685,7 @@ type AcpUpdate struct {
 
 func (x *AcpUpdate) Reset() {
 	*x = AcpUpdate{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1697,7 @@ func (x *AcpUpdate) String() string {
 func (*AcpUpdate) ProtoMessage() {}
 
 func (x *AcpUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1710,7 @@ func (x *AcpUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcpUpdate.ProtoReflect.Descriptor instead.
 func (*AcpUpdate) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{19}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AcpUpdate) GetKind() string {
@@ -1341,7 +1744,7 @@ type AcpResult struct {
 
 func (x *AcpResult) Reset() {
 	*x = AcpResult{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1756,7 @@ func (x *AcpResult) String() string {
 func (*AcpResult) ProtoMessage() {}
 
 func (x *AcpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1769,7 @@ func (x *AcpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcpResult.ProtoReflect.Descriptor instead.
 func (*AcpResult) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{20}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AcpResult) GetText() string {
@@ -1399,7 +1802,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1814,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1827,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{21}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{28}
 }
 
 // ListServersResponse lists servers in config-file order.
@@ -1438,7 +1841,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1853,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1866,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{22}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -1484,7 +1887,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1899,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1912,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{23}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetServerRequest) GetName() string {
@@ -1530,7 +1933,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1945,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1958,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{24}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -1576,7 +1979,7 @@ type ServerUpdate struct {
 
 func (x *ServerUpdate) Reset() {
 	*x = ServerUpdate{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1991,7 @@ func (x *ServerUpdate) String() string {
 func (*ServerUpdate) ProtoMessage() {}
 
 func (x *ServerUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +2004,7 @@ func (x *ServerUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerUpdate.ProtoReflect.Descriptor instead.
 func (*ServerUpdate) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{25}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ServerUpdate) GetEnabled() bool {
@@ -1624,7 +2027,7 @@ type UpdateServerRequest struct {
 
 func (x *UpdateServerRequest) Reset() {
 	*x = UpdateServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +2039,7 @@ func (x *UpdateServerRequest) String() string {
 func (*UpdateServerRequest) ProtoMessage() {}
 
 func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +2052,7 @@ func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{26}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateServerRequest) GetName() string {
@@ -1677,7 +2080,7 @@ type UpdateServerResponse struct {
 
 func (x *UpdateServerResponse) Reset() {
 	*x = UpdateServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +2092,7 @@ func (x *UpdateServerResponse) String() string {
 func (*UpdateServerResponse) ProtoMessage() {}
 
 func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +2105,7 @@ func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{27}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateServerResponse) GetServer() *Server {
@@ -1723,7 +2126,7 @@ type ReplaceServersRequest struct {
 
 func (x *ReplaceServersRequest) Reset() {
 	*x = ReplaceServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +2138,7 @@ func (x *ReplaceServersRequest) String() string {
 func (*ReplaceServersRequest) ProtoMessage() {}
 
 func (x *ReplaceServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +2151,7 @@ func (x *ReplaceServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceServersRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{28}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReplaceServersRequest) GetServers() []*ServerConfig {
@@ -1769,7 +2172,7 @@ type ReplaceServersResponse struct {
 
 func (x *ReplaceServersResponse) Reset() {
 	*x = ReplaceServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +2184,7 @@ func (x *ReplaceServersResponse) String() string {
 func (*ReplaceServersResponse) ProtoMessage() {}
 
 func (x *ReplaceServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2197,7 @@ func (x *ReplaceServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceServersResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{29}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReplaceServersResponse) GetServers() []*Server {
@@ -1813,7 +2216,7 @@ type ReloadServersRequest struct {
 
 func (x *ReloadServersRequest) Reset() {
 	*x = ReloadServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2228,7 @@ func (x *ReloadServersRequest) String() string {
 func (*ReloadServersRequest) ProtoMessage() {}
 
 func (x *ReloadServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2241,7 @@ func (x *ReloadServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadServersRequest.ProtoReflect.Descriptor instead.
 func (*ReloadServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{30}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{37}
 }
 
 // ReloadServersResponse reports what the reload did.
@@ -1856,7 +2259,7 @@ type ReloadServersResponse struct {
 
 func (x *ReloadServersResponse) Reset() {
 	*x = ReloadServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +2271,7 @@ func (x *ReloadServersResponse) String() string {
 func (*ReloadServersResponse) ProtoMessage() {}
 
 func (x *ReloadServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +2284,7 @@ func (x *ReloadServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadServersResponse.ProtoReflect.Descriptor instead.
 func (*ReloadServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{31}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReloadServersResponse) GetServers() []*Server {
@@ -1920,7 +2323,7 @@ type ConnectServerRequest struct {
 
 func (x *ConnectServerRequest) Reset() {
 	*x = ConnectServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2335,7 @@ func (x *ConnectServerRequest) String() string {
 func (*ConnectServerRequest) ProtoMessage() {}
 
 func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2348,7 @@ func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerRequest.ProtoReflect.Descriptor instead.
 func (*ConnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{32}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConnectServerRequest) GetName() string {
@@ -1976,7 +2379,7 @@ type ConnectServerResponse struct {
 
 func (x *ConnectServerResponse) Reset() {
 	*x = ConnectServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2391,7 @@ func (x *ConnectServerResponse) String() string {
 func (*ConnectServerResponse) ProtoMessage() {}
 
 func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2404,7 @@ func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerResponse.ProtoReflect.Descriptor instead.
 func (*ConnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{33}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConnectServerResponse) GetAuthorizationUrl() string {
@@ -2031,7 +2434,7 @@ type DisconnectServerRequest struct {
 
 func (x *DisconnectServerRequest) Reset() {
 	*x = DisconnectServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2446,7 @@ func (x *DisconnectServerRequest) String() string {
 func (*DisconnectServerRequest) ProtoMessage() {}
 
 func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2459,7 @@ func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{34}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DisconnectServerRequest) GetName() string {
@@ -2082,7 +2485,7 @@ type DisconnectServerResponse struct {
 
 func (x *DisconnectServerResponse) Reset() {
 	*x = DisconnectServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2497,7 @@ func (x *DisconnectServerResponse) String() string {
 func (*DisconnectServerResponse) ProtoMessage() {}
 
 func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2510,7 @@ func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{35}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{42}
 }
 
 // ListConnectionsRequest has no fields.
@@ -2119,7 +2522,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2534,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2547,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{36}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{43}
 }
 
 // ListConnectionsResponse lists the OAuth servers.
@@ -2158,7 +2561,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2573,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2586,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{37}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -2212,7 +2615,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2627,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2640,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{38}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Connection) GetServer() string {
@@ -2279,7 +2682,31 @@ var File_toolplane_catalog_v1_catalog_service_proto protoreflect.FileDescriptor
 
 const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\n" +
-	"*toolplane/catalog/v1/catalog_service.proto\x12\x14toolplane.catalog.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"toolplane/catalog/v1/catalog.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xd1\x01\n" +
+	"*toolplane/catalog/v1/catalog_service.proto\x12\x14toolplane.catalog.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"toolplane/catalog/v1/catalog.proto\x1a\x1ctoolplane/type/v1/type.proto\"m\n" +
+	"\x17ListPendingToolsRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xaf\x01\n" +
+	"\vPendingTool\x12.\n" +
+	"\x04tool\x18\x01 \x01(\v2\x1a.toolplane.catalog.v1.ToolR\x04tool\x124\n" +
+	"\x16pinned_definition_hash\x18\x02 \x01(\tR\x14pinnedDefinitionHash\x12:\n" +
+	"\x04diff\x18\x03 \x03(\v2&.toolplane.catalog.v1.DefinitionChangeR\x04diff\"{\n" +
+	"\x18ListPendingToolsResponse\x127\n" +
+	"\x05tools\x18\x01 \x03(\v2!.toolplane.catalog.v1.PendingToolR\x05tools\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
+	"\x12ApproveToolRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x0fdefinition_hash\x18\x02 \x01(\tR\x0edefinitionHash\"\x82\x01\n" +
+	"\x13ApproveToolResponse\x12.\n" +
+	"\x04tool\x18\x01 \x01(\v2\x1a.toolplane.catalog.v1.ToolR\x04tool\x12;\n" +
+	"\x05audit\x18\x02 \x01(\v2%.toolplane.catalog.v1.ToolAuditRecordR\x05audit\"P\n" +
+	"\x11RejectToolRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x0fdefinition_hash\x18\x02 \x01(\tR\x0edefinitionHash\"\x81\x01\n" +
+	"\x12RejectToolResponse\x12.\n" +
+	"\x04tool\x18\x01 \x01(\v2\x1a.toolplane.catalog.v1.ToolR\x04tool\x12;\n" +
+	"\x05audit\x18\x02 \x01(\v2%.toolplane.catalog.v1.ToolAuditRecordR\x05audit\"\xd1\x01\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x128\n" +
 	"\x06source\x18\x02 \x01(\x0e2 .toolplane.catalog.v1.ToolSourceR\x06source\x12!\n" +
@@ -2417,7 +2844,7 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"grant_type\x18\x03 \x01(\tR\tgrantType\x12\x1c\n" +
 	"\tconnected\x18\x04 \x01(\bR\tconnected\x129\n" +
 	"\n" +
-	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xa0\x0e\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xe7\x10\n" +
 	"\x0eCatalogService\x12a\n" +
 	"\tListTools\x12&.toolplane.catalog.v1.ListToolsRequest\x1a'.toolplane.catalog.v1.ListToolsResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\aGetTool\x12$.toolplane.catalog.v1.GetToolRequest\x1a%.toolplane.catalog.v1.GetToolResponse\"\x03\x90\x02\x01\x12g\n" +
@@ -2436,7 +2863,11 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\rReloadServers\x12*.toolplane.catalog.v1.ReloadServersRequest\x1a+.toolplane.catalog.v1.ReloadServersResponse\x12h\n" +
 	"\rConnectServer\x12*.toolplane.catalog.v1.ConnectServerRequest\x1a+.toolplane.catalog.v1.ConnectServerResponse\x12v\n" +
 	"\x10DisconnectServer\x12-.toolplane.catalog.v1.DisconnectServerRequest\x1a..toolplane.catalog.v1.DisconnectServerResponse\"\x03\x90\x02\x02\x12s\n" +
-	"\x0fListConnections\x12,.toolplane.catalog.v1.ListConnectionsRequest\x1a-.toolplane.catalog.v1.ListConnectionsResponse\"\x03\x90\x02\x01BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/catalog/v1;catalogv1b\x06proto3"
+	"\x0fListConnections\x12,.toolplane.catalog.v1.ListConnectionsRequest\x1a-.toolplane.catalog.v1.ListConnectionsResponse\"\x03\x90\x02\x01\x12v\n" +
+	"\x10ListPendingTools\x12-.toolplane.catalog.v1.ListPendingToolsRequest\x1a..toolplane.catalog.v1.ListPendingToolsResponse\"\x03\x90\x02\x01\x12g\n" +
+	"\vApproveTool\x12(.toolplane.catalog.v1.ApproveToolRequest\x1a).toolplane.catalog.v1.ApproveToolResponse\"\x03\x90\x02\x02\x12d\n" +
+	"\n" +
+	"RejectTool\x12'.toolplane.catalog.v1.RejectToolRequest\x1a(.toolplane.catalog.v1.RejectToolResponse\"\x03\x90\x02\x02BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/catalog/v1;catalogv1b\x06proto3"
 
 var (
 	file_toolplane_catalog_v1_catalog_service_proto_rawDescOnce sync.Once
@@ -2450,141 +2881,163 @@ func file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_catalog_v1_catalog_service_proto_rawDescData
 }
 
-var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_toolplane_catalog_v1_catalog_service_proto_goTypes = []any{
-	(*ListToolsRequest)(nil),         // 0: toolplane.catalog.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),        // 1: toolplane.catalog.v1.ListToolsResponse
-	(*GetToolRequest)(nil),           // 2: toolplane.catalog.v1.GetToolRequest
-	(*GetToolResponse)(nil),          // 3: toolplane.catalog.v1.GetToolResponse
-	(*SearchToolsRequest)(nil),       // 4: toolplane.catalog.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),      // 5: toolplane.catalog.v1.SearchToolsResponse
-	(*GetCatalogRequest)(nil),        // 6: toolplane.catalog.v1.GetCatalogRequest
-	(*GetCatalogResponse)(nil),       // 7: toolplane.catalog.v1.GetCatalogResponse
-	(*WatchCatalogRequest)(nil),      // 8: toolplane.catalog.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),     // 9: toolplane.catalog.v1.WatchCatalogResponse
-	(*CallToolRequest)(nil),          // 10: toolplane.catalog.v1.CallToolRequest
-	(*CallToolResponse)(nil),         // 11: toolplane.catalog.v1.CallToolResponse
-	(*CallToolStreamRequest)(nil),    // 12: toolplane.catalog.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),   // 13: toolplane.catalog.v1.CallToolStreamResponse
-	(*ListAcpAgentsRequest)(nil),     // 14: toolplane.catalog.v1.ListAcpAgentsRequest
-	(*ListAcpAgentsResponse)(nil),    // 15: toolplane.catalog.v1.ListAcpAgentsResponse
-	(*AcpAgent)(nil),                 // 16: toolplane.catalog.v1.AcpAgent
-	(*InvokeAcpAgentRequest)(nil),    // 17: toolplane.catalog.v1.InvokeAcpAgentRequest
-	(*InvokeAcpAgentResponse)(nil),   // 18: toolplane.catalog.v1.InvokeAcpAgentResponse
-	(*AcpUpdate)(nil),                // 19: toolplane.catalog.v1.AcpUpdate
-	(*AcpResult)(nil),                // 20: toolplane.catalog.v1.AcpResult
-	(*ListServersRequest)(nil),       // 21: toolplane.catalog.v1.ListServersRequest
-	(*ListServersResponse)(nil),      // 22: toolplane.catalog.v1.ListServersResponse
-	(*GetServerRequest)(nil),         // 23: toolplane.catalog.v1.GetServerRequest
-	(*GetServerResponse)(nil),        // 24: toolplane.catalog.v1.GetServerResponse
-	(*ServerUpdate)(nil),             // 25: toolplane.catalog.v1.ServerUpdate
-	(*UpdateServerRequest)(nil),      // 26: toolplane.catalog.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),     // 27: toolplane.catalog.v1.UpdateServerResponse
-	(*ReplaceServersRequest)(nil),    // 28: toolplane.catalog.v1.ReplaceServersRequest
-	(*ReplaceServersResponse)(nil),   // 29: toolplane.catalog.v1.ReplaceServersResponse
-	(*ReloadServersRequest)(nil),     // 30: toolplane.catalog.v1.ReloadServersRequest
-	(*ReloadServersResponse)(nil),    // 31: toolplane.catalog.v1.ReloadServersResponse
-	(*ConnectServerRequest)(nil),     // 32: toolplane.catalog.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),    // 33: toolplane.catalog.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),  // 34: toolplane.catalog.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil), // 35: toolplane.catalog.v1.DisconnectServerResponse
-	(*ListConnectionsRequest)(nil),   // 36: toolplane.catalog.v1.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),  // 37: toolplane.catalog.v1.ListConnectionsResponse
-	(*Connection)(nil),               // 38: toolplane.catalog.v1.Connection
-	(ToolSource)(0),                  // 39: toolplane.catalog.v1.ToolSource
-	(*Tool)(nil),                     // 40: toolplane.catalog.v1.Tool
-	(SearchMode)(0),                  // 41: toolplane.catalog.v1.SearchMode
-	(*v1.StringList)(nil),            // 42: toolplane.type.v1.StringList
-	(*SearchHit)(nil),                // 43: toolplane.catalog.v1.SearchHit
-	(*ServerCount)(nil),              // 44: toolplane.catalog.v1.ServerCount
-	(*CatalogEvent)(nil),             // 45: toolplane.catalog.v1.CatalogEvent
-	(*structpb.Struct)(nil),          // 46: google.protobuf.Struct
-	(*v1.CallContext)(nil),           // 47: toolplane.type.v1.CallContext
-	(*durationpb.Duration)(nil),      // 48: google.protobuf.Duration
-	(*v1.ContentBlock)(nil),          // 49: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),          // 50: toolplane.type.v1.Notification
-	(*Server)(nil),                   // 51: toolplane.catalog.v1.Server
-	(*ServerConfig)(nil),             // 52: toolplane.catalog.v1.ServerConfig
-	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
-	(SessionScope)(0),                // 54: toolplane.catalog.v1.SessionScope
+	(*ListPendingToolsRequest)(nil),  // 0: toolplane.catalog.v1.ListPendingToolsRequest
+	(*PendingTool)(nil),              // 1: toolplane.catalog.v1.PendingTool
+	(*ListPendingToolsResponse)(nil), // 2: toolplane.catalog.v1.ListPendingToolsResponse
+	(*ApproveToolRequest)(nil),       // 3: toolplane.catalog.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),      // 4: toolplane.catalog.v1.ApproveToolResponse
+	(*RejectToolRequest)(nil),        // 5: toolplane.catalog.v1.RejectToolRequest
+	(*RejectToolResponse)(nil),       // 6: toolplane.catalog.v1.RejectToolResponse
+	(*ListToolsRequest)(nil),         // 7: toolplane.catalog.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),        // 8: toolplane.catalog.v1.ListToolsResponse
+	(*GetToolRequest)(nil),           // 9: toolplane.catalog.v1.GetToolRequest
+	(*GetToolResponse)(nil),          // 10: toolplane.catalog.v1.GetToolResponse
+	(*SearchToolsRequest)(nil),       // 11: toolplane.catalog.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),      // 12: toolplane.catalog.v1.SearchToolsResponse
+	(*GetCatalogRequest)(nil),        // 13: toolplane.catalog.v1.GetCatalogRequest
+	(*GetCatalogResponse)(nil),       // 14: toolplane.catalog.v1.GetCatalogResponse
+	(*WatchCatalogRequest)(nil),      // 15: toolplane.catalog.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),     // 16: toolplane.catalog.v1.WatchCatalogResponse
+	(*CallToolRequest)(nil),          // 17: toolplane.catalog.v1.CallToolRequest
+	(*CallToolResponse)(nil),         // 18: toolplane.catalog.v1.CallToolResponse
+	(*CallToolStreamRequest)(nil),    // 19: toolplane.catalog.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),   // 20: toolplane.catalog.v1.CallToolStreamResponse
+	(*ListAcpAgentsRequest)(nil),     // 21: toolplane.catalog.v1.ListAcpAgentsRequest
+	(*ListAcpAgentsResponse)(nil),    // 22: toolplane.catalog.v1.ListAcpAgentsResponse
+	(*AcpAgent)(nil),                 // 23: toolplane.catalog.v1.AcpAgent
+	(*InvokeAcpAgentRequest)(nil),    // 24: toolplane.catalog.v1.InvokeAcpAgentRequest
+	(*InvokeAcpAgentResponse)(nil),   // 25: toolplane.catalog.v1.InvokeAcpAgentResponse
+	(*AcpUpdate)(nil),                // 26: toolplane.catalog.v1.AcpUpdate
+	(*AcpResult)(nil),                // 27: toolplane.catalog.v1.AcpResult
+	(*ListServersRequest)(nil),       // 28: toolplane.catalog.v1.ListServersRequest
+	(*ListServersResponse)(nil),      // 29: toolplane.catalog.v1.ListServersResponse
+	(*GetServerRequest)(nil),         // 30: toolplane.catalog.v1.GetServerRequest
+	(*GetServerResponse)(nil),        // 31: toolplane.catalog.v1.GetServerResponse
+	(*ServerUpdate)(nil),             // 32: toolplane.catalog.v1.ServerUpdate
+	(*UpdateServerRequest)(nil),      // 33: toolplane.catalog.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),     // 34: toolplane.catalog.v1.UpdateServerResponse
+	(*ReplaceServersRequest)(nil),    // 35: toolplane.catalog.v1.ReplaceServersRequest
+	(*ReplaceServersResponse)(nil),   // 36: toolplane.catalog.v1.ReplaceServersResponse
+	(*ReloadServersRequest)(nil),     // 37: toolplane.catalog.v1.ReloadServersRequest
+	(*ReloadServersResponse)(nil),    // 38: toolplane.catalog.v1.ReloadServersResponse
+	(*ConnectServerRequest)(nil),     // 39: toolplane.catalog.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),    // 40: toolplane.catalog.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),  // 41: toolplane.catalog.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil), // 42: toolplane.catalog.v1.DisconnectServerResponse
+	(*ListConnectionsRequest)(nil),   // 43: toolplane.catalog.v1.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),  // 44: toolplane.catalog.v1.ListConnectionsResponse
+	(*Connection)(nil),               // 45: toolplane.catalog.v1.Connection
+	(*Tool)(nil),                     // 46: toolplane.catalog.v1.Tool
+	(*DefinitionChange)(nil),         // 47: toolplane.catalog.v1.DefinitionChange
+	(*ToolAuditRecord)(nil),          // 48: toolplane.catalog.v1.ToolAuditRecord
+	(ToolSource)(0),                  // 49: toolplane.catalog.v1.ToolSource
+	(SearchMode)(0),                  // 50: toolplane.catalog.v1.SearchMode
+	(*v1.StringList)(nil),            // 51: toolplane.type.v1.StringList
+	(*SearchHit)(nil),                // 52: toolplane.catalog.v1.SearchHit
+	(*ServerCount)(nil),              // 53: toolplane.catalog.v1.ServerCount
+	(*CatalogEvent)(nil),             // 54: toolplane.catalog.v1.CatalogEvent
+	(*structpb.Struct)(nil),          // 55: google.protobuf.Struct
+	(*v1.CallContext)(nil),           // 56: toolplane.type.v1.CallContext
+	(*durationpb.Duration)(nil),      // 57: google.protobuf.Duration
+	(*v1.ContentBlock)(nil),          // 58: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),          // 59: toolplane.type.v1.Notification
+	(*Server)(nil),                   // 60: toolplane.catalog.v1.Server
+	(*ServerConfig)(nil),             // 61: toolplane.catalog.v1.ServerConfig
+	(*timestamppb.Timestamp)(nil),    // 62: google.protobuf.Timestamp
+	(SessionScope)(0),                // 63: toolplane.catalog.v1.SessionScope
 }
 var file_toolplane_catalog_v1_catalog_service_proto_depIdxs = []int32{
-	39, // 0: toolplane.catalog.v1.ListToolsRequest.source:type_name -> toolplane.catalog.v1.ToolSource
-	40, // 1: toolplane.catalog.v1.ListToolsResponse.tools:type_name -> toolplane.catalog.v1.Tool
-	40, // 2: toolplane.catalog.v1.GetToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
-	41, // 3: toolplane.catalog.v1.SearchToolsRequest.mode:type_name -> toolplane.catalog.v1.SearchMode
-	42, // 4: toolplane.catalog.v1.SearchToolsRequest.candidates:type_name -> toolplane.type.v1.StringList
-	43, // 5: toolplane.catalog.v1.SearchToolsResponse.hits:type_name -> toolplane.catalog.v1.SearchHit
-	41, // 6: toolplane.catalog.v1.SearchToolsResponse.mode:type_name -> toolplane.catalog.v1.SearchMode
-	42, // 7: toolplane.catalog.v1.GetCatalogRequest.candidates:type_name -> toolplane.type.v1.StringList
-	44, // 8: toolplane.catalog.v1.GetCatalogResponse.servers:type_name -> toolplane.catalog.v1.ServerCount
-	45, // 9: toolplane.catalog.v1.WatchCatalogResponse.event:type_name -> toolplane.catalog.v1.CatalogEvent
-	46, // 10: toolplane.catalog.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	47, // 11: toolplane.catalog.v1.CallToolRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	48, // 12: toolplane.catalog.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	49, // 13: toolplane.catalog.v1.CallToolResponse.content:type_name -> toolplane.type.v1.ContentBlock
-	46, // 14: toolplane.catalog.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Struct
-	46, // 15: toolplane.catalog.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	46, // 16: toolplane.catalog.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	47, // 17: toolplane.catalog.v1.CallToolStreamRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	48, // 18: toolplane.catalog.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	50, // 19: toolplane.catalog.v1.CallToolStreamResponse.notification:type_name -> toolplane.type.v1.Notification
-	11, // 20: toolplane.catalog.v1.CallToolStreamResponse.result:type_name -> toolplane.catalog.v1.CallToolResponse
-	16, // 21: toolplane.catalog.v1.ListAcpAgentsResponse.agents:type_name -> toolplane.catalog.v1.AcpAgent
-	47, // 22: toolplane.catalog.v1.InvokeAcpAgentRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	48, // 23: toolplane.catalog.v1.InvokeAcpAgentRequest.timeout:type_name -> google.protobuf.Duration
-	19, // 24: toolplane.catalog.v1.InvokeAcpAgentResponse.update:type_name -> toolplane.catalog.v1.AcpUpdate
-	20, // 25: toolplane.catalog.v1.InvokeAcpAgentResponse.result:type_name -> toolplane.catalog.v1.AcpResult
-	51, // 26: toolplane.catalog.v1.ListServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	51, // 27: toolplane.catalog.v1.GetServerResponse.server:type_name -> toolplane.catalog.v1.Server
-	25, // 28: toolplane.catalog.v1.UpdateServerRequest.server:type_name -> toolplane.catalog.v1.ServerUpdate
-	51, // 29: toolplane.catalog.v1.UpdateServerResponse.server:type_name -> toolplane.catalog.v1.Server
-	52, // 30: toolplane.catalog.v1.ReplaceServersRequest.servers:type_name -> toolplane.catalog.v1.ServerConfig
-	51, // 31: toolplane.catalog.v1.ReplaceServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	51, // 32: toolplane.catalog.v1.ReloadServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	53, // 33: toolplane.catalog.v1.ConnectServerResponse.expires_at:type_name -> google.protobuf.Timestamp
-	38, // 34: toolplane.catalog.v1.ListConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
-	54, // 35: toolplane.catalog.v1.Connection.session_scope:type_name -> toolplane.catalog.v1.SessionScope
-	53, // 36: toolplane.catalog.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 37: toolplane.catalog.v1.CatalogService.ListTools:input_type -> toolplane.catalog.v1.ListToolsRequest
-	2,  // 38: toolplane.catalog.v1.CatalogService.GetTool:input_type -> toolplane.catalog.v1.GetToolRequest
-	4,  // 39: toolplane.catalog.v1.CatalogService.SearchTools:input_type -> toolplane.catalog.v1.SearchToolsRequest
-	6,  // 40: toolplane.catalog.v1.CatalogService.GetCatalog:input_type -> toolplane.catalog.v1.GetCatalogRequest
-	8,  // 41: toolplane.catalog.v1.CatalogService.WatchCatalog:input_type -> toolplane.catalog.v1.WatchCatalogRequest
-	10, // 42: toolplane.catalog.v1.CatalogService.CallTool:input_type -> toolplane.catalog.v1.CallToolRequest
-	12, // 43: toolplane.catalog.v1.CatalogService.CallToolStream:input_type -> toolplane.catalog.v1.CallToolStreamRequest
-	14, // 44: toolplane.catalog.v1.CatalogService.ListAcpAgents:input_type -> toolplane.catalog.v1.ListAcpAgentsRequest
-	17, // 45: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:input_type -> toolplane.catalog.v1.InvokeAcpAgentRequest
-	21, // 46: toolplane.catalog.v1.CatalogService.ListServers:input_type -> toolplane.catalog.v1.ListServersRequest
-	23, // 47: toolplane.catalog.v1.CatalogService.GetServer:input_type -> toolplane.catalog.v1.GetServerRequest
-	26, // 48: toolplane.catalog.v1.CatalogService.UpdateServer:input_type -> toolplane.catalog.v1.UpdateServerRequest
-	28, // 49: toolplane.catalog.v1.CatalogService.ReplaceServers:input_type -> toolplane.catalog.v1.ReplaceServersRequest
-	30, // 50: toolplane.catalog.v1.CatalogService.ReloadServers:input_type -> toolplane.catalog.v1.ReloadServersRequest
-	32, // 51: toolplane.catalog.v1.CatalogService.ConnectServer:input_type -> toolplane.catalog.v1.ConnectServerRequest
-	34, // 52: toolplane.catalog.v1.CatalogService.DisconnectServer:input_type -> toolplane.catalog.v1.DisconnectServerRequest
-	36, // 53: toolplane.catalog.v1.CatalogService.ListConnections:input_type -> toolplane.catalog.v1.ListConnectionsRequest
-	1,  // 54: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
-	3,  // 55: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
-	5,  // 56: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
-	7,  // 57: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
-	9,  // 58: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
-	11, // 59: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
-	13, // 60: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
-	15, // 61: toolplane.catalog.v1.CatalogService.ListAcpAgents:output_type -> toolplane.catalog.v1.ListAcpAgentsResponse
-	18, // 62: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:output_type -> toolplane.catalog.v1.InvokeAcpAgentResponse
-	22, // 63: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
-	24, // 64: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
-	27, // 65: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
-	29, // 66: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
-	31, // 67: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
-	33, // 68: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
-	35, // 69: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
-	37, // 70: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
-	54, // [54:71] is the sub-list for method output_type
-	37, // [37:54] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	46, // 0: toolplane.catalog.v1.PendingTool.tool:type_name -> toolplane.catalog.v1.Tool
+	47, // 1: toolplane.catalog.v1.PendingTool.diff:type_name -> toolplane.catalog.v1.DefinitionChange
+	1,  // 2: toolplane.catalog.v1.ListPendingToolsResponse.tools:type_name -> toolplane.catalog.v1.PendingTool
+	46, // 3: toolplane.catalog.v1.ApproveToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
+	48, // 4: toolplane.catalog.v1.ApproveToolResponse.audit:type_name -> toolplane.catalog.v1.ToolAuditRecord
+	46, // 5: toolplane.catalog.v1.RejectToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
+	48, // 6: toolplane.catalog.v1.RejectToolResponse.audit:type_name -> toolplane.catalog.v1.ToolAuditRecord
+	49, // 7: toolplane.catalog.v1.ListToolsRequest.source:type_name -> toolplane.catalog.v1.ToolSource
+	46, // 8: toolplane.catalog.v1.ListToolsResponse.tools:type_name -> toolplane.catalog.v1.Tool
+	46, // 9: toolplane.catalog.v1.GetToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
+	50, // 10: toolplane.catalog.v1.SearchToolsRequest.mode:type_name -> toolplane.catalog.v1.SearchMode
+	51, // 11: toolplane.catalog.v1.SearchToolsRequest.candidates:type_name -> toolplane.type.v1.StringList
+	52, // 12: toolplane.catalog.v1.SearchToolsResponse.hits:type_name -> toolplane.catalog.v1.SearchHit
+	50, // 13: toolplane.catalog.v1.SearchToolsResponse.mode:type_name -> toolplane.catalog.v1.SearchMode
+	51, // 14: toolplane.catalog.v1.GetCatalogRequest.candidates:type_name -> toolplane.type.v1.StringList
+	53, // 15: toolplane.catalog.v1.GetCatalogResponse.servers:type_name -> toolplane.catalog.v1.ServerCount
+	54, // 16: toolplane.catalog.v1.WatchCatalogResponse.event:type_name -> toolplane.catalog.v1.CatalogEvent
+	55, // 17: toolplane.catalog.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	56, // 18: toolplane.catalog.v1.CallToolRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	57, // 19: toolplane.catalog.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	58, // 20: toolplane.catalog.v1.CallToolResponse.content:type_name -> toolplane.type.v1.ContentBlock
+	55, // 21: toolplane.catalog.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Struct
+	55, // 22: toolplane.catalog.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	55, // 23: toolplane.catalog.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	56, // 24: toolplane.catalog.v1.CallToolStreamRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	57, // 25: toolplane.catalog.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	59, // 26: toolplane.catalog.v1.CallToolStreamResponse.notification:type_name -> toolplane.type.v1.Notification
+	18, // 27: toolplane.catalog.v1.CallToolStreamResponse.result:type_name -> toolplane.catalog.v1.CallToolResponse
+	23, // 28: toolplane.catalog.v1.ListAcpAgentsResponse.agents:type_name -> toolplane.catalog.v1.AcpAgent
+	56, // 29: toolplane.catalog.v1.InvokeAcpAgentRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	57, // 30: toolplane.catalog.v1.InvokeAcpAgentRequest.timeout:type_name -> google.protobuf.Duration
+	26, // 31: toolplane.catalog.v1.InvokeAcpAgentResponse.update:type_name -> toolplane.catalog.v1.AcpUpdate
+	27, // 32: toolplane.catalog.v1.InvokeAcpAgentResponse.result:type_name -> toolplane.catalog.v1.AcpResult
+	60, // 33: toolplane.catalog.v1.ListServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	60, // 34: toolplane.catalog.v1.GetServerResponse.server:type_name -> toolplane.catalog.v1.Server
+	32, // 35: toolplane.catalog.v1.UpdateServerRequest.server:type_name -> toolplane.catalog.v1.ServerUpdate
+	60, // 36: toolplane.catalog.v1.UpdateServerResponse.server:type_name -> toolplane.catalog.v1.Server
+	61, // 37: toolplane.catalog.v1.ReplaceServersRequest.servers:type_name -> toolplane.catalog.v1.ServerConfig
+	60, // 38: toolplane.catalog.v1.ReplaceServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	60, // 39: toolplane.catalog.v1.ReloadServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	62, // 40: toolplane.catalog.v1.ConnectServerResponse.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 41: toolplane.catalog.v1.ListConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
+	63, // 42: toolplane.catalog.v1.Connection.session_scope:type_name -> toolplane.catalog.v1.SessionScope
+	62, // 43: toolplane.catalog.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 44: toolplane.catalog.v1.CatalogService.ListTools:input_type -> toolplane.catalog.v1.ListToolsRequest
+	9,  // 45: toolplane.catalog.v1.CatalogService.GetTool:input_type -> toolplane.catalog.v1.GetToolRequest
+	11, // 46: toolplane.catalog.v1.CatalogService.SearchTools:input_type -> toolplane.catalog.v1.SearchToolsRequest
+	13, // 47: toolplane.catalog.v1.CatalogService.GetCatalog:input_type -> toolplane.catalog.v1.GetCatalogRequest
+	15, // 48: toolplane.catalog.v1.CatalogService.WatchCatalog:input_type -> toolplane.catalog.v1.WatchCatalogRequest
+	17, // 49: toolplane.catalog.v1.CatalogService.CallTool:input_type -> toolplane.catalog.v1.CallToolRequest
+	19, // 50: toolplane.catalog.v1.CatalogService.CallToolStream:input_type -> toolplane.catalog.v1.CallToolStreamRequest
+	21, // 51: toolplane.catalog.v1.CatalogService.ListAcpAgents:input_type -> toolplane.catalog.v1.ListAcpAgentsRequest
+	24, // 52: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:input_type -> toolplane.catalog.v1.InvokeAcpAgentRequest
+	28, // 53: toolplane.catalog.v1.CatalogService.ListServers:input_type -> toolplane.catalog.v1.ListServersRequest
+	30, // 54: toolplane.catalog.v1.CatalogService.GetServer:input_type -> toolplane.catalog.v1.GetServerRequest
+	33, // 55: toolplane.catalog.v1.CatalogService.UpdateServer:input_type -> toolplane.catalog.v1.UpdateServerRequest
+	35, // 56: toolplane.catalog.v1.CatalogService.ReplaceServers:input_type -> toolplane.catalog.v1.ReplaceServersRequest
+	37, // 57: toolplane.catalog.v1.CatalogService.ReloadServers:input_type -> toolplane.catalog.v1.ReloadServersRequest
+	39, // 58: toolplane.catalog.v1.CatalogService.ConnectServer:input_type -> toolplane.catalog.v1.ConnectServerRequest
+	41, // 59: toolplane.catalog.v1.CatalogService.DisconnectServer:input_type -> toolplane.catalog.v1.DisconnectServerRequest
+	43, // 60: toolplane.catalog.v1.CatalogService.ListConnections:input_type -> toolplane.catalog.v1.ListConnectionsRequest
+	0,  // 61: toolplane.catalog.v1.CatalogService.ListPendingTools:input_type -> toolplane.catalog.v1.ListPendingToolsRequest
+	3,  // 62: toolplane.catalog.v1.CatalogService.ApproveTool:input_type -> toolplane.catalog.v1.ApproveToolRequest
+	5,  // 63: toolplane.catalog.v1.CatalogService.RejectTool:input_type -> toolplane.catalog.v1.RejectToolRequest
+	8,  // 64: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
+	10, // 65: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
+	12, // 66: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
+	14, // 67: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
+	16, // 68: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
+	18, // 69: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
+	20, // 70: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
+	22, // 71: toolplane.catalog.v1.CatalogService.ListAcpAgents:output_type -> toolplane.catalog.v1.ListAcpAgentsResponse
+	25, // 72: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:output_type -> toolplane.catalog.v1.InvokeAcpAgentResponse
+	29, // 73: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
+	31, // 74: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
+	34, // 75: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
+	36, // 76: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
+	38, // 77: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
+	40, // 78: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
+	42, // 79: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
+	44, // 80: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
+	2,  // 81: toolplane.catalog.v1.CatalogService.ListPendingTools:output_type -> toolplane.catalog.v1.ListPendingToolsResponse
+	4,  // 82: toolplane.catalog.v1.CatalogService.ApproveTool:output_type -> toolplane.catalog.v1.ApproveToolResponse
+	6,  // 83: toolplane.catalog.v1.CatalogService.RejectTool:output_type -> toolplane.catalog.v1.RejectToolResponse
+	64, // [64:84] is the sub-list for method output_type
+	44, // [44:64] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_catalog_v1_catalog_service_proto_init() }
@@ -2593,23 +3046,23 @@ func file_toolplane_catalog_v1_catalog_service_proto_init() {
 		return
 	}
 	file_toolplane_catalog_v1_catalog_proto_init()
-	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[0].OneofWrappers = []any{}
-	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[13].OneofWrappers = []any{
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[7].OneofWrappers = []any{}
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*CallToolStreamResponse_Notification)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[18].OneofWrappers = []any{
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25].OneofWrappers = []any{
 		(*InvokeAcpAgentResponse_Update)(nil),
 		(*InvokeAcpAgentResponse_Result)(nil),
 	}
-	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25].OneofWrappers = []any{}
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_catalog_v1_catalog_service_proto_rawDesc), len(file_toolplane_catalog_v1_catalog_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

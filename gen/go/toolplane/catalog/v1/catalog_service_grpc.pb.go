@@ -36,6 +36,9 @@ const (
 	CatalogService_ConnectServer_FullMethodName    = "/toolplane.catalog.v1.CatalogService/ConnectServer"
 	CatalogService_DisconnectServer_FullMethodName = "/toolplane.catalog.v1.CatalogService/DisconnectServer"
 	CatalogService_ListConnections_FullMethodName  = "/toolplane.catalog.v1.CatalogService/ListConnections"
+	CatalogService_ListPendingTools_FullMethodName = "/toolplane.catalog.v1.CatalogService/ListPendingTools"
+	CatalogService_ApproveTool_FullMethodName      = "/toolplane.catalog.v1.CatalogService/ApproveTool"
+	CatalogService_RejectTool_FullMethodName       = "/toolplane.catalog.v1.CatalogService/RejectTool"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -116,6 +119,18 @@ type CatalogServiceClient interface {
 	// whether the effective principal (or, for shared servers, the catalog)
 	// holds a token for each. Never returns a token.
 	ListConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error)
+	// ListPendingTools lists tools of pinned servers waiting for review
+	// (PENDING, CHANGED, REJECTED) with the diff from the pinned definition (admin).
+	ListPendingTools(ctx context.Context, in *ListPendingToolsRequest, opts ...grpc.CallOption) (*ListPendingToolsResponse, error)
+	// ApproveTool pins the tool's current definition, named by its hash, and
+	// makes the tool ACTIVE (admin). Errors: NOT_FOUND (unknown tool),
+	// FAILED_PRECONDITION (the hash is not the current definition's, or the
+	// server is not pinned), INVALID_ARGUMENT (no hash).
+	ApproveTool(ctx context.Context, in *ApproveToolRequest, opts ...grpc.CallOption) (*ApproveToolResponse, error)
+	// RejectTool rejects the tool's current definition, named by its hash: the
+	// tool stays REJECTED while its server serves exactly that definition (admin).
+	// Errors as ApproveTool.
+	RejectTool(ctx context.Context, in *RejectToolRequest, opts ...grpc.CallOption) (*RejectToolResponse, error)
 }
 
 type catalogServiceClient struct {
@@ -323,6 +338,36 @@ func (c *catalogServiceClient) ListConnections(ctx context.Context, in *ListConn
 	return out, nil
 }
 
+func (c *catalogServiceClient) ListPendingTools(ctx context.Context, in *ListPendingToolsRequest, opts ...grpc.CallOption) (*ListPendingToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPendingToolsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListPendingTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ApproveTool(ctx context.Context, in *ApproveToolRequest, opts ...grpc.CallOption) (*ApproveToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveToolResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ApproveTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) RejectTool(ctx context.Context, in *RejectToolRequest, opts ...grpc.CallOption) (*RejectToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RejectToolResponse)
+	err := c.cc.Invoke(ctx, CatalogService_RejectTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServiceServer is the server API for CatalogService service.
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
@@ -401,6 +446,18 @@ type CatalogServiceServer interface {
 	// whether the effective principal (or, for shared servers, the catalog)
 	// holds a token for each. Never returns a token.
 	ListConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error)
+	// ListPendingTools lists tools of pinned servers waiting for review
+	// (PENDING, CHANGED, REJECTED) with the diff from the pinned definition (admin).
+	ListPendingTools(context.Context, *ListPendingToolsRequest) (*ListPendingToolsResponse, error)
+	// ApproveTool pins the tool's current definition, named by its hash, and
+	// makes the tool ACTIVE (admin). Errors: NOT_FOUND (unknown tool),
+	// FAILED_PRECONDITION (the hash is not the current definition's, or the
+	// server is not pinned), INVALID_ARGUMENT (no hash).
+	ApproveTool(context.Context, *ApproveToolRequest) (*ApproveToolResponse, error)
+	// RejectTool rejects the tool's current definition, named by its hash: the
+	// tool stays REJECTED while its server serves exactly that definition (admin).
+	// Errors as ApproveTool.
+	RejectTool(context.Context, *RejectToolRequest) (*RejectToolResponse, error)
 	mustEmbedUnimplementedCatalogServiceServer()
 }
 
@@ -461,6 +518,15 @@ func (UnimplementedCatalogServiceServer) DisconnectServer(context.Context, *Disc
 }
 func (UnimplementedCatalogServiceServer) ListConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListConnections not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListPendingTools(context.Context, *ListPendingToolsRequest) (*ListPendingToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPendingTools not implemented")
+}
+func (UnimplementedCatalogServiceServer) ApproveTool(context.Context, *ApproveToolRequest) (*ApproveToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveTool not implemented")
+}
+func (UnimplementedCatalogServiceServer) RejectTool(context.Context, *RejectToolRequest) (*RejectToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RejectTool not implemented")
 }
 func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
 func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
@@ -768,6 +834,60 @@ func _CatalogService_ListConnections_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CatalogService_ListPendingTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPendingToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListPendingTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListPendingTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListPendingTools(ctx, req.(*ListPendingToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ApproveTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ApproveTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ApproveTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ApproveTool(ctx, req.(*ApproveToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_RejectTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RejectToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).RejectTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_RejectTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).RejectTool(ctx, req.(*RejectToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -830,6 +950,18 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListConnections",
 			Handler:    _CatalogService_ListConnections_Handler,
+		},
+		{
+			MethodName: "ListPendingTools",
+			Handler:    _CatalogService_ListPendingTools_Handler,
+		},
+		{
+			MethodName: "ApproveTool",
+			Handler:    _CatalogService_ApproveTool_Handler,
+		},
+		{
+			MethodName: "RejectTool",
+			Handler:    _CatalogService_RejectTool_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

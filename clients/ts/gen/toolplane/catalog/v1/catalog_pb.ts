@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolplane/catalog/v1/catalog.proto.
  */
 export const file_toolplane_catalog_v1_catalog: GenFile = /*@__PURE__*/
-  fileDesc("CiJ0b29scGxhbmUvY2F0YWxvZy92MS9jYXRhbG9nLnByb3RvEhR0b29scGxhbmUuY2F0YWxvZy52MSJeCgdSb3V0aW5nEi8KBG1vZGUYASABKA4yIS50b29scGxhbmUuY2F0YWxvZy52MS5Sb3V0aW5nTW9kZRIQCghwcmlvcml0eRgCIAEoBRIQCghrZXl3b3JkcxgDIAMoCSJLCgtUb29sUm91dGluZxIMCgR0b29sGAEgASgJEi4KB3JvdXRpbmcYAiABKAsyHS50b29scGxhbmUuY2F0YWxvZy52MS5Sb3V0aW5nIqsDCgRUb29sEgwKBG5hbWUYASABKAkSFQoNb3JpZ2luYWxfbmFtZRgCIAEoCRIOCgZzZXJ2ZXIYAyABKAkSDQoFdGl0bGUYBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSLQoMaW5wdXRfc2NoZW1hGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCg1vdXRwdXRfc2NoZW1hGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCgthbm5vdGF0aW9ucxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoHcm91dGluZxgJIAEoCzIdLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJvdXRpbmcSMAoGc291cmNlGAogASgOMiAudG9vbHBsYW5lLmNhdGFsb2cudjEuVG9vbFNvdXJjZRIRCglhdmFpbGFibGUYCyABKAgSDwoHcmVuYW1lZBgMIAEoCBIQCghwcm9ibGVtcxgNIAMoCRIlCgRtZXRhGA4gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCLpBQoMU2VydmVyQ29uZmlnEgwKBG5hbWUYASABKAkSFAoHZW5hYmxlZBgCIAEoCEgAiAEBEi4KBHR5cGUYAyABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJUeXBlEg8KB2NvbW1hbmQYBCABKAkSDAoEYXJncxgFIAMoCRI4CgNlbnYYBiADKAsyKy50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJDb25maWcuRW52RW50cnkSCwoDY3dkGAcgASgJEgsKA3VybBgIIAEoCRJACgdoZWFkZXJzGAkgAygLMi8udG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyQ29uZmlnLkhlYWRlcnNFbnRyeRITCgtkZXNjcmlwdGlvbhgKIAEoCRIdChB0b29sX25hbWVfcHJlZml4GAsgASgISAGIAQESNAoRdG9vbF9jYWxsX3RpbWVvdXQYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNwoUc2Vzc2lvbl9pbml0X3RpbWVvdXQYDSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SOQoNc2Vzc2lvbl9zY29wZRgOIAEoDjIiLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlc3Npb25TY29wZRIuCgdyb3V0aW5nGA8gASgLMh0udG9vbHBsYW5lLmNhdGFsb2cudjEuUm91dGluZxI3Cgx0b29sX3JvdXRpbmcYECADKAsyIS50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sUm91dGluZxIMCgRwYXRoGBEgASgJGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCgoIX2VuYWJsZWRCEwoRX3Rvb2xfbmFtZV9wcmVmaXgi3AIKBlNlcnZlchIyCgZjb25maWcYASABKAsyIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJDb25maWcSMAoFc3RhdGUYAiABKA4yIS50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJTdGF0ZRISCgpsYXN0X2Vycm9yGAMgASgJEhUKDXJlc3RhcnRfY291bnQYBCABKAUSEgoKdG9vbF9jb3VudBgFIAEoBRIYChBwcm90b2NvbF92ZXJzaW9uGAYgASgJEhMKC3NlcnZlcl9uYW1lGAcgASgJEhYKDnNlcnZlcl92ZXJzaW9uGAggASgJEjQKEHN0YXRlX2NoYW5nZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3Njb3BlZF9zZXNzaW9ucxgKIAEoBRIXCg9jb25maWdfd2FybmluZ3MYCyADKAkiXgoLU2VydmVyQ291bnQSDgoGc2VydmVyGAEgASgJEg0KBXRvb2xzGAIgASgFEjAKBXN0YXRlGAMgASgOMiEudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyU3RhdGUiXAoJU2VhcmNoSGl0EigKBHRvb2wYASABKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sEg0KBXNjb3JlGAIgASgBEhYKDm1hdGNoZWRfZmllbGRzGAMgAygJIpACCgxDYXRhbG9nRXZlbnQSNAoEdHlwZRgBIAEoDjImLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhdGFsb2dFdmVudFR5cGUSFQoNc2VydmVyc19hZGRlZBgCIAMoCRIXCg9zZXJ2ZXJzX3JlbW92ZWQYAyADKAkSFwoPc2VydmVyc19jaGFuZ2VkGAQgAygJEhMKC3Rvb2xzX2FkZGVkGAUgAygJEhUKDXRvb2xzX3JlbW92ZWQYBiADKAkSFQoNdG9vbHNfY2hhbmdlZBgHIAMoCRIUCgxjYXRhbG9nX2hhc2gYCCABKAkSKAoEdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqsQEKC1NlcnZlclN0YXRlEhwKGFNFUlZFUl9TVEFURV9VTlNQRUNJRklFRBAAEhkKFVNFUlZFUl9TVEFURV9ESVNBQkxFRBABEhsKF1NFUlZFUl9TVEFURV9DT05ORUNUSU5HEAISFgoSU0VSVkVSX1NUQVRFX1JFQURZEAMSFwoTU0VSVkVSX1NUQVRFX0ZBSUxFRBAEEhsKF1NFUlZFUl9TVEFURV9ORUVEU19BVVRIEAUqgwEKClNlcnZlclR5cGUSGwoXU0VSVkVSX1RZUEVfVU5TUEVDSUZJRUQQABIVChFTRVJWRVJfVFlQRV9TVERJTxABEhMKD1NFUlZFUl9UWVBFX1NTRRACEhQKEFNFUlZFUl9UWVBFX0hUVFAQAxIWChJTRVJWRVJfVFlQRV9TVEFUSUMQBCqBAQoMU2Vzc2lvblNjb3BlEh0KGVNFU1NJT05fU0NPUEVfVU5TUEVDSUZJRUQQABIYChRTRVNTSU9OX1NDT1BFX1NIQVJFRBABEhoKFlNFU1NJT05fU0NPUEVfUEVSX1VTRVIQAhIcChhTRVNTSU9OX1NDT1BFX1BFUl9USFJFQUQQAypaCgtSb3V0aW5nTW9kZRIcChhST1VUSU5HX01PREVfVU5TUEVDSUZJRUQQABIUChBST1VUSU5HX01PREVfT0ZGEAESFwoTUk9VVElOR19NT0RFX1BSRUZFUhACKlYKClRvb2xTb3VyY2USGwoXVE9PTF9TT1VSQ0VfVU5TUEVDSUZJRUQQABITCg9UT09MX1NPVVJDRV9NQ1AQARIWChJUT09MX1NPVVJDRV9TVEFUSUMQAiqGAQoKU2VhcmNoTW9kZRIbChdTRUFSQ0hfTU9ERV9VTlNQRUNJRklFRBAAEhUKEVNFQVJDSF9NT0RFX1JFR0VYEAESFAoQU0VBUkNIX01PREVfQk0yNRACEhgKFFNFQVJDSF9NT0RFX1NFTUFOVElDEAMSFAoQU0VBUkNIX01PREVfQVVUTxAEKt8ECgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABIfChtFUlJPUl9SRUFTT05fVE9PTF9OT1RfRk9VTkQQARIhCh1FUlJPUl9SRUFTT05fU0VSVkVSX05PVF9GT1VORBACEiMKH0VSUk9SX1JFQVNPTl9TRVJWRVJfVU5BVkFJTEFCTEUQAxIiCh5FUlJPUl9SRUFTT05fVE9PTF9OT1RfQ0FMTEFCTEUQBBIdChlFUlJPUl9SRUFTT05fQ0FMTF9USU1FT1VUEAUSIQodRVJST1JfUkVBU09OX1JFU1VMVF9UT09fTEFSR0UQBhImCiJFUlJPUl9SRUFTT05fSU5WQUxJRF9TRVJWRVJfQ09ORklHEAcSHgoaRVJST1JfUkVBU09OX0lOVkFMSURfUVVFUlkQCBIfChtFUlJPUl9SRUFTT05fVVBTVFJFQU1fRVJST1IQCRIgChxFUlJPUl9SRUFTT05fSU5WQUxJRF9SRVFVRVNUEAoSGQoVRVJST1JfUkVBU09OX0lOVEVSTkFMEAsSIwofRVJST1JfUkVBU09OX0NPTkZJR19VTkFWQUlMQUJMRRAMEhsKF0VSUk9SX1JFQVNPTl9ORUVEU19BVVRIEA0SJAogRVJST1JfUkVBU09OX0FDUF9BR0VOVF9OT1RfRk9VTkQQDhItCilFUlJPUl9SRUFTT05fVEhSRUFEX1dPUktTUEFDRV9VTkFWQUlMQUJMRRAPEiYKIkVSUk9SX1JFQVNPTl9BQ1BfQUdFTlRfVU5BVkFJTEFCTEUQECqVAQoQQ2F0YWxvZ0V2ZW50VHlwZRIiCh5DQVRBTE9HX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIfChtDQVRBTE9HX0VWRU5UX1RZUEVfU05BUFNIT1QQARIeChpDQVRBTE9HX0VWRU5UX1RZUEVfQ0hBTkdFRBACEhwKGENBVEFMT0dfRVZFTlRfVFlQRV9TVEFURRADQkZaRGdpdGh1Yi5jb20vdG9vbHBsYW5lL3Rvb2xwbGFuZS9nZW4vZ28vdG9vbHBsYW5lL2NhdGFsb2cvdjE7Y2F0YWxvZ3YxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiJ0b29scGxhbmUvY2F0YWxvZy92MS9jYXRhbG9nLnByb3RvEhR0b29scGxhbmUuY2F0YWxvZy52MSJeCgdSb3V0aW5nEi8KBG1vZGUYASABKA4yIS50b29scGxhbmUuY2F0YWxvZy52MS5Sb3V0aW5nTW9kZRIQCghwcmlvcml0eRgCIAEoBRIQCghrZXl3b3JkcxgDIAMoCSJLCgtUb29sUm91dGluZxIMCgR0b29sGAEgASgJEi4KB3JvdXRpbmcYAiABKAsyHS50b29scGxhbmUuY2F0YWxvZy52MS5Sb3V0aW5nIqkECgRUb29sEgwKBG5hbWUYASABKAkSFQoNb3JpZ2luYWxfbmFtZRgCIAEoCRIOCgZzZXJ2ZXIYAyABKAkSDQoFdGl0bGUYBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSLQoMaW5wdXRfc2NoZW1hGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCg1vdXRwdXRfc2NoZW1hGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCgthbm5vdGF0aW9ucxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoHcm91dGluZxgJIAEoCzIdLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJvdXRpbmcSMAoGc291cmNlGAogASgOMiAudG9vbHBsYW5lLmNhdGFsb2cudjEuVG9vbFNvdXJjZRIRCglhdmFpbGFibGUYCyABKAgSDwoHcmVuYW1lZBgMIAEoCBIQCghwcm9ibGVtcxgNIAMoCRIlCgRtZXRhGA4gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIXCg9kZWZpbml0aW9uX2hhc2gYDyABKAkSLgoFc3RhdGUYECABKA4yHy50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sU3RhdGUSMwoMbmFtZV9oZWxkX2J5GBEgASgLMh0udG9vbHBsYW5lLmNhdGFsb2cudjEuVG9vbFJlZiI+CgdUb29sUmVmEg4KBnNlcnZlchgBIAEoCRIVCg1vcmlnaW5hbF9uYW1lGAIgASgJEgwKBG5hbWUYAyABKAkiewoNTmFtZUNvbGxpc2lvbhIrCgR0b29sGAEgASgLMh0udG9vbHBsYW5lLmNhdGFsb2cudjEuVG9vbFJlZhIOCgZ3YW50ZWQYAiABKAkSLQoGaG9sZGVyGAMgASgLMh0udG9vbHBsYW5lLmNhdGFsb2cudjEuVG9vbFJlZiJQCgpUb29sUmVuYW1lEisKBHRvb2wYASABKAsyHS50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sUmVmEhUKDXByZXZpb3VzX25hbWUYAiABKAkiTgoLT21pdHRlZFRvb2wSFQoNb3JpZ2luYWxfbmFtZRgBIAEoCRIOCgZyZWFzb24YAiABKAkSGAoQZGVmaW5pdGlvbl9ieXRlcxgDIAEoAyJ2ChBEZWZpbml0aW9uQ2hhbmdlEgwKBHBhdGgYASABKAkSKQoJb2xkX3ZhbHVlGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKCW5ld192YWx1ZRgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSL5AQoPVG9vbEF1ZGl0UmVjb3JkEgoKAmlkGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFjdG9yGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIrCgR0b29sGAUgASgLMh0udG9vbHBsYW5lLmNhdGFsb2cudjEuVG9vbFJlZhIVCg1wcmV2aW91c19oYXNoGAYgASgJEhcKD2RlZmluaXRpb25faGFzaBgHIAEoCRI0CgRkaWZmGAggAygLMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuRGVmaW5pdGlvbkNoYW5nZSKaBgoMU2VydmVyQ29uZmlnEgwKBG5hbWUYASABKAkSFAoHZW5hYmxlZBgCIAEoCEgAiAEBEi4KBHR5cGUYAyABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJUeXBlEg8KB2NvbW1hbmQYBCABKAkSDAoEYXJncxgFIAMoCRI4CgNlbnYYBiADKAsyKy50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJDb25maWcuRW52RW50cnkSCwoDY3dkGAcgASgJEgsKA3VybBgIIAEoCRJACgdoZWFkZXJzGAkgAygLMi8udG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyQ29uZmlnLkhlYWRlcnNFbnRyeRITCgtkZXNjcmlwdGlvbhgKIAEoCRIdChB0b29sX25hbWVfcHJlZml4GAsgASgISAGIAQESNAoRdG9vbF9jYWxsX3RpbWVvdXQYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNwoUc2Vzc2lvbl9pbml0X3RpbWVvdXQYDSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SOQoNc2Vzc2lvbl9zY29wZRgOIAEoDjIiLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlc3Npb25TY29wZRIuCgdyb3V0aW5nGA8gASgLMh0udG9vbHBsYW5lLmNhdGFsb2cudjEuUm91dGluZxI3Cgx0b29sX3JvdXRpbmcYECADKAsyIS50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sUm91dGluZxIMCgRwYXRoGBEgASgJEhAKA3BpbhgSIAEoCEgCiAEBEhUKDXBpbl9uZXdfdG9vbHMYEyABKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIKCghfZW5hYmxlZEITChFfdG9vbF9uYW1lX3ByZWZpeEIGCgRfcGluIuQDCgZTZXJ2ZXISMgoGY29uZmlnGAEgASgLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyQ29uZmlnEjAKBXN0YXRlGAIgASgOMiEudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyU3RhdGUSEgoKbGFzdF9lcnJvchgDIAEoCRIVCg1yZXN0YXJ0X2NvdW50GAQgASgFEhIKCnRvb2xfY291bnQYBSABKAUSGAoQcHJvdG9jb2xfdmVyc2lvbhgGIAEoCRITCgtzZXJ2ZXJfbmFtZRgHIAEoCRIWCg5zZXJ2ZXJfdmVyc2lvbhgIIAEoCRI0ChBzdGF0ZV9jaGFuZ2VkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9zY29wZWRfc2Vzc2lvbnMYCiABKAUSFwoPY29uZmlnX3dhcm5pbmdzGAsgAygJEjwKD25hbWVfY29sbGlzaW9ucxgMIAMoCzIjLnRvb2xwbGFuZS5jYXRhbG9nLnYxLk5hbWVDb2xsaXNpb24SOAoNb21pdHRlZF90b29scxgNIAMoCzIhLnRvb2xwbGFuZS5jYXRhbG9nLnYxLk9taXR0ZWRUb29sEg4KBnBpbm5lZBgOIAEoCCJeCgtTZXJ2ZXJDb3VudBIOCgZzZXJ2ZXIYASABKAkSDQoFdG9vbHMYAiABKAUSMAoFc3RhdGUYAyABKA4yIS50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJTdGF0ZSJcCglTZWFyY2hIaXQSKAoEdG9vbBgBIAEoCzIaLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlRvb2wSDQoFc2NvcmUYAiABKAESFgoObWF0Y2hlZF9maWVsZHMYAyADKAkirAQKDENhdGFsb2dFdmVudBI0CgR0eXBlGAEgASgOMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2F0YWxvZ0V2ZW50VHlwZRIVCg1zZXJ2ZXJzX2FkZGVkGAIgAygJEhcKD3NlcnZlcnNfcmVtb3ZlZBgDIAMoCRIXCg9zZXJ2ZXJzX2NoYW5nZWQYBCADKAkSEwoLdG9vbHNfYWRkZWQYBSADKAkSFQoNdG9vbHNfcmVtb3ZlZBgGIAMoCRIVCg10b29sc19jaGFuZ2VkGAcgAygJEhQKDGNhdGFsb2dfaGFzaBgIIAEoCRIoCgR0aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBJTChFkZWZpbml0aW9uX2hhc2hlcxgKIAMoCzI4LnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhdGFsb2dFdmVudC5EZWZpbml0aW9uSGFzaGVzRW50cnkSPAoPbmFtZV9jb2xsaXNpb25zGAsgAygLMiMudG9vbHBsYW5lLmNhdGFsb2cudjEuTmFtZUNvbGxpc2lvbhIxCgdyZW5hbWVzGAwgAygLMiAudG9vbHBsYW5lLmNhdGFsb2cudjEuVG9vbFJlbmFtZRIbChN0b29sc19zdGF0ZV9jaGFuZ2VkGA0gAygJGjcKFURlZmluaXRpb25IYXNoZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBKrEBCgtTZXJ2ZXJTdGF0ZRIcChhTRVJWRVJfU1RBVEVfVU5TUEVDSUZJRUQQABIZChVTRVJWRVJfU1RBVEVfRElTQUJMRUQQARIbChdTRVJWRVJfU1RBVEVfQ09OTkVDVElORxACEhYKElNFUlZFUl9TVEFURV9SRUFEWRADEhcKE1NFUlZFUl9TVEFURV9GQUlMRUQQBBIbChdTRVJWRVJfU1RBVEVfTkVFRFNfQVVUSBAFKoMBCgpTZXJ2ZXJUeXBlEhsKF1NFUlZFUl9UWVBFX1VOU1BFQ0lGSUVEEAASFQoRU0VSVkVSX1RZUEVfU1RESU8QARITCg9TRVJWRVJfVFlQRV9TU0UQAhIUChBTRVJWRVJfVFlQRV9IVFRQEAMSFgoSU0VSVkVSX1RZUEVfU1RBVElDEAQqgQEKDFNlc3Npb25TY29wZRIdChlTRVNTSU9OX1NDT1BFX1VOU1BFQ0lGSUVEEAASGAoUU0VTU0lPTl9TQ09QRV9TSEFSRUQQARIaChZTRVNTSU9OX1NDT1BFX1BFUl9VU0VSEAISHAoYU0VTU0lPTl9TQ09QRV9QRVJfVEhSRUFEEAMqWgoLUm91dGluZ01vZGUSHAoYUk9VVElOR19NT0RFX1VOU1BFQ0lGSUVEEAASFAoQUk9VVElOR19NT0RFX09GRhABEhcKE1JPVVRJTkdfTU9ERV9QUkVGRVIQAipWCgpUb29sU291cmNlEhsKF1RPT0xfU09VUkNFX1VOU1BFQ0lGSUVEEAASEwoPVE9PTF9TT1VSQ0VfTUNQEAESFgoSVE9PTF9TT1VSQ0VfU1RBVElDEAIqhgEKClNlYXJjaE1vZGUSGwoXU0VBUkNIX01PREVfVU5TUEVDSUZJRUQQABIVChFTRUFSQ0hfTU9ERV9SRUdFWBABEhQKEFNFQVJDSF9NT0RFX0JNMjUQAhIYChRTRUFSQ0hfTU9ERV9TRU1BTlRJQxADEhQKEFNFQVJDSF9NT0RFX0FVVE8QBCqmBQoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASHwobRVJST1JfUkVBU09OX1RPT0xfTk9UX0ZPVU5EEAESIQodRVJST1JfUkVBU09OX1NFUlZFUl9OT1RfRk9VTkQQAhIjCh9FUlJPUl9SRUFTT05fU0VSVkVSX1VOQVZBSUxBQkxFEAMSIgoeRVJST1JfUkVBU09OX1RPT0xfTk9UX0NBTExBQkxFEAQSHQoZRVJST1JfUkVBU09OX0NBTExfVElNRU9VVBAFEiEKHUVSUk9SX1JFQVNPTl9SRVNVTFRfVE9PX0xBUkdFEAYSJgoiRVJST1JfUkVBU09OX0lOVkFMSURfU0VSVkVSX0NPTkZJRxAHEh4KGkVSUk9SX1JFQVNPTl9JTlZBTElEX1FVRVJZEAgSHwobRVJST1JfUkVBU09OX1VQU1RSRUFNX0VSUk9SEAkSIAocRVJST1JfUkVBU09OX0lOVkFMSURfUkVRVUVTVBAKEhkKFUVSUk9SX1JFQVNPTl9JTlRFUk5BTBALEiMKH0VSUk9SX1JFQVNPTl9DT05GSUdfVU5BVkFJTEFCTEUQDBIbChdFUlJPUl9SRUFTT05fTkVFRFNfQVVUSBANEiQKIEVSUk9SX1JFQVNPTl9BQ1BfQUdFTlRfTk9UX0ZPVU5EEA4SLQopRVJST1JfUkVBU09OX1RIUkVBRF9XT1JLU1BBQ0VfVU5BVkFJTEFCTEUQDxImCiJFUlJPUl9SRUFTT05fQUNQX0FHRU5UX1VOQVZBSUxBQkxFEBASIAocRVJST1JfUkVBU09OX1RPT0xfTk9UX1BJTk5FRBAREiMKH0VSUk9SX1JFQVNPTl9ERUZJTklUSU9OX0NIQU5HRUQQEiqHAQoJVG9vbFN0YXRlEhoKFlRPT0xfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFUT09MX1NUQVRFX0FDVElWRRABEhYKElRPT0xfU1RBVEVfUEVORElORxACEhYKElRPT0xfU1RBVEVfQ0hBTkdFRBADEhcKE1RPT0xfU1RBVEVfUkVKRUNURUQQBCqVAQoQQ2F0YWxvZ0V2ZW50VHlwZRIiCh5DQVRBTE9HX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIfChtDQVRBTE9HX0VWRU5UX1RZUEVfU05BUFNIT1QQARIeChpDQVRBTE9HX0VWRU5UX1RZUEVfQ0hBTkdFRBACEhwKGENBVEFMT0dfRVZFTlRfVFlQRV9TVEFURRADQkZaRGdpdGh1Yi5jb20vdG9vbHBsYW5lL3Rvb2xwbGFuZS9nZW4vZ28vdG9vbHBsYW5lL2NhdGFsb2cvdjE7Y2F0YWxvZ3YxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Routing is the effective MCP routing of a server or tool (deerflow-reference §2.8).
@@ -183,6 +183,32 @@ export type Tool = Message<"toolplane.catalog.v1.Tool"> & {
    * @generated from field: google.protobuf.Struct meta = 14;
    */
   meta?: JsonObject | undefined;
+
+  /**
+   * Hash of this tool's definition: SHA-256 (64 lowercase hex characters) of
+   * the RFC 8785 form of {"annotations", "description", "inputSchema", "name",
+   * "outputSchema", "title"} (docs/architecture.md §8). Changes whenever what
+   * the tool does or may be allowed to do changes; availability is not part of it.
+   *
+   * @generated from field: string definition_hash = 15;
+   */
+  definitionHash: string;
+
+  /**
+   * Review state of the definition (definition pinning, docs/architecture.md §7).
+   * Only ACTIVE tools are listed to non-admin callers, bound and callable.
+   *
+   * @generated from field: toolplane.catalog.v1.ToolState state = 16;
+   */
+  state: ToolState;
+
+  /**
+   * When the tool did not get its plain name because another (server, tool)
+   * pair holds it: that pair (named only to callers who can see its server).
+   *
+   * @generated from field: toolplane.catalog.v1.ToolRef name_held_by = 17;
+   */
+  nameHeldBy?: ToolRef | undefined;
 };
 
 /**
@@ -191,6 +217,247 @@ export type Tool = Message<"toolplane.catalog.v1.Tool"> & {
  */
 export const ToolSchema: GenMessage<Tool> = /*@__PURE__*/
   messageDesc(file_toolplane_catalog_v1_catalog, 2);
+
+/**
+ * ToolRef names one tool by its original (server, tool) pair and exposed name.
+ *
+ * @generated from message toolplane.catalog.v1.ToolRef
+ */
+export type ToolRef = Message<"toolplane.catalog.v1.ToolRef"> & {
+  /**
+   * Server the tool belongs to.
+   *
+   * @generated from field: string server = 1;
+   */
+  server: string;
+
+  /**
+   * Name of the tool on its server.
+   *
+   * @generated from field: string original_name = 2;
+   */
+  originalName: string;
+
+  /**
+   * Exposed name assigned to the pair.
+   *
+   * @generated from field: string name = 3;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ToolRef.
+ * Use `create(ToolRefSchema)` to create a new message.
+ */
+export const ToolRefSchema: GenMessage<ToolRef> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog, 3);
+
+/**
+ * NameCollision reports a tool that did not get its plain exposed name
+ * because another pair was assigned it first (docs/architecture.md §7).
+ *
+ * @generated from message toolplane.catalog.v1.NameCollision
+ */
+export type NameCollision = Message<"toolplane.catalog.v1.NameCollision"> & {
+  /**
+   * The tool that got a suffixed name.
+   *
+   * @generated from field: toolplane.catalog.v1.ToolRef tool = 1;
+   */
+  tool?: ToolRef | undefined;
+
+  /**
+   * The plain name it would have had.
+   *
+   * @generated from field: string wanted = 2;
+   */
+  wanted: string;
+
+  /**
+   * The pair that holds the plain name; unset when the caller cannot see its server.
+   *
+   * @generated from field: toolplane.catalog.v1.ToolRef holder = 3;
+   */
+  holder?: ToolRef | undefined;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.NameCollision.
+ * Use `create(NameCollisionSchema)` to create a new message.
+ */
+export const NameCollisionSchema: GenMessage<NameCollision> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog, 4);
+
+/**
+ * ToolRename reports that the exposed name of a pair changed (its server's
+ * tool_name_prefix changed; names are otherwise never reassigned).
+ *
+ * @generated from message toolplane.catalog.v1.ToolRename
+ */
+export type ToolRename = Message<"toolplane.catalog.v1.ToolRename"> & {
+  /**
+   * The tool with its new name.
+   *
+   * @generated from field: toolplane.catalog.v1.ToolRef tool = 1;
+   */
+  tool?: ToolRef | undefined;
+
+  /**
+   * The name it had before.
+   *
+   * @generated from field: string previous_name = 2;
+   */
+  previousName: string;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ToolRename.
+ * Use `create(ToolRenameSchema)` to create a new message.
+ */
+export const ToolRenameSchema: GenMessage<ToolRename> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog, 5);
+
+/**
+ * OmittedTool is a tool a server listed that the catalog left out.
+ *
+ * @generated from message toolplane.catalog.v1.OmittedTool
+ */
+export type OmittedTool = Message<"toolplane.catalog.v1.OmittedTool"> & {
+  /**
+   * Name of the tool on its server.
+   *
+   * @generated from field: string original_name = 1;
+   */
+  originalName: string;
+
+  /**
+   * Why, e.g. "definition of 10485912 bytes exceeds catalog.max_definition_bytes (1048576)".
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * Size of the tool's definition in bytes, as received.
+   *
+   * @generated from field: int64 definition_bytes = 3;
+   */
+  definitionBytes: bigint;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.OmittedTool.
+ * Use `create(OmittedToolSchema)` to create a new message.
+ */
+export const OmittedToolSchema: GenMessage<OmittedTool> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog, 6);
+
+/**
+ * DefinitionChange is one difference between two tool definitions, as a
+ * JSON Pointer (RFC 6901) into the definition object and the two values.
+ *
+ * @generated from message toolplane.catalog.v1.DefinitionChange
+ */
+export type DefinitionChange = Message<"toolplane.catalog.v1.DefinitionChange"> & {
+  /**
+   * JSON Pointer of the changed member, e.g. "/description" or "/inputSchema/properties/q".
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * The old value; unset when the member was added.
+   *
+   * @generated from field: google.protobuf.Value old_value = 2;
+   */
+  oldValue?: Value | undefined;
+
+  /**
+   * The new value; unset when the member was removed.
+   *
+   * @generated from field: google.protobuf.Value new_value = 3;
+   */
+  newValue?: Value | undefined;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.DefinitionChange.
+ * Use `create(DefinitionChangeSchema)` to create a new message.
+ */
+export const DefinitionChangeSchema: GenMessage<DefinitionChange> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog, 7);
+
+/**
+ * ToolAuditRecord records one review decision on a tool definition.
+ *
+ * @generated from message toolplane.catalog.v1.ToolAuditRecord
+ */
+export type ToolAuditRecord = Message<"toolplane.catalog.v1.ToolAuditRecord"> & {
+  /**
+   * Record id (increasing).
+   *
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * When the decision was taken.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 2;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * Who took it ("tenant/subject").
+   *
+   * @generated from field: string actor = 3;
+   */
+  actor: string;
+
+  /**
+   * "approve" or "reject".
+   *
+   * @generated from field: string action = 4;
+   */
+  action: string;
+
+  /**
+   * The tool.
+   *
+   * @generated from field: toolplane.catalog.v1.ToolRef tool = 5;
+   */
+  tool?: ToolRef | undefined;
+
+  /**
+   * The definition hash pinned before the decision ("" for a new tool).
+   *
+   * @generated from field: string previous_hash = 6;
+   */
+  previousHash: string;
+
+  /**
+   * The definition hash the decision names.
+   *
+   * @generated from field: string definition_hash = 7;
+   */
+  definitionHash: string;
+
+  /**
+   * Differences from the previously pinned definition to the decided one.
+   *
+   * @generated from field: repeated toolplane.catalog.v1.DefinitionChange diff = 8;
+   */
+  diff: DefinitionChange[];
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ToolAuditRecord.
+ * Use `create(ToolAuditRecordSchema)` to create a new message.
+ */
+export const ToolAuditRecordSchema: GenMessage<ToolAuditRecord> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog, 8);
 
 /**
  * ServerConfig is one MCP server entry of extensions_config.json. Secrets
@@ -320,6 +587,22 @@ export type ServerConfig = Message<"toolplane.catalog.v1.ServerConfig"> & {
    * @generated from field: string path = 17;
    */
   path: string;
+
+  /**
+   * Pin tool definitions (rug-pull protection): a later change of a tool's
+   * definition waits for an admin's approval. Unset = catalog.pin.
+   *
+   * @generated from field: optional bool pin = 18;
+   */
+  pin?: boolean | undefined;
+
+  /**
+   * What happens to a new tool of a pinned server: "allow" (pinned as first
+   * seen) or "review" (PENDING until approved). Empty = catalog.pin_new_tools.
+   *
+   * @generated from field: string pin_new_tools = 19;
+   */
+  pinNewTools: string;
 };
 
 /**
@@ -327,7 +610,7 @@ export type ServerConfig = Message<"toolplane.catalog.v1.ServerConfig"> & {
  * Use `create(ServerConfigSchema)` to create a new message.
  */
 export const ServerConfigSchema: GenMessage<ServerConfig> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog, 3);
+  messageDesc(file_toolplane_catalog_v1_catalog, 9);
 
 /**
  * Server is a configured server with its live status.
@@ -414,6 +697,27 @@ export type Server = Message<"toolplane.catalog.v1.Server"> & {
    * @generated from field: repeated string config_warnings = 11;
    */
   configWarnings: string[];
+
+  /**
+   * Tools of this server that did not get their plain exposed name, with the pair holding it.
+   *
+   * @generated from field: repeated toolplane.catalog.v1.NameCollision name_collisions = 12;
+   */
+  nameCollisions: NameCollision[];
+
+  /**
+   * Tools the server listed that the catalog left out (e.g. over catalog.max_definition_bytes).
+   *
+   * @generated from field: repeated toolplane.catalog.v1.OmittedTool omitted_tools = 13;
+   */
+  omittedTools: OmittedTool[];
+
+  /**
+   * Effective definition pinning of the server (pin, or the catalog default).
+   *
+   * @generated from field: bool pinned = 14;
+   */
+  pinned: boolean;
 };
 
 /**
@@ -421,7 +725,7 @@ export type Server = Message<"toolplane.catalog.v1.Server"> & {
  * Use `create(ServerSchema)` to create a new message.
  */
 export const ServerSchema: GenMessage<Server> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog, 4);
+  messageDesc(file_toolplane_catalog_v1_catalog, 10);
 
 /**
  * ServerCount is the number of tools per server, for GetCatalog.
@@ -456,7 +760,7 @@ export type ServerCount = Message<"toolplane.catalog.v1.ServerCount"> & {
  * Use `create(ServerCountSchema)` to create a new message.
  */
 export const ServerCountSchema: GenMessage<ServerCount> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog, 5);
+  messageDesc(file_toolplane_catalog_v1_catalog, 11);
 
 /**
  * SearchHit is one SearchTools result.
@@ -491,7 +795,7 @@ export type SearchHit = Message<"toolplane.catalog.v1.SearchHit"> & {
  * Use `create(SearchHitSchema)` to create a new message.
  */
 export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog, 6);
+  messageDesc(file_toolplane_catalog_v1_catalog, 12);
 
 /**
  * CatalogEvent is one WatchCatalog event.
@@ -561,6 +865,35 @@ export type CatalogEvent = Message<"toolplane.catalog.v1.CatalogEvent"> & {
    * @generated from field: google.protobuf.Timestamp time = 9;
    */
   time?: Timestamp | undefined;
+
+  /**
+   * Definition hash of every tool added or changed (of every tool in a SNAPSHOT),
+   * keyed by exposed name.
+   *
+   * @generated from field: map<string, string> definition_hashes = 10;
+   */
+  definitionHashes: { [key: string]: string };
+
+  /**
+   * Name collisions that appeared with this change (both pairs named).
+   *
+   * @generated from field: repeated toolplane.catalog.v1.NameCollision name_collisions = 11;
+   */
+  nameCollisions: NameCollision[];
+
+  /**
+   * Pairs whose exposed name changed.
+   *
+   * @generated from field: repeated toolplane.catalog.v1.ToolRename renames = 12;
+   */
+  renames: ToolRename[];
+
+  /**
+   * Exposed names whose review state changed (pinning: CHANGED, PENDING, approved, rejected).
+   *
+   * @generated from field: repeated string tools_state_changed = 13;
+   */
+  toolsStateChanged: string[];
 };
 
 /**
@@ -568,7 +901,7 @@ export type CatalogEvent = Message<"toolplane.catalog.v1.CatalogEvent"> & {
  * Use `create(CatalogEventSchema)` to create a new message.
  */
 export const CatalogEventSchema: GenMessage<CatalogEvent> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog, 7);
+  messageDesc(file_toolplane_catalog_v1_catalog, 13);
 
 /**
  * ServerState is the connection state of one MCP server.
@@ -961,6 +1294,21 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_ACP_AGENT_UNAVAILABLE = 16;
    */
   ACP_AGENT_UNAVAILABLE = 16,
+
+  /**
+   * The tool's server is not pinned, so there is no definition to review (FAILED_PRECONDITION).
+   *
+   * @generated from enum value: ERROR_REASON_TOOL_NOT_PINNED = 17;
+   */
+  TOOL_NOT_PINNED = 17,
+
+  /**
+   * The definition_hash named is not the tool's current definition (FAILED_PRECONDITION);
+   * metadata "current" is the current hash.
+   *
+   * @generated from enum value: ERROR_REASON_DEFINITION_CHANGED = 18;
+   */
+  DEFINITION_CHANGED = 18,
 }
 
 /**
@@ -968,6 +1316,54 @@ export enum ErrorReason {
  */
 export const ErrorReasonSchema: GenEnum<ErrorReason> = /*@__PURE__*/
   enumDesc(file_toolplane_catalog_v1_catalog, 6);
+
+/**
+ * ToolState is the review state of a tool definition under definition pinning.
+ *
+ * @generated from enum toolplane.catalog.v1.ToolState
+ */
+export enum ToolState {
+  /**
+   * Not set (read as ACTIVE by clients of v0.1.0 servers).
+   *
+   * @generated from enum value: TOOL_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The definition is the approved one (or its server is not pinned).
+   *
+   * @generated from enum value: TOOL_STATE_ACTIVE = 1;
+   */
+  ACTIVE = 1,
+
+  /**
+   * A new tool of a pinned server with `pin_new_tools: review`, waiting for approval.
+   *
+   * @generated from enum value: TOOL_STATE_PENDING = 2;
+   */
+  PENDING = 2,
+
+  /**
+   * The definition differs from the pinned one and waits for approval.
+   *
+   * @generated from enum value: TOOL_STATE_CHANGED = 3;
+   */
+  CHANGED = 3,
+
+  /**
+   * An admin rejected exactly this definition.
+   *
+   * @generated from enum value: TOOL_STATE_REJECTED = 4;
+   */
+  REJECTED = 4,
+}
+
+/**
+ * Describes the enum toolplane.catalog.v1.ToolState.
+ */
+export const ToolStateSchema: GenEnum<ToolState> = /*@__PURE__*/
+  enumDesc(file_toolplane_catalog_v1_catalog, 7);
 
 /**
  * CatalogEventType is the kind of a WatchCatalog event.
@@ -1008,5 +1404,5 @@ export enum CatalogEventType {
  * Describes the enum toolplane.catalog.v1.CatalogEventType.
  */
 export const CatalogEventTypeSchema: GenEnum<CatalogEventType> = /*@__PURE__*/
-  enumDesc(file_toolplane_catalog_v1_catalog, 7);
+  enumDesc(file_toolplane_catalog_v1_catalog, 8);
 

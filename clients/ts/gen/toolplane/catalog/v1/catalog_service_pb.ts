@@ -6,7 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { CatalogEvent, SearchHit, SearchMode, Server, ServerConfig, ServerCount, SessionScope, Tool, ToolSource } from "./catalog_pb";
+import type { CatalogEvent, DefinitionChange, SearchHit, SearchMode, Server, ServerConfig, ServerCount, SessionScope, Tool, ToolAuditRecord, ToolSource } from "./catalog_pb";
 import { file_toolplane_catalog_v1_catalog } from "./catalog_pb";
 import type { CallContext, ContentBlock, Notification, StringList } from "../../type/v1/type_pb";
 import { file_toolplane_type_v1_type } from "../../type/v1/type_pb";
@@ -16,7 +16,217 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolplane/catalog/v1/catalog_service.proto.
  */
 export const file_toolplane_catalog_v1_catalog_service: GenFile = /*@__PURE__*/
-  fileDesc("Cip0b29scGxhbmUvY2F0YWxvZy92MS9jYXRhbG9nX3NlcnZpY2UucHJvdG8SFHRvb2xwbGFuZS5jYXRhbG9nLnYxIqEBChBMaXN0VG9vbHNSZXF1ZXN0Eg4KBnNlcnZlchgBIAEoCRIwCgZzb3VyY2UYAiABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sU291cmNlEhYKCWF2YWlsYWJsZRgDIAEoCEgAiAEBEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJQgwKCl9hdmFpbGFibGUiawoRTGlzdFRvb2xzUmVzcG9uc2USKQoFdG9vbHMYASADKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgp0b3RhbF9zaXplGAMgASgFIh4KDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkiOwoPR2V0VG9vbFJlc3BvbnNlEigKBHRvb2wYASABKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sIpUBChJTZWFyY2hUb29sc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSLgoEbW9kZRgCIAEoDjIgLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaE1vZGUSDQoFbGltaXQYAyABKAUSMQoKY2FuZGlkYXRlcxgEIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QinQEKE1NlYXJjaFRvb2xzUmVzcG9uc2USLQoEaGl0cxgBIAMoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaEhpdBIUCgxjYXRhbG9nX2hhc2gYAiABKAkSEQoJdHJ1bmNhdGVkGAMgASgIEi4KBG1vZGUYBCABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hNb2RlIkYKEUdldENhdGFsb2dSZXF1ZXN0EjEKCmNhbmRpZGF0ZXMYASABKAsyHS50b29scGxhbmUudHlwZS52MS5TdHJpbmdMaXN0IpQBChJHZXRDYXRhbG9nUmVzcG9uc2USFAoMY2F0YWxvZ19oYXNoGAEgASgJEhIKCnRvb2xfY291bnQYAiABKAUSMgoHc2VydmVycxgDIAMoCzIhLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlckNvdW50Eg8KB3Vua25vd24YBCADKAkSDwoHcmVuYW1lZBgFIAMoCSIVChNXYXRjaENhdGFsb2dSZXF1ZXN0IkkKFFdhdGNoQ2F0YWxvZ1Jlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2F0YWxvZ0V2ZW50Iq0BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2QEKEENhbGxUb29sUmVzcG9uc2USMAoHY29udGVudBgBIAMoCzIfLnRvb2xwbGFuZS50eXBlLnYxLkNvbnRlbnRCbG9jaxIQCghpc19lcnJvchgCIAEoCBIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiUKBG1ldGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnNlcnZlchgFIAEoCRIVCg1vcmlnaW5hbF9uYW1lGAYgASgJIrMBChVDYWxsVG9vbFN0cmVhbVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilAEKFkNhbGxUb29sU3RyZWFtUmVzcG9uc2USNwoMbm90aWZpY2F0aW9uGAEgASgLMh8udG9vbHBsYW5lLnR5cGUudjEuTm90aWZpY2F0aW9uSAASOAoGcmVzdWx0GAIgASgLMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xSZXNwb25zZUgAQgcKBWV2ZW50IhYKFExpc3RBY3BBZ2VudHNSZXF1ZXN0IkcKFUxpc3RBY3BBZ2VudHNSZXNwb25zZRIuCgZhZ2VudHMYASADKAsyHi50b29scGxhbmUuY2F0YWxvZy52MS5BY3BBZ2VudCJeCghBY3BBZ2VudBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBW1vZGVsGAMgASgJEiAKGGF1dG9fYXBwcm92ZV9wZXJtaXNzaW9ucxgEIAEoCCKYAQoVSW52b2tlQWNwQWdlbnRSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEg4KBnByb21wdBgCIAEoCRI0CgxjYWxsX2NvbnRleHQYAyABKAsyHi50b29scGxhbmUudHlwZS52MS5DYWxsQ29udGV4dBIqCgd0aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIocBChZJbnZva2VBY3BBZ2VudFJlc3BvbnNlEjEKBnVwZGF0ZRgBIAEoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkFjcFVwZGF0ZUgAEjEKBnJlc3VsdBgCIAEoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkFjcFJlc3VsdEgAQgcKBWV2ZW50IicKCUFjcFVwZGF0ZRIMCgRraW5kGAEgASgJEgwKBHRleHQYAiABKAkiSQoJQWNwUmVzdWx0EgwKBHRleHQYASABKAkSEwoLc3RvcF9yZWFzb24YAiABKAkSGQoRd29ya2luZ19kaXJlY3RvcnkYAyABKAkiFAoSTGlzdFNlcnZlcnNSZXF1ZXN0IkQKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIgChBHZXRTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkiQQoRR2V0U2VydmVyUmVzcG9uc2USLAoGc2VydmVyGAEgASgLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIjAKDFNlcnZlclVwZGF0ZRIUCgdlbmFibGVkGAEgASgISACIAQFCCgoIX2VuYWJsZWQiVwoTVXBkYXRlU2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEjIKBnNlcnZlchgCIAEoCzIiLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlclVwZGF0ZSJEChRVcGRhdGVTZXJ2ZXJSZXNwb25zZRIsCgZzZXJ2ZXIYASABKAsyHC50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXIiTAoVUmVwbGFjZVNlcnZlcnNSZXF1ZXN0EjMKB3NlcnZlcnMYASADKAsyIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJDb25maWciRwoWUmVwbGFjZVNlcnZlcnNSZXNwb25zZRItCgdzZXJ2ZXJzGAEgAygLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIhYKFFJlbG9hZFNlcnZlcnNSZXF1ZXN0ImwKFVJlbG9hZFNlcnZlcnNSZXNwb25zZRItCgdzZXJ2ZXJzGAEgAygLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyEhEKCXJlc3RhcnRlZBgCIAMoCRIRCgl1bmNoYW5nZWQYAyADKAkiNwoUQ29ubmVjdFNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIRCglkaXNjb3ZlcnkYAiABKAgiYgoVQ29ubmVjdFNlcnZlclJlc3BvbnNlEhkKEWF1dGhvcml6YXRpb25fdXJsGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKF0Rpc2Nvbm5lY3RTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSEQoJZGlzY292ZXJ5GAIgASgIIhoKGERpc2Nvbm5lY3RTZXJ2ZXJSZXNwb25zZSIYChZMaXN0Q29ubmVjdGlvbnNSZXF1ZXN0IlAKF0xpc3RDb25uZWN0aW9uc1Jlc3BvbnNlEjUKC2Nvbm5lY3Rpb25zGAEgAygLMiAudG9vbHBsYW5lLmNhdGFsb2cudjEuQ29ubmVjdGlvbiKuAQoKQ29ubmVjdGlvbhIOCgZzZXJ2ZXIYASABKAkSOQoNc2Vzc2lvbl9zY29wZRgCIAEoDjIiLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlc3Npb25TY29wZRISCgpncmFudF90eXBlGAMgASgJEhEKCWNvbm5lY3RlZBgEIAEoCBIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDKgDgoOQ2F0YWxvZ1NlcnZpY2USYQoJTGlzdFRvb2xzEiYudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFRvb2xzUmVxdWVzdBonLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RUb29sc1Jlc3BvbnNlIgOQAgESWwoHR2V0VG9vbBIkLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFRvb2xSZXF1ZXN0GiUudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0VG9vbFJlc3BvbnNlIgOQAgESZwoLU2VhcmNoVG9vbHMSKC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hUb29sc1JlcXVlc3QaKS50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hUb29sc1Jlc3BvbnNlIgOQAgESZAoKR2V0Q2F0YWxvZxInLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldENhdGFsb2dSZXF1ZXN0GigudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0Q2F0YWxvZ1Jlc3BvbnNlIgOQAgESbAoMV2F0Y2hDYXRhbG9nEikudG9vbHBsYW5lLmNhdGFsb2cudjEuV2F0Y2hDYXRhbG9nUmVxdWVzdBoqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLldhdGNoQ2F0YWxvZ1Jlc3BvbnNlIgOQAgEwARJZCghDYWxsVG9vbBIlLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhbGxUb29sUmVxdWVzdBomLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhbGxUb29sUmVzcG9uc2USbQoOQ2FsbFRvb2xTdHJlYW0SKy50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFN0cmVhbVJlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFN0cmVhbVJlc3BvbnNlMAESbQoNTGlzdEFjcEFnZW50cxIqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RBY3BBZ2VudHNSZXF1ZXN0GisudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdEFjcEFnZW50c1Jlc3BvbnNlIgOQAgESbQoOSW52b2tlQWNwQWdlbnQSKy50b29scGxhbmUuY2F0YWxvZy52MS5JbnZva2VBY3BBZ2VudFJlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5JbnZva2VBY3BBZ2VudFJlc3BvbnNlMAESZwoLTGlzdFNlcnZlcnMSKC50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0U2VydmVyc1JlcXVlc3QaKS50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0U2VydmVyc1Jlc3BvbnNlIgOQAgESYQoJR2V0U2VydmVyEiYudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0U2VydmVyUmVxdWVzdBonLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFNlcnZlclJlc3BvbnNlIgOQAgESagoMVXBkYXRlU2VydmVyEikudG9vbHBsYW5lLmNhdGFsb2cudjEuVXBkYXRlU2VydmVyUmVxdWVzdBoqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlVwZGF0ZVNlcnZlclJlc3BvbnNlIgOQAgIScAoOUmVwbGFjZVNlcnZlcnMSKy50b29scGxhbmUuY2F0YWxvZy52MS5SZXBsYWNlU2VydmVyc1JlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5SZXBsYWNlU2VydmVyc1Jlc3BvbnNlIgOQAgISaAoNUmVsb2FkU2VydmVycxIqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJlbG9hZFNlcnZlcnNSZXF1ZXN0GisudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVsb2FkU2VydmVyc1Jlc3BvbnNlEmgKDUNvbm5lY3RTZXJ2ZXISKi50b29scGxhbmUuY2F0YWxvZy52MS5Db25uZWN0U2VydmVyUmVxdWVzdBorLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNvbm5lY3RTZXJ2ZXJSZXNwb25zZRJ2ChBEaXNjb25uZWN0U2VydmVyEi0udG9vbHBsYW5lLmNhdGFsb2cudjEuRGlzY29ubmVjdFNlcnZlclJlcXVlc3QaLi50b29scGxhbmUuY2F0YWxvZy52MS5EaXNjb25uZWN0U2VydmVyUmVzcG9uc2UiA5ACAhJzCg9MaXN0Q29ubmVjdGlvbnMSLC50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0Q29ubmVjdGlvbnNSZXF1ZXN0Gi0udG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdENvbm5lY3Rpb25zUmVzcG9uc2UiA5ACAUJGWkRnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9jYXRhbG9nL3YxO2NhdGFsb2d2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_catalog_v1_catalog, file_toolplane_type_v1_type]);
+  fileDesc("Cip0b29scGxhbmUvY2F0YWxvZy92MS9jYXRhbG9nX3NlcnZpY2UucHJvdG8SFHRvb2xwbGFuZS5jYXRhbG9nLnYxIlAKF0xpc3RQZW5kaW5nVG9vbHNSZXF1ZXN0Eg4KBnNlcnZlchgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSKNAQoLUGVuZGluZ1Rvb2wSKAoEdG9vbBgBIAEoCzIaLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlRvb2wSHgoWcGlubmVkX2RlZmluaXRpb25faGFzaBgCIAEoCRI0CgRkaWZmGAMgAygLMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuRGVmaW5pdGlvbkNoYW5nZSJlChhMaXN0UGVuZGluZ1Rvb2xzUmVzcG9uc2USMAoFdG9vbHMYASADKAsyIS50b29scGxhbmUuY2F0YWxvZy52MS5QZW5kaW5nVG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOwoSQXBwcm92ZVRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkSFwoPZGVmaW5pdGlvbl9oYXNoGAIgASgJInUKE0FwcHJvdmVUb29sUmVzcG9uc2USKAoEdG9vbBgBIAEoCzIaLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlRvb2wSNAoFYXVkaXQYAiABKAsyJS50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sQXVkaXRSZWNvcmQiOgoRUmVqZWN0VG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIXCg9kZWZpbml0aW9uX2hhc2gYAiABKAkidAoSUmVqZWN0VG9vbFJlc3BvbnNlEigKBHRvb2wYASABKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sEjQKBWF1ZGl0GAIgASgLMiUudG9vbHBsYW5lLmNhdGFsb2cudjEuVG9vbEF1ZGl0UmVjb3JkIqEBChBMaXN0VG9vbHNSZXF1ZXN0Eg4KBnNlcnZlchgBIAEoCRIwCgZzb3VyY2UYAiABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sU291cmNlEhYKCWF2YWlsYWJsZRgDIAEoCEgAiAEBEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJQgwKCl9hdmFpbGFibGUiawoRTGlzdFRvb2xzUmVzcG9uc2USKQoFdG9vbHMYASADKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgp0b3RhbF9zaXplGAMgASgFIh4KDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkiOwoPR2V0VG9vbFJlc3BvbnNlEigKBHRvb2wYASABKAsyGi50b29scGxhbmUuY2F0YWxvZy52MS5Ub29sIpUBChJTZWFyY2hUb29sc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSLgoEbW9kZRgCIAEoDjIgLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaE1vZGUSDQoFbGltaXQYAyABKAUSMQoKY2FuZGlkYXRlcxgEIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QinQEKE1NlYXJjaFRvb2xzUmVzcG9uc2USLQoEaGl0cxgBIAMoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlYXJjaEhpdBIUCgxjYXRhbG9nX2hhc2gYAiABKAkSEQoJdHJ1bmNhdGVkGAMgASgIEi4KBG1vZGUYBCABKA4yIC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hNb2RlIkYKEUdldENhdGFsb2dSZXF1ZXN0EjEKCmNhbmRpZGF0ZXMYASABKAsyHS50b29scGxhbmUudHlwZS52MS5TdHJpbmdMaXN0IpQBChJHZXRDYXRhbG9nUmVzcG9uc2USFAoMY2F0YWxvZ19oYXNoGAEgASgJEhIKCnRvb2xfY291bnQYAiABKAUSMgoHc2VydmVycxgDIAMoCzIhLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlckNvdW50Eg8KB3Vua25vd24YBCADKAkSDwoHcmVuYW1lZBgFIAMoCSIVChNXYXRjaENhdGFsb2dSZXF1ZXN0IkkKFFdhdGNoQ2F0YWxvZ1Jlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiIudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2F0YWxvZ0V2ZW50Iq0BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2QEKEENhbGxUb29sUmVzcG9uc2USMAoHY29udGVudBgBIAMoCzIfLnRvb2xwbGFuZS50eXBlLnYxLkNvbnRlbnRCbG9jaxIQCghpc19lcnJvchgCIAEoCBIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiUKBG1ldGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnNlcnZlchgFIAEoCRIVCg1vcmlnaW5hbF9uYW1lGAYgASgJIrMBChVDYWxsVG9vbFN0cmVhbVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKDGNhbGxfY29udGV4dBgDIAEoCzIeLnRvb2xwbGFuZS50eXBlLnYxLkNhbGxDb250ZXh0EioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilAEKFkNhbGxUb29sU3RyZWFtUmVzcG9uc2USNwoMbm90aWZpY2F0aW9uGAEgASgLMh8udG9vbHBsYW5lLnR5cGUudjEuTm90aWZpY2F0aW9uSAASOAoGcmVzdWx0GAIgASgLMiYudG9vbHBsYW5lLmNhdGFsb2cudjEuQ2FsbFRvb2xSZXNwb25zZUgAQgcKBWV2ZW50IhYKFExpc3RBY3BBZ2VudHNSZXF1ZXN0IkcKFUxpc3RBY3BBZ2VudHNSZXNwb25zZRIuCgZhZ2VudHMYASADKAsyHi50b29scGxhbmUuY2F0YWxvZy52MS5BY3BBZ2VudCJeCghBY3BBZ2VudBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBW1vZGVsGAMgASgJEiAKGGF1dG9fYXBwcm92ZV9wZXJtaXNzaW9ucxgEIAEoCCKYAQoVSW52b2tlQWNwQWdlbnRSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEg4KBnByb21wdBgCIAEoCRI0CgxjYWxsX2NvbnRleHQYAyABKAsyHi50b29scGxhbmUudHlwZS52MS5DYWxsQ29udGV4dBIqCgd0aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIocBChZJbnZva2VBY3BBZ2VudFJlc3BvbnNlEjEKBnVwZGF0ZRgBIAEoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkFjcFVwZGF0ZUgAEjEKBnJlc3VsdBgCIAEoCzIfLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkFjcFJlc3VsdEgAQgcKBWV2ZW50IicKCUFjcFVwZGF0ZRIMCgRraW5kGAEgASgJEgwKBHRleHQYAiABKAkiSQoJQWNwUmVzdWx0EgwKBHRleHQYASABKAkSEwoLc3RvcF9yZWFzb24YAiABKAkSGQoRd29ya2luZ19kaXJlY3RvcnkYAyABKAkiFAoSTGlzdFNlcnZlcnNSZXF1ZXN0IkQKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USLQoHc2VydmVycxgBIAMoCzIcLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlciIgChBHZXRTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkiQQoRR2V0U2VydmVyUmVzcG9uc2USLAoGc2VydmVyGAEgASgLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIjAKDFNlcnZlclVwZGF0ZRIUCgdlbmFibGVkGAEgASgISACIAQFCCgoIX2VuYWJsZWQiVwoTVXBkYXRlU2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEjIKBnNlcnZlchgCIAEoCzIiLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlcnZlclVwZGF0ZSJEChRVcGRhdGVTZXJ2ZXJSZXNwb25zZRIsCgZzZXJ2ZXIYASABKAsyHC50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXIiTAoVUmVwbGFjZVNlcnZlcnNSZXF1ZXN0EjMKB3NlcnZlcnMYASADKAsyIi50b29scGxhbmUuY2F0YWxvZy52MS5TZXJ2ZXJDb25maWciRwoWUmVwbGFjZVNlcnZlcnNSZXNwb25zZRItCgdzZXJ2ZXJzGAEgAygLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyIhYKFFJlbG9hZFNlcnZlcnNSZXF1ZXN0ImwKFVJlbG9hZFNlcnZlcnNSZXNwb25zZRItCgdzZXJ2ZXJzGAEgAygLMhwudG9vbHBsYW5lLmNhdGFsb2cudjEuU2VydmVyEhEKCXJlc3RhcnRlZBgCIAMoCRIRCgl1bmNoYW5nZWQYAyADKAkiNwoUQ29ubmVjdFNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIRCglkaXNjb3ZlcnkYAiABKAgiYgoVQ29ubmVjdFNlcnZlclJlc3BvbnNlEhkKEWF1dGhvcml6YXRpb25fdXJsGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKF0Rpc2Nvbm5lY3RTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSEQoJZGlzY292ZXJ5GAIgASgIIhoKGERpc2Nvbm5lY3RTZXJ2ZXJSZXNwb25zZSIYChZMaXN0Q29ubmVjdGlvbnNSZXF1ZXN0IlAKF0xpc3RDb25uZWN0aW9uc1Jlc3BvbnNlEjUKC2Nvbm5lY3Rpb25zGAEgAygLMiAudG9vbHBsYW5lLmNhdGFsb2cudjEuQ29ubmVjdGlvbiKuAQoKQ29ubmVjdGlvbhIOCgZzZXJ2ZXIYASABKAkSOQoNc2Vzc2lvbl9zY29wZRgCIAEoDjIiLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlNlc3Npb25TY29wZRISCgpncmFudF90eXBlGAMgASgJEhEKCWNvbm5lY3RlZBgEIAEoCBIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDLnEAoOQ2F0YWxvZ1NlcnZpY2USYQoJTGlzdFRvb2xzEiYudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFRvb2xzUmVxdWVzdBonLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RUb29sc1Jlc3BvbnNlIgOQAgESWwoHR2V0VG9vbBIkLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFRvb2xSZXF1ZXN0GiUudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0VG9vbFJlc3BvbnNlIgOQAgESZwoLU2VhcmNoVG9vbHMSKC50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hUb29sc1JlcXVlc3QaKS50b29scGxhbmUuY2F0YWxvZy52MS5TZWFyY2hUb29sc1Jlc3BvbnNlIgOQAgESZAoKR2V0Q2F0YWxvZxInLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldENhdGFsb2dSZXF1ZXN0GigudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0Q2F0YWxvZ1Jlc3BvbnNlIgOQAgESbAoMV2F0Y2hDYXRhbG9nEikudG9vbHBsYW5lLmNhdGFsb2cudjEuV2F0Y2hDYXRhbG9nUmVxdWVzdBoqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLldhdGNoQ2F0YWxvZ1Jlc3BvbnNlIgOQAgEwARJZCghDYWxsVG9vbBIlLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhbGxUb29sUmVxdWVzdBomLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNhbGxUb29sUmVzcG9uc2USbQoOQ2FsbFRvb2xTdHJlYW0SKy50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFN0cmVhbVJlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5DYWxsVG9vbFN0cmVhbVJlc3BvbnNlMAESbQoNTGlzdEFjcEFnZW50cxIqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkxpc3RBY3BBZ2VudHNSZXF1ZXN0GisudG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdEFjcEFnZW50c1Jlc3BvbnNlIgOQAgESbQoOSW52b2tlQWNwQWdlbnQSKy50b29scGxhbmUuY2F0YWxvZy52MS5JbnZva2VBY3BBZ2VudFJlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5JbnZva2VBY3BBZ2VudFJlc3BvbnNlMAESZwoLTGlzdFNlcnZlcnMSKC50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0U2VydmVyc1JlcXVlc3QaKS50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0U2VydmVyc1Jlc3BvbnNlIgOQAgESYQoJR2V0U2VydmVyEiYudG9vbHBsYW5lLmNhdGFsb2cudjEuR2V0U2VydmVyUmVxdWVzdBonLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkdldFNlcnZlclJlc3BvbnNlIgOQAgESagoMVXBkYXRlU2VydmVyEikudG9vbHBsYW5lLmNhdGFsb2cudjEuVXBkYXRlU2VydmVyUmVxdWVzdBoqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlVwZGF0ZVNlcnZlclJlc3BvbnNlIgOQAgIScAoOUmVwbGFjZVNlcnZlcnMSKy50b29scGxhbmUuY2F0YWxvZy52MS5SZXBsYWNlU2VydmVyc1JlcXVlc3QaLC50b29scGxhbmUuY2F0YWxvZy52MS5SZXBsYWNlU2VydmVyc1Jlc3BvbnNlIgOQAgISaAoNUmVsb2FkU2VydmVycxIqLnRvb2xwbGFuZS5jYXRhbG9nLnYxLlJlbG9hZFNlcnZlcnNSZXF1ZXN0GisudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVsb2FkU2VydmVyc1Jlc3BvbnNlEmgKDUNvbm5lY3RTZXJ2ZXISKi50b29scGxhbmUuY2F0YWxvZy52MS5Db25uZWN0U2VydmVyUmVxdWVzdBorLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkNvbm5lY3RTZXJ2ZXJSZXNwb25zZRJ2ChBEaXNjb25uZWN0U2VydmVyEi0udG9vbHBsYW5lLmNhdGFsb2cudjEuRGlzY29ubmVjdFNlcnZlclJlcXVlc3QaLi50b29scGxhbmUuY2F0YWxvZy52MS5EaXNjb25uZWN0U2VydmVyUmVzcG9uc2UiA5ACAhJzCg9MaXN0Q29ubmVjdGlvbnMSLC50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0Q29ubmVjdGlvbnNSZXF1ZXN0Gi0udG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdENvbm5lY3Rpb25zUmVzcG9uc2UiA5ACARJ2ChBMaXN0UGVuZGluZ1Rvb2xzEi0udG9vbHBsYW5lLmNhdGFsb2cudjEuTGlzdFBlbmRpbmdUb29sc1JlcXVlc3QaLi50b29scGxhbmUuY2F0YWxvZy52MS5MaXN0UGVuZGluZ1Rvb2xzUmVzcG9uc2UiA5ACARJnCgtBcHByb3ZlVG9vbBIoLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkFwcHJvdmVUb29sUmVxdWVzdBopLnRvb2xwbGFuZS5jYXRhbG9nLnYxLkFwcHJvdmVUb29sUmVzcG9uc2UiA5ACAhJkCgpSZWplY3RUb29sEicudG9vbHBsYW5lLmNhdGFsb2cudjEuUmVqZWN0VG9vbFJlcXVlc3QaKC50b29scGxhbmUuY2F0YWxvZy52MS5SZWplY3RUb29sUmVzcG9uc2UiA5ACAkJGWkRnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9jYXRhbG9nL3YxO2NhdGFsb2d2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_catalog_v1_catalog, file_toolplane_type_v1_type]);
+
+/**
+ * ListPendingToolsRequest filters and pages ListPendingTools.
+ *
+ * @generated from message toolplane.catalog.v1.ListPendingToolsRequest
+ */
+export type ListPendingToolsRequest = Message<"toolplane.catalog.v1.ListPendingToolsRequest"> & {
+  /**
+   * Only tools of this server; empty = all servers.
+   *
+   * @generated from field: string server = 1;
+   */
+  server: string;
+
+  /**
+   * Page size, 1..1000; 0 = 200.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Token from a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ListPendingToolsRequest.
+ * Use `create(ListPendingToolsRequestSchema)` to create a new message.
+ */
+export const ListPendingToolsRequestSchema: GenMessage<ListPendingToolsRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 0);
+
+/**
+ * PendingTool is one tool waiting for review.
+ *
+ * @generated from message toolplane.catalog.v1.PendingTool
+ */
+export type PendingTool = Message<"toolplane.catalog.v1.PendingTool"> & {
+  /**
+   * The tool with its current definition and state.
+   *
+   * @generated from field: toolplane.catalog.v1.Tool tool = 1;
+   */
+  tool?: Tool | undefined;
+
+  /**
+   * Hash of the pinned (approved) definition; empty for a new tool.
+   *
+   * @generated from field: string pinned_definition_hash = 2;
+   */
+  pinnedDefinitionHash: string;
+
+  /**
+   * Differences from the pinned definition to the current one (every member for a new tool).
+   *
+   * @generated from field: repeated toolplane.catalog.v1.DefinitionChange diff = 3;
+   */
+  diff: DefinitionChange[];
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.PendingTool.
+ * Use `create(PendingToolSchema)` to create a new message.
+ */
+export const PendingToolSchema: GenMessage<PendingTool> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 1);
+
+/**
+ * ListPendingToolsResponse is one page of tools waiting for review.
+ *
+ * @generated from message toolplane.catalog.v1.ListPendingToolsResponse
+ */
+export type ListPendingToolsResponse = Message<"toolplane.catalog.v1.ListPendingToolsResponse"> & {
+  /**
+   * Tools, in catalog order.
+   *
+   * @generated from field: repeated toolplane.catalog.v1.PendingTool tools = 1;
+   */
+  tools: PendingTool[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ListPendingToolsResponse.
+ * Use `create(ListPendingToolsResponseSchema)` to create a new message.
+ */
+export const ListPendingToolsResponseSchema: GenMessage<ListPendingToolsResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 2);
+
+/**
+ * ApproveToolRequest approves one exact definition.
+ *
+ * @generated from message toolplane.catalog.v1.ApproveToolRequest
+ */
+export type ApproveToolRequest = Message<"toolplane.catalog.v1.ApproveToolRequest"> & {
+  /**
+   * Exposed tool name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The definition hash being approved (Tool.definition_hash as reviewed).
+   *
+   * @generated from field: string definition_hash = 2;
+   */
+  definitionHash: string;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ApproveToolRequest.
+ * Use `create(ApproveToolRequestSchema)` to create a new message.
+ */
+export const ApproveToolRequestSchema: GenMessage<ApproveToolRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 3);
+
+/**
+ * ApproveToolResponse carries the tool and the audit record.
+ *
+ * @generated from message toolplane.catalog.v1.ApproveToolResponse
+ */
+export type ApproveToolResponse = Message<"toolplane.catalog.v1.ApproveToolResponse"> & {
+  /**
+   * The tool after approval.
+   *
+   * @generated from field: toolplane.catalog.v1.Tool tool = 1;
+   */
+  tool?: Tool | undefined;
+
+  /**
+   * The audit record written.
+   *
+   * @generated from field: toolplane.catalog.v1.ToolAuditRecord audit = 2;
+   */
+  audit?: ToolAuditRecord | undefined;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.ApproveToolResponse.
+ * Use `create(ApproveToolResponseSchema)` to create a new message.
+ */
+export const ApproveToolResponseSchema: GenMessage<ApproveToolResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 4);
+
+/**
+ * RejectToolRequest rejects one exact definition.
+ *
+ * @generated from message toolplane.catalog.v1.RejectToolRequest
+ */
+export type RejectToolRequest = Message<"toolplane.catalog.v1.RejectToolRequest"> & {
+  /**
+   * Exposed tool name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The definition hash being rejected.
+   *
+   * @generated from field: string definition_hash = 2;
+   */
+  definitionHash: string;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.RejectToolRequest.
+ * Use `create(RejectToolRequestSchema)` to create a new message.
+ */
+export const RejectToolRequestSchema: GenMessage<RejectToolRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 5);
+
+/**
+ * RejectToolResponse carries the tool and the audit record.
+ *
+ * @generated from message toolplane.catalog.v1.RejectToolResponse
+ */
+export type RejectToolResponse = Message<"toolplane.catalog.v1.RejectToolResponse"> & {
+  /**
+   * The tool after rejection.
+   *
+   * @generated from field: toolplane.catalog.v1.Tool tool = 1;
+   */
+  tool?: Tool | undefined;
+
+  /**
+   * The audit record written.
+   *
+   * @generated from field: toolplane.catalog.v1.ToolAuditRecord audit = 2;
+   */
+  audit?: ToolAuditRecord | undefined;
+};
+
+/**
+ * Describes the message toolplane.catalog.v1.RejectToolResponse.
+ * Use `create(RejectToolResponseSchema)` to create a new message.
+ */
+export const RejectToolResponseSchema: GenMessage<RejectToolResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 6);
 
 /**
  * ListToolsRequest filters and pages ListTools.
@@ -65,7 +275,7 @@ export type ListToolsRequest = Message<"toolplane.catalog.v1.ListToolsRequest"> 
  * Use `create(ListToolsRequestSchema)` to create a new message.
  */
 export const ListToolsRequestSchema: GenMessage<ListToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 0);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 7);
 
 /**
  * ListToolsResponse is one page of tools.
@@ -100,7 +310,7 @@ export type ListToolsResponse = Message<"toolplane.catalog.v1.ListToolsResponse"
  * Use `create(ListToolsResponseSchema)` to create a new message.
  */
 export const ListToolsResponseSchema: GenMessage<ListToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 1);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 8);
 
 /**
  * GetToolRequest names a tool.
@@ -121,7 +331,7 @@ export type GetToolRequest = Message<"toolplane.catalog.v1.GetToolRequest"> & {
  * Use `create(GetToolRequestSchema)` to create a new message.
  */
 export const GetToolRequestSchema: GenMessage<GetToolRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 2);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 9);
 
 /**
  * GetToolResponse carries the tool.
@@ -142,7 +352,7 @@ export type GetToolResponse = Message<"toolplane.catalog.v1.GetToolResponse"> & 
  * Use `create(GetToolResponseSchema)` to create a new message.
  */
 export const GetToolResponseSchema: GenMessage<GetToolResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 3);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 10);
 
 /**
  * SearchToolsRequest is a tool_search query.
@@ -186,7 +396,7 @@ export type SearchToolsRequest = Message<"toolplane.catalog.v1.SearchToolsReques
  * Use `create(SearchToolsRequestSchema)` to create a new message.
  */
 export const SearchToolsRequestSchema: GenMessage<SearchToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 4);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 11);
 
 /**
  * SearchToolsResponse carries ranked tools.
@@ -228,7 +438,7 @@ export type SearchToolsResponse = Message<"toolplane.catalog.v1.SearchToolsRespo
  * Use `create(SearchToolsResponseSchema)` to create a new message.
  */
 export const SearchToolsResponseSchema: GenMessage<SearchToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 5);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 12);
 
 /**
  * GetCatalogRequest selects the candidate set to hash.
@@ -249,7 +459,7 @@ export type GetCatalogRequest = Message<"toolplane.catalog.v1.GetCatalogRequest"
  * Use `create(GetCatalogRequestSchema)` to create a new message.
  */
 export const GetCatalogRequestSchema: GenMessage<GetCatalogRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 6);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 13);
 
 /**
  * GetCatalogResponse is the catalog hash and counts.
@@ -301,7 +511,7 @@ export type GetCatalogResponse = Message<"toolplane.catalog.v1.GetCatalogRespons
  * Use `create(GetCatalogResponseSchema)` to create a new message.
  */
 export const GetCatalogResponseSchema: GenMessage<GetCatalogResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 7);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 14);
 
 /**
  * WatchCatalogRequest opens a catalog event stream.
@@ -316,7 +526,7 @@ export type WatchCatalogRequest = Message<"toolplane.catalog.v1.WatchCatalogRequ
  * Use `create(WatchCatalogRequestSchema)` to create a new message.
  */
 export const WatchCatalogRequestSchema: GenMessage<WatchCatalogRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 8);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 15);
 
 /**
  * WatchCatalogResponse carries one event.
@@ -337,7 +547,7 @@ export type WatchCatalogResponse = Message<"toolplane.catalog.v1.WatchCatalogRes
  * Use `create(WatchCatalogResponseSchema)` to create a new message.
  */
 export const WatchCatalogResponseSchema: GenMessage<WatchCatalogResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 9);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 16);
 
 /**
  * CallToolRequest calls one tool.
@@ -380,7 +590,7 @@ export type CallToolRequest = Message<"toolplane.catalog.v1.CallToolRequest"> & 
  * Use `create(CallToolRequestSchema)` to create a new message.
  */
 export const CallToolRequestSchema: GenMessage<CallToolRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 10);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 17);
 
 /**
  * CallToolResponse is the MCP tool result.
@@ -436,7 +646,7 @@ export type CallToolResponse = Message<"toolplane.catalog.v1.CallToolResponse"> 
  * Use `create(CallToolResponseSchema)` to create a new message.
  */
 export const CallToolResponseSchema: GenMessage<CallToolResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 11);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 18);
 
 /**
  * CallToolStreamRequest is the same request as CallToolRequest.
@@ -478,7 +688,7 @@ export type CallToolStreamRequest = Message<"toolplane.catalog.v1.CallToolStream
  * Use `create(CallToolStreamRequestSchema)` to create a new message.
  */
 export const CallToolStreamRequestSchema: GenMessage<CallToolStreamRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 12);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 19);
 
 /**
  * CallToolStreamResponse is a notification or, last, the result.
@@ -515,7 +725,7 @@ export type CallToolStreamResponse = Message<"toolplane.catalog.v1.CallToolStrea
  * Use `create(CallToolStreamResponseSchema)` to create a new message.
  */
 export const CallToolStreamResponseSchema: GenMessage<CallToolStreamResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 13);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 20);
 
 /**
  * ListAcpAgentsRequest lists ACP agents.
@@ -530,7 +740,7 @@ export type ListAcpAgentsRequest = Message<"toolplane.catalog.v1.ListAcpAgentsRe
  * Use `create(ListAcpAgentsRequestSchema)` to create a new message.
  */
 export const ListAcpAgentsRequestSchema: GenMessage<ListAcpAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 14);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 21);
 
 /**
  * ListAcpAgentsResponse lists ACP agents sorted by name.
@@ -551,7 +761,7 @@ export type ListAcpAgentsResponse = Message<"toolplane.catalog.v1.ListAcpAgentsR
  * Use `create(ListAcpAgentsResponseSchema)` to create a new message.
  */
 export const ListAcpAgentsResponseSchema: GenMessage<ListAcpAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 15);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 22);
 
 /**
  * AcpAgent is one configured ACP agent as shown to callers.
@@ -594,7 +804,7 @@ export type AcpAgent = Message<"toolplane.catalog.v1.AcpAgent"> & {
  * Use `create(AcpAgentSchema)` to create a new message.
  */
 export const AcpAgentSchema: GenMessage<AcpAgent> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 16);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 23);
 
 /**
  * InvokeAcpAgentRequest is one prompt turn.
@@ -637,7 +847,7 @@ export type InvokeAcpAgentRequest = Message<"toolplane.catalog.v1.InvokeAcpAgent
  * Use `create(InvokeAcpAgentRequestSchema)` to create a new message.
  */
 export const InvokeAcpAgentRequestSchema: GenMessage<InvokeAcpAgentRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 17);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 24);
 
 /**
  * InvokeAcpAgentResponse is an update or, last, the result.
@@ -674,7 +884,7 @@ export type InvokeAcpAgentResponse = Message<"toolplane.catalog.v1.InvokeAcpAgen
  * Use `create(InvokeAcpAgentResponseSchema)` to create a new message.
  */
 export const InvokeAcpAgentResponseSchema: GenMessage<InvokeAcpAgentResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 18);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 25);
 
 /**
  * AcpUpdate is one streamed update of an ACP prompt turn.
@@ -703,7 +913,7 @@ export type AcpUpdate = Message<"toolplane.catalog.v1.AcpUpdate"> & {
  * Use `create(AcpUpdateSchema)` to create a new message.
  */
 export const AcpUpdateSchema: GenMessage<AcpUpdate> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 19);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 26);
 
 /**
  * AcpResult is the end of an ACP prompt turn.
@@ -740,7 +950,7 @@ export type AcpResult = Message<"toolplane.catalog.v1.AcpResult"> & {
  * Use `create(AcpResultSchema)` to create a new message.
  */
 export const AcpResultSchema: GenMessage<AcpResult> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 20);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 27);
 
 /**
  * ListServersRequest lists servers.
@@ -755,7 +965,7 @@ export type ListServersRequest = Message<"toolplane.catalog.v1.ListServersReques
  * Use `create(ListServersRequestSchema)` to create a new message.
  */
 export const ListServersRequestSchema: GenMessage<ListServersRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 21);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 28);
 
 /**
  * ListServersResponse lists servers in config-file order.
@@ -776,7 +986,7 @@ export type ListServersResponse = Message<"toolplane.catalog.v1.ListServersRespo
  * Use `create(ListServersResponseSchema)` to create a new message.
  */
 export const ListServersResponseSchema: GenMessage<ListServersResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 22);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 29);
 
 /**
  * GetServerRequest names a server.
@@ -797,7 +1007,7 @@ export type GetServerRequest = Message<"toolplane.catalog.v1.GetServerRequest"> 
  * Use `create(GetServerRequestSchema)` to create a new message.
  */
 export const GetServerRequestSchema: GenMessage<GetServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 23);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 30);
 
 /**
  * GetServerResponse carries one server.
@@ -818,7 +1028,7 @@ export type GetServerResponse = Message<"toolplane.catalog.v1.GetServerResponse"
  * Use `create(GetServerResponseSchema)` to create a new message.
  */
 export const GetServerResponseSchema: GenMessage<GetServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 24);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 31);
 
 /**
  * ServerUpdate holds the fields UpdateServer can change.
@@ -839,7 +1049,7 @@ export type ServerUpdate = Message<"toolplane.catalog.v1.ServerUpdate"> & {
  * Use `create(ServerUpdateSchema)` to create a new message.
  */
 export const ServerUpdateSchema: GenMessage<ServerUpdate> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 25);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 32);
 
 /**
  * UpdateServerRequest changes one server.
@@ -867,7 +1077,7 @@ export type UpdateServerRequest = Message<"toolplane.catalog.v1.UpdateServerRequ
  * Use `create(UpdateServerRequestSchema)` to create a new message.
  */
 export const UpdateServerRequestSchema: GenMessage<UpdateServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 26);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 33);
 
 /**
  * UpdateServerResponse carries the updated server.
@@ -888,7 +1098,7 @@ export type UpdateServerResponse = Message<"toolplane.catalog.v1.UpdateServerRes
  * Use `create(UpdateServerResponseSchema)` to create a new message.
  */
 export const UpdateServerResponseSchema: GenMessage<UpdateServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 27);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 34);
 
 /**
  * ReplaceServersRequest replaces every server.
@@ -909,7 +1119,7 @@ export type ReplaceServersRequest = Message<"toolplane.catalog.v1.ReplaceServers
  * Use `create(ReplaceServersRequestSchema)` to create a new message.
  */
 export const ReplaceServersRequestSchema: GenMessage<ReplaceServersRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 28);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 35);
 
 /**
  * ReplaceServersResponse carries the new list.
@@ -930,7 +1140,7 @@ export type ReplaceServersResponse = Message<"toolplane.catalog.v1.ReplaceServer
  * Use `create(ReplaceServersResponseSchema)` to create a new message.
  */
 export const ReplaceServersResponseSchema: GenMessage<ReplaceServersResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 29);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 36);
 
 /**
  * ReloadServersRequest forces a reload.
@@ -945,7 +1155,7 @@ export type ReloadServersRequest = Message<"toolplane.catalog.v1.ReloadServersRe
  * Use `create(ReloadServersRequestSchema)` to create a new message.
  */
 export const ReloadServersRequestSchema: GenMessage<ReloadServersRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 30);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 37);
 
 /**
  * ReloadServersResponse reports what the reload did.
@@ -980,7 +1190,7 @@ export type ReloadServersResponse = Message<"toolplane.catalog.v1.ReloadServersR
  * Use `create(ReloadServersResponseSchema)` to create a new message.
  */
 export const ReloadServersResponseSchema: GenMessage<ReloadServersResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 31);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 38);
 
 /**
  * ConnectServerRequest names the server to connect.
@@ -1010,7 +1220,7 @@ export type ConnectServerRequest = Message<"toolplane.catalog.v1.ConnectServerRe
  * Use `create(ConnectServerRequestSchema)` to create a new message.
  */
 export const ConnectServerRequestSchema: GenMessage<ConnectServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 32);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 39);
 
 /**
  * ConnectServerResponse carries the authorization URL.
@@ -1039,7 +1249,7 @@ export type ConnectServerResponse = Message<"toolplane.catalog.v1.ConnectServerR
  * Use `create(ConnectServerResponseSchema)` to create a new message.
  */
 export const ConnectServerResponseSchema: GenMessage<ConnectServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 33);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 40);
 
 /**
  * DisconnectServerRequest names the server to disconnect.
@@ -1067,7 +1277,7 @@ export type DisconnectServerRequest = Message<"toolplane.catalog.v1.DisconnectSe
  * Use `create(DisconnectServerRequestSchema)` to create a new message.
  */
 export const DisconnectServerRequestSchema: GenMessage<DisconnectServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 34);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 41);
 
 /**
  * DisconnectServerResponse is empty.
@@ -1082,7 +1292,7 @@ export type DisconnectServerResponse = Message<"toolplane.catalog.v1.DisconnectS
  * Use `create(DisconnectServerResponseSchema)` to create a new message.
  */
 export const DisconnectServerResponseSchema: GenMessage<DisconnectServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 35);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 42);
 
 /**
  * ListConnectionsRequest has no fields.
@@ -1097,7 +1307,7 @@ export type ListConnectionsRequest = Message<"toolplane.catalog.v1.ListConnectio
  * Use `create(ListConnectionsRequestSchema)` to create a new message.
  */
 export const ListConnectionsRequestSchema: GenMessage<ListConnectionsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 36);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 43);
 
 /**
  * ListConnectionsResponse lists the OAuth servers.
@@ -1118,7 +1328,7 @@ export type ListConnectionsResponse = Message<"toolplane.catalog.v1.ListConnecti
  * Use `create(ListConnectionsResponseSchema)` to create a new message.
  */
 export const ListConnectionsResponseSchema: GenMessage<ListConnectionsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 37);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 44);
 
 /**
  * Connection is the OAuth state of one server for the effective principal.
@@ -1167,7 +1377,7 @@ export type Connection = Message<"toolplane.catalog.v1.Connection"> & {
  * Use `create(ConnectionSchema)` to create a new message.
  */
 export const ConnectionSchema: GenMessage<Connection> = /*@__PURE__*/
-  messageDesc(file_toolplane_catalog_v1_catalog_service, 38);
+  messageDesc(file_toolplane_catalog_v1_catalog_service, 45);
 
 /**
  * CatalogService owns every connection to MCP servers, the tools they expose,
@@ -1382,6 +1592,42 @@ export const CatalogService: GenService<{
     methodKind: "unary";
     input: typeof ListConnectionsRequestSchema;
     output: typeof ListConnectionsResponseSchema;
+  },
+  /**
+   * ListPendingTools lists tools of pinned servers waiting for review
+   * (PENDING, CHANGED, REJECTED) with the diff from the pinned definition (admin).
+   *
+   * @generated from rpc toolplane.catalog.v1.CatalogService.ListPendingTools
+   */
+  listPendingTools: {
+    methodKind: "unary";
+    input: typeof ListPendingToolsRequestSchema;
+    output: typeof ListPendingToolsResponseSchema;
+  },
+  /**
+   * ApproveTool pins the tool's current definition, named by its hash, and
+   * makes the tool ACTIVE (admin). Errors: NOT_FOUND (unknown tool),
+   * FAILED_PRECONDITION (the hash is not the current definition's, or the
+   * server is not pinned), INVALID_ARGUMENT (no hash).
+   *
+   * @generated from rpc toolplane.catalog.v1.CatalogService.ApproveTool
+   */
+  approveTool: {
+    methodKind: "unary";
+    input: typeof ApproveToolRequestSchema;
+    output: typeof ApproveToolResponseSchema;
+  },
+  /**
+   * RejectTool rejects the tool's current definition, named by its hash: the
+   * tool stays REJECTED while its server serves exactly that definition (admin).
+   * Errors as ApproveTool.
+   *
+   * @generated from rpc toolplane.catalog.v1.CatalogService.RejectTool
+   */
+  rejectTool: {
+    methodKind: "unary";
+    input: typeof RejectToolRequestSchema;
+    output: typeof RejectToolResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolplane_catalog_v1_catalog_service, 0);

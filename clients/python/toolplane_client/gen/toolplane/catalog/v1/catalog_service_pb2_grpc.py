@@ -104,6 +104,21 @@ class CatalogServiceStub(object):
                 request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsRequest.SerializeToString,
                 response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsResponse.FromString,
                 )
+        self.ListPendingTools = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ListPendingTools',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListPendingToolsRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListPendingToolsResponse.FromString,
+                )
+        self.ApproveTool = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ApproveTool',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ApproveToolRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ApproveToolResponse.FromString,
+                )
+        self.RejectTool = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/RejectTool',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolResponse.FromString,
+                )
 
 
 class CatalogServiceServicer(object):
@@ -267,6 +282,33 @@ class CatalogServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPendingTools(self, request, context):
+        """ListPendingTools lists tools of pinned servers waiting for review
+        (PENDING, CHANGED, REJECTED) with the diff from the pinned definition (admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApproveTool(self, request, context):
+        """ApproveTool pins the tool's current definition, named by its hash, and
+        makes the tool ACTIVE (admin). Errors: NOT_FOUND (unknown tool),
+        FAILED_PRECONDITION (the hash is not the current definition's, or the
+        server is not pinned), INVALID_ARGUMENT (no hash).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RejectTool(self, request, context):
+        """RejectTool rejects the tool's current definition, named by its hash: the
+        tool stays REJECTED while its server serves exactly that definition (admin).
+        Errors as ApproveTool.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CatalogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -354,6 +396,21 @@ def add_CatalogServiceServicer_to_server(servicer, server):
                     servicer.ListConnections,
                     request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsRequest.FromString,
                     response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsResponse.SerializeToString,
+            ),
+            'ListPendingTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPendingTools,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListPendingToolsRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListPendingToolsResponse.SerializeToString,
+            ),
+            'ApproveTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveTool,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ApproveToolRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ApproveToolResponse.SerializeToString,
+            ),
+            'RejectTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.RejectTool,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -656,5 +713,56 @@ class CatalogService(object):
         return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ListConnections',
             toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsRequest.SerializeToString,
             toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListConnectionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPendingTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ListPendingTools',
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListPendingToolsRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ListPendingToolsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ApproveTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ApproveTool',
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ApproveToolRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.ApproveToolResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RejectTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/RejectTool',
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
