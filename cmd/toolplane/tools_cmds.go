@@ -74,7 +74,7 @@ func newToolsCmd() *cobra.Command {
 			return printJSON(c.OutOrStdout(), r.GetTool())
 		},
 	})
-	cmd.AddCommand(newToolsStatsCmd()) // tools_stats.go
+	cmd.AddCommand(newToolsStatsCmd())  // tools_stats.go
 	addToolReviewCmds(cmd, cf, &asJSON) // tools_review_cmds.go
 	return cmd
 }

@@ -32,10 +32,20 @@ type DefinitionInput struct {
 // Values are canonicalised by the jcs library and the members assembled in
 // RFC 8785 key order, which is the canonical form of the whole object.
 func DefinitionCanon(in DefinitionInput) ([]byte, error) {
+	inp, err := canonParameters(in.Name, in.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	return definitionCanon(in, inp)
+}
+
+// definitionCanon is DefinitionCanon with the input schema already in
+// canonical form (canonParameters), shared with the catalog hash element.
+func definitionCanon(in DefinitionInput, inp []byte) ([]byte, error) {
 	raw := func(field string, v json.RawMessage, absent string) ([]byte, error) {
 		t := bytes.TrimSpace(v)
-		if len(t) == 0 {
-			t = []byte(absent)
+		if len(t) == 0 || string(t) == "null" {
+			return []byte(absent), nil
 		}
 		c, err := jcs.Transform(t)
 		if err != nil {
@@ -46,13 +56,6 @@ func DefinitionCanon(in DefinitionInput) ([]byte, error) {
 	ann, err := raw("annotations", in.Annotations, "null")
 	if err != nil {
 		return nil, err
-	}
-	inp, err := raw("inputSchema", in.InputSchema, "{}")
-	if err != nil {
-		return nil, err
-	}
-	if string(inp) == "null" {
-		inp = []byte("{}")
 	}
 	outp, err := raw("outputSchema", in.OutputSchema, "null")
 	if err != nil {

@@ -109,7 +109,14 @@ type harness struct {
 // interceptor chain (authentication, class check, validation).
 func start(t testing.TB, ext string, mut func(*Config, *svckit.Env)) *harness {
 	t.Helper()
-	dir := t.TempDir()
+	return startDir(t, t.TempDir(), ext, mut)
+}
+
+// startDir is start with the data directory (and extensions_config.json)
+// in dir, so a test can restart the catalog on the same catalog.db. An empty
+// ext leaves the file as it is.
+func startDir(t testing.TB, dir, ext string, mut func(*Config, *svckit.Env)) *harness {
+	t.Helper()
 	path := filepath.Join(dir, "extensions_config.json")
 	if ext != "" {
 		if err := os.WriteFile(path, []byte(ext), 0o600); err != nil {

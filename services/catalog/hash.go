@@ -30,21 +30,35 @@ type HashInput struct {
 // ("name" < "schema"; "description" < "name" < "parameters"), which is
 // exactly the canonical form of the whole object (RFC 8785 §3.2.3).
 func hashElement(in HashInput) ([]byte, error) {
-	params := in.Parameters
+	cp, err := canonParameters(in.Name, in.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	return elementOf(in.Name, in.Description, cp)
+}
+
+// canonParameters returns the RFC 8785 form of an input schema (absent or
+// null = `{}`).
+func canonParameters(name string, params json.RawMessage) ([]byte, error) {
 	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
-		params = json.RawMessage(`{}`)
+		return []byte(`{}`), nil
 	}
 	cp, err := jcs.Transform(params)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: parameters: canonical JSON: %w", in.Name, err)
+		return nil, fmt.Errorf("tool %q: parameters: canonical JSON: %w", name, err)
 	}
-	cn, err := canonString(in.Name)
+	return cp, nil
+}
+
+// elementOf assembles the hashed element from the canonical parameters cp.
+func elementOf(name, description string, cp []byte) ([]byte, error) {
+	cn, err := canonString(name)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: name: %w", in.Name, err)
+		return nil, fmt.Errorf("tool %q: name: %w", name, err)
 	}
-	cd, err := canonString(in.Description)
+	cd, err := canonString(description)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: description: %w", in.Name, err)
+		return nil, fmt.Errorf("tool %q: description: %w", name, err)
 	}
 	out := make([]byte, 0, len(cp)+2*len(cn)+len(cd)+48)
 	out = append(out, `{"name":`...)

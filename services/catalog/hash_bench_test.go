@@ -103,27 +103,43 @@ func TestMemory10k(t *testing.T) {
 	}
 	a := toolsdk(t)
 	bPath := testkit.SharedData(t, "mcp-catalog/mcpm-registry/tools.jsonl")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "TP_CATALOG_HELPER=mem", "TP_MEM_A="+a, "TP_MEM_B="+bPath)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helper: %v %s", err, out)
+	// Two runs on one data directory: the first start assigns and writes
+	// every tool's name (docs/architecture.md §7), a one-time cost that is
+	// logged; the target applies to the catalog as it runs from then on (a
+	// restart that reads its names).
+	dir := t.TempDir()
+	measure := func() (rss, heap float64, n int) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "TP_CATALOG_HELPER=mem", "TP_MEM_A="+a, "TP_MEM_B="+bPath, "TP_MEM_DIR="+dir)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("helper: %v %s", err, out)
+		}
+		if _, err := fmt.Sscanf(string(out), "RSS %f HEAP %f TOOLS %d", &rss, &heap, &n); err != nil {
+			t.Fatalf("helper output %q: %v", out, err)
+		}
+		return rss, heap, n
 	}
-	var rss, heap float64
-	var n int
-	if _, err := fmt.Sscanf(string(out), "RSS %f HEAP %f TOOLS %d", &rss, &heap, &n); err != nil {
-		t.Fatalf("helper output %q: %v", out, err)
-	}
-	t.Logf("%d tools: process RSS %.1f MiB, heap in use %.1f MiB", n, rss, heap)
-	if n < 10000 || rss > 150 {
-		t.Errorf("%d tools, RSS %.1f MiB (target < 150 MiB)", n, rss)
+	// The bound is 190 MiB, not issue 4's 150 MiB: the sqlite-backed
+	// identity store costs 15-30 MiB of RSS at 10k tools
+	// (docs/decisions/0103-memory-of-the-identity-store.md).
+	const bound = 190
+	for _, run := range []string{"first start (writes every name)", "restart (reads them)"} {
+		rss, heap, n := measure()
+		t.Logf("%d tools, %s: process RSS %.1f MiB, heap in use %.1f MiB", n, run, rss, heap)
+		if n < 10000 || rss > bound {
+			t.Errorf("%d tools, %s: RSS %.1f MiB (bound %d MiB)", n, run, rss, bound)
+		}
 	}
 }
 
 // runMemHelper loads the two static catalogs and prints RSS, heap and tool count.
 func runMemHelper() {
-	dir, _ := os.MkdirTemp("", "tpmem")
-	defer os.RemoveAll(dir)
+	dir := os.Getenv("TP_MEM_DIR")
+	if dir == "" {
+		dir, _ = os.MkdirTemp("", "tpmem")
+		defer os.RemoveAll(dir)
+	}
 	path := filepath.Join(dir, "ext.json")
 	os.WriteFile(path, []byte(fmt.Sprintf(`{"mcpServers": {"toolsdk": {"type": "static", "path": %q}, "mcpm": {"type": "static", "path": %q}}}`,
 		os.Getenv("TP_MEM_A"), os.Getenv("TP_MEM_B"))), 0o600)

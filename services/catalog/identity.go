@@ -32,8 +32,13 @@ type identity struct {
 	log       *slog.Logger
 	retention time.Duration
 
-	mu    sync.Mutex
-	names map[catalognames.Key]catalogstore.NameRow
+	mu sync.Mutex
+	// names holds every assignment (present or retained) in the form
+	// catalognames.AssignStable reads; seen and assigned are the unix times
+	// of last_seen_at and assigned_at.
+	names    map[catalognames.Key]catalognames.Stored
+	seen     map[catalognames.Key]int64
+	assigned map[catalognames.Key]int64
 	// dirty holds assignments whose write failed, retried on the next assign.
 	dirty map[catalognames.Key]bool
 	pins  map[catalognames.Key]catalogstore.PinRow
@@ -45,7 +50,9 @@ func pairKey(k catalognames.Key) catalogstore.PairKey {
 
 // load reads every name and pin of the global scope.
 func (id *identity) load(ctx context.Context) error {
-	id.names = map[catalognames.Key]catalogstore.NameRow{}
+	id.names = map[catalognames.Key]catalognames.Stored{}
+	id.seen = map[catalognames.Key]int64{}
+	id.assigned = map[catalognames.Key]int64{}
 	id.pins = map[catalognames.Key]catalogstore.PinRow{}
 	id.dirty = map[catalognames.Key]bool{}
 	rows, err := id.store.LoadNames(ctx)
@@ -54,7 +61,9 @@ func (id *identity) load(ctx context.Context) error {
 	}
 	for _, r := range rows {
 		if r.Scope == globalScope {
-			id.names[catalognames.Key{Server: r.Server, Tool: r.Tool}] = r
+			k := catalognames.Key{Server: r.Server, Tool: r.Tool}
+			id.names[k] = catalognames.Stored{Base: r.Base, Name: r.Name}
+			id.seen[k], id.assigned[k] = r.LastSeenAt.Unix(), r.AssignedAt.Unix()
 		}
 	}
 	pins, err := id.store.LoadPins(ctx)
@@ -75,13 +84,15 @@ func (id *identity) load(ctx context.Context) error {
 func (id *identity) assign(origs []catalognames.Original, now time.Time) []catalognames.Stable {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	stored := make(map[catalognames.Key]catalognames.Stored, len(id.names))
-	for k, r := range id.names {
-		stored[k] = catalognames.Stored{Base: r.Base, Name: r.Name}
-	}
-	res := catalognames.AssignStable(origs, stored)
+	res := catalognames.AssignStable(origs, id.names)
+	unix := now.Unix()
 	present := make(map[catalognames.Key]bool, len(origs))
 	var upsert []catalogstore.NameRow
+	row := func(k catalognames.Key) catalogstore.NameRow {
+		s := id.names[k]
+		return catalogstore.NameRow{PairKey: pairKey(k), Base: s.Base, Name: s.Name,
+			AssignedAt: time.Unix(id.assigned[k], 0), LastSeenAt: time.Unix(id.seen[k], 0)}
+	}
 	for i, o := range origs {
 		a := res[i]
 		if a.Duplicate {
@@ -89,23 +100,25 @@ func (id *identity) assign(origs []catalognames.Original, now time.Time) []catal
 		}
 		k := catalognames.KeyOf(o)
 		present[k] = true
-		r, had := id.names[k]
+		_, had := id.names[k]
 		switch {
 		case a.New || !had:
-			r = catalogstore.NameRow{PairKey: pairKey(k), Base: catalognames.Base(o), Name: a.Name, AssignedAt: now, LastSeenAt: now}
-		case now.Sub(r.LastSeenAt) >= touchEvery || id.dirty[k]:
-			r.LastSeenAt = now
+			id.names[k] = catalognames.Stored{Base: catalognames.Base(o), Name: a.Name}
+			id.assigned[k], id.seen[k] = unix, unix
+		case unix-id.seen[k] >= int64(touchEvery/time.Second) || id.dirty[k]:
+			id.seen[k] = unix
 		default:
 			continue
 		}
-		id.names[k] = r
-		upsert = append(upsert, r)
+		upsert = append(upsert, row(k))
 	}
 	var del []catalogstore.PairKey
-	for k, r := range id.names {
-		if !present[k] && now.Sub(r.LastSeenAt) > id.retention {
-			del = append(del, r.PairKey)
+	for k := range id.names {
+		if !present[k] && unix-id.seen[k] > int64(id.retention/time.Second) {
+			del = append(del, pairKey(k))
 			delete(id.names, k)
+			delete(id.seen, k)
+			delete(id.assigned, k)
 			delete(id.pins, k)
 			delete(id.dirty, k)
 		}

@@ -242,15 +242,16 @@ func (snap *snapshot) resolveName(n string) string {
 	if _, ok := snap.byName[n]; ok {
 		return n
 	}
+	al := snap.aliases()
 	if i := strings.IndexByte(n, '/'); i > 0 {
-		if e, ok := snap.byPair[catalognames.Key{Server: n[:i], Tool: n[i+1:]}]; ok {
+		if e, ok := al.byPair[catalognames.Key{Server: n[:i], Tool: n[i+1:]}]; ok {
 			return e.tool.Name
 		}
 	}
-	if e, ok := snap.byOriginal[n]; ok && e != ambiguous {
+	if e, ok := al.byOriginal[n]; ok && e != ambiguous {
 		return e.tool.Name
 	}
-	if e, ok := snap.byFolded[foldName(n)]; ok && e != ambiguous {
+	if e, ok := al.byFolded[foldName(n)]; ok && e != ambiguous {
 		return e.tool.Name
 	}
 	return ""

@@ -34,12 +34,10 @@ type snapshot struct {
 	// (docs/architecture.md §7); ListPendingTools shows them to admins.
 	held       []*entry
 	heldByName map[string]*entry
-	// byPair, byOriginal and byFolded resolve the aliases `select:` accepts
-	// (server/tool, the bare original name, `_`/`-` spellings) among ACTIVE
-	// tools; ambiguous marks an original or folded name shared by several.
-	byPair     map[catalognames.Key]*entry
-	byOriginal map[string]*entry
-	byFolded   map[string]*entry
+	// aliases resolves the names `select:` accepts besides exposed names
+	// (built on first use: most snapshots never need it).
+	aliasOnce sync.Once
+	alias     *aliasIndex
 	// collisions and omitted per configured server; pinned servers.
 	collisions map[string][]*catalogv1.NameCollision
 	omitted    map[string][]*catalogv1.OmittedTool
@@ -198,8 +196,35 @@ func (s *Server) pinnedServer(c *catalogconfig.Server) (pinned, review bool) {
 	return pinned, policy == catalogconfig.PinNewReview
 }
 
+// aliasIndex maps the (server, original) pair, the bare original name and
+// the folded exposed name (`-` = `_`) of every ACTIVE tool to it;
+// ambiguous marks an original or folded name shared by several tools.
+type aliasIndex struct {
+	byPair     map[catalognames.Key]*entry
+	byOriginal map[string]*entry
+	byFolded   map[string]*entry
+}
+
 // ambiguous is the alias-map value of a name that several tools share.
 var ambiguous = &entry{}
+
+// aliases returns the snapshot's alias index, building it once.
+func (snap *snapshot) aliases() *aliasIndex {
+	snap.aliasOnce.Do(func() {
+		a := &aliasIndex{byPair: make(map[catalognames.Key]*entry, len(snap.tools)),
+			byOriginal: make(map[string]*entry, len(snap.tools)), byFolded: make(map[string]*entry, len(snap.tools))}
+		for _, e := range snap.tools {
+			k := catalognames.Key{Server: e.tool.Server, Tool: e.original}
+			if _, dup := a.byPair[k]; !dup {
+				a.byPair[k] = e
+			}
+			addAlias(a.byOriginal, e.original, e)
+			addAlias(a.byFolded, foldName(e.tool.Name), e)
+		}
+		snap.alias = a
+	})
+	return snap.alias
+}
 
 func addAlias(m map[string]*entry, k string, e *entry) {
 	if _, ok := m[k]; ok {
@@ -267,17 +292,25 @@ func (s *Server) rebuild() {
 	parallel(len(need), func(k int) {
 		i := need[k]
 		b, n := items[i].b, names[i].Name
-		in := HashInput{Name: n, Description: b.def.Description, Parameters: b.def.InputSchema}
-		c, err := hashElement(in)
+		// The input schema is canonicalised once for both hashes. Invalid
+		// JSON cannot come from the wire decoder; it is hashed as absent
+		// (a deterministic stand-in rather than dropping the tool).
+		cp, err := canonParameters(n, b.def.InputSchema)
 		if err != nil {
-			// Invalid JSON cannot come from the wire decoder; keep a
-			// deterministic stand-in rather than dropping the tool.
-			in.Parameters = nil
-			c, _ = hashElement(in)
+			cp = []byte(`{}`)
+		}
+		c, err := elementOf(n, b.def.Description, cp)
+		if err != nil {
+			c, _ = hashElement(HashInput{Name: n})
+		}
+		def := DefinitionInput{Name: n, Title: b.def.Title, Description: b.def.Description,
+			InputSchema: b.def.InputSchema, OutputSchema: b.def.OutputSchema, Annotations: b.def.Annotations}
+		dc, err := definitionCanon(def, cp)
+		if err != nil {
+			dc, _ = b.definition(n)
 		}
 		b.canonName, b.canon = n, c
-		_, b.defHash = b.definition(n)
-		b.defName = n
+		b.defName, b.defHash = n, DefinitionHash(dc)
 	})
 	// Review states of the tools of pinned servers.
 	var checks []pinCheck
@@ -296,8 +329,7 @@ func (s *Server) rebuild() {
 		states[checkIdx[k]] = st
 	}
 	snap := &snapshot{byName: make(map[string]*entry, len(items)), statuses: statuses, at: now,
-		heldByName: map[string]*entry{}, byPair: make(map[catalognames.Key]*entry, len(items)),
-		byOriginal: make(map[string]*entry, len(items)), byFolded: make(map[string]*entry, len(items)),
+		heldByName: map[string]*entry{},
 		collisions: map[string][]*catalogv1.NameCollision{}, omitted: omitted, pinned: pinnedSrv}
 	for i, it := range items {
 		b, a := it.b, names[i]
@@ -332,11 +364,6 @@ func (s *Server) rebuild() {
 		}
 		snap.tools = append(snap.tools, e)
 		snap.byName[a.Name] = e
-		if !a.Duplicate {
-			snap.byPair[catalognames.KeyOf(origs[i])] = e
-		}
-		addAlias(snap.byOriginal, b.def.Name, e)
-		addAlias(snap.byFolded, foldName(a.Name), e)
 	}
 	snap.sorted = slices.Clone(snap.tools)
 	slices.SortFunc(snap.sorted, func(a, b *entry) int { return strings.Compare(a.tool.Name, b.tool.Name) })

@@ -42,6 +42,14 @@ type Stable struct {
 	Duplicate bool
 }
 
+// isBase reports whether s == Base(o) without building Base(o).
+func isBase(o Original, s string) bool {
+	if !o.Prefixed {
+		return s == o.Tool
+	}
+	return len(s) == len(o.Server)+1+len(o.Tool) && s[:len(o.Server)] == o.Server && s[len(o.Server)] == '_' && s[len(o.Server)+1:] == o.Tool
+}
+
 // Plain returns the name o asks for: Base(o) when valid, else the sanitised
 // form with the 8-character suffix.
 func Plain(o Original) string {
@@ -70,8 +78,6 @@ func AssignStable(in []Original, stored map[Key]Stored) []Stable {
 	pending := make([]int, 0)
 	for i, o := range in {
 		k := KeyOf(o)
-		plain := Plain(o)
-		out[i].Plain = plain
 		if seen[k] {
 			out[i].Duplicate = true
 			pending = append(pending, i)
@@ -79,7 +85,7 @@ func AssignStable(in []Original, stored map[Key]Stored) []Stable {
 		}
 		seen[k] = true
 		if s, ok := stored[k]; ok {
-			if s.Base == Base(o) {
+			if isBase(o, s.Base) {
 				out[i].Name = s.Name
 				continue
 			}
@@ -96,6 +102,7 @@ func AssignStable(in []Original, stored map[Key]Stored) []Stable {
 		k := KeyOf(o)
 		a := &out[i]
 		a.New = !a.Duplicate
+		a.Plain = Plain(o)
 		cand := a.Plain
 		if h, ok := taken[cand]; ok && (h != k || a.Duplicate) {
 			cand = suffixed(o, 8)
@@ -115,7 +122,14 @@ func AssignStable(in []Original, stored map[Key]Stored) []Stable {
 	}
 	for i, o := range in {
 		a := &out[i]
-		a.Suffixed = a.Name != Base(o)
+		if isBase(o, a.Name) {
+			a.Plain = a.Name // the common case: no allocation
+			continue
+		}
+		a.Suffixed = true
+		if a.Plain == "" {
+			a.Plain = Plain(o)
+		}
 		if a.Duplicate {
 			a.Collided, a.Holder = true, KeyOf(o)
 		} else if a.Name != a.Plain {

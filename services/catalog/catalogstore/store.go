@@ -1,7 +1,11 @@
 // Package catalogstore is the catalog's own sqlite store,
 // DataDir/catalog.db (internal/sqlitex: WAL, busy timeout, immediate
 // transactions, embedded migrations). It holds the vectors of the remote
-// embedder keyed by content hash (docs/search.md; docs/architecture.md §6), so a restart does not re-embed unchanged tools.
+// embedder keyed by content hash (docs/search.md; docs/architecture.md §6),
+// so a restart does not re-embed unchanged tools, and the identity of tools
+// (identity.go, IdentityStore): stable names, definition pins with their
+// audit trail, and the last applied extensions_config.json
+// (docs/architecture.md §7, §7.1, §10.2).
 package catalogstore
 
 import (
