@@ -82,10 +82,10 @@ func TestAllFourServices(t *testing.T) {
 	if len(r.GetReport().GetDenied()) != 0 {
 		t.Errorf("report.denied shown to a user: %v", r.GetReport().GetDenied())
 	}
-	// The deferred set changed with the policy, so did its hash: earlier
-	// promotions are stale and the tools must be searched again.
-	if names(r.GetTools())["memory_create_entities"] {
-		t.Fatal("promotion survived a change of the deferred set")
+	// The deferred set changed with the policy, so did its hash; the
+	// promoted tools' definitions did not, so they stay bound.
+	if !names(r.GetTools())["memory_create_entities"] || !names(r.GetTools())["memory_read_graph"] {
+		t.Fatal("an unrelated change of the deferred set dropped promotions")
 	}
 	call(t, alice, th, "tool_search", map[string]any{"query": "select:memory_create_entities,memory_read_graph"})
 	d := call(t, alice, th, "memory_create_entities", map[string]any{"entities": []any{map[string]any{"name": "Denied", "entityType": "t", "observations": []any{"o"}}}})
@@ -153,7 +153,9 @@ func TestAllFourServices(t *testing.T) {
 		t.Fatal("externalised output not readable in full, page by page")
 	}
 
-	// Catalog drift (a server disabled by an admin) drops the promotions.
+	// Catalog drift (a server disabled by an admin) keeps the promotions:
+	// unrelated tools stay bound, the disabled server's promoted tool stays
+	// promoted, is reported unavailable and its call says to retry.
 	hashBefore := assemble(t, alice, th3, "").GetCatalogHash()
 	cat := catalogv1.NewCatalogServiceClient(s.dial(adminToken))
 	off := false
@@ -164,14 +166,27 @@ func TestAllFourServices(t *testing.T) {
 		r := assemble(t, alice, th3, "")
 		return r, r.GetCatalogHash() != hashBefore
 	})
-	if names(drifted.GetTools())["bulk_tool_000"] {
-		t.Fatal("promotion survived catalog drift")
+	if !names(drifted.GetTools())["bulk_tool_000"] {
+		t.Fatal("catalog drift dropped an unrelated promotion")
+	}
+	if !slices.Contains(drifted.GetReport().GetPromotedUnavailable(), "everything_echo") || names(drifted.GetTools())["everything_echo"] {
+		t.Fatalf("disabled server's promoted tool: unavailable %v", drifted.GetReport().GetPromotedUnavailable())
+	}
+	if r := call(t, alice, th3, "everything_echo", map[string]any{"message": "x"}); r.GetReasonCode() != "tool.server_unavailable" || !strings.Contains(text(r), "retry") {
+		t.Fatalf("call of an unavailable promoted tool: %v", r)
 	}
 	on := true
 	if _, err := cat.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "everything", Server: &catalogv1.ServerUpdate{Enabled: &on}}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitServers()
+	back := eventually(t, func() (*runtimev1.AssembleToolsResponse, bool) {
+		r := assemble(t, alice, th3, "")
+		return r, names(r.GetTools())["everything_echo"]
+	})
+	if len(back.GetReport().GetPromotedUnavailable()) != 0 {
+		t.Fatalf("still unavailable after the server came back: %v", back.GetReport().GetPromotedUnavailable())
+	}
 
 	// Another principal: bob sees nothing.
 	bob := s.rt(bobToken)

@@ -49,6 +49,16 @@ type ToolSearchConfig struct {
 	SearchLimit int `yaml:"search_limit"`
 }
 
+// ToolBoundsConfig is `runtime.tool_bounds`: the largest description and
+// input schema of one MCP tool bound for a model; longer ones are
+// truncated with a notice (docs/architecture.md §3.1).
+type ToolBoundsConfig struct {
+	// MaxDescriptionBytes bounds a tool description (default 8192).
+	MaxDescriptionBytes int `yaml:"max_description_bytes"`
+	// MaxSchemaBytes bounds a tool's input schema as JSON (default 65536).
+	MaxSchemaBytes int `yaml:"max_schema_bytes"`
+}
+
 // ToolOutputConfig is `runtime.tool_output`, the output budget
 // (docs/deerflow.md §6.2 ToolOutputBudget).
 type ToolOutputConfig struct {
@@ -153,6 +163,12 @@ func (c *Config) setToolDefaults() {
 	if c.ToolSearch.SearchLimit == 0 {
 		c.ToolSearch.SearchLimit = 5
 	}
+	if c.ToolBounds.MaxDescriptionBytes == 0 {
+		c.ToolBounds.MaxDescriptionBytes = 8 << 10
+	}
+	if c.ToolBounds.MaxSchemaBytes == 0 {
+		c.ToolBounds.MaxSchemaBytes = 64 << 10
+	}
 	if c.ToolOutput.ExternalizeMinChars == 0 {
 		c.ToolOutput.ExternalizeMinChars = 12000
 	}
@@ -208,6 +224,12 @@ func (c *Config) validateTools() error {
 	}
 	if l := c.ToolSearch.SearchLimit; l < 1 || l > 20 {
 		return fmt.Errorf("runtime.tool_search.search_limit: %d is outside 1..20", l)
+	}
+	if c.ToolBounds.MaxDescriptionBytes < 256 {
+		return fmt.Errorf("runtime.tool_bounds.max_description_bytes: must be >= 256")
+	}
+	if c.ToolBounds.MaxSchemaBytes < 1024 {
+		return fmt.Errorf("runtime.tool_bounds.max_schema_bytes: must be >= 1024")
 	}
 	if c.ToolOutput.PreviewHeadChars < 0 || c.ToolOutput.PreviewTailChars < 0 {
 		return fmt.Errorf("runtime.tool_output.preview_head_chars: head and tail must not be negative")

@@ -55,6 +55,9 @@ type Config struct {
 	ToolSearch ToolSearchConfig `yaml:"tool_search"`
 	// ToolOutput is the output budget.
 	ToolOutput ToolOutputConfig `yaml:"tool_output"`
+	// ToolBounds bounds what of an MCP tool is bound for the model
+	// (docs/architecture.md §3.1).
+	ToolBounds ToolBoundsConfig `yaml:"tool_bounds"`
 	// Authz configures the handling of authz failures.
 	Authz AuthzConfig `yaml:"authz"`
 	// Retention configures thread retention.

@@ -21,6 +21,7 @@ func (s *Server) wire() {
 		Tools: tools, AllowBash: c.AllowBash, ToolSearch: c.toolSearchEnabled(), ExemptServers: c.ToolSearch.ExemptServers,
 		DeferredListMax: c.ToolSearch.DeferredListMax, AutoPromoteTopK: c.ToolSearch.AutoPromoteTopK,
 		FailOpenListing: c.Authz.FailOpenListing, CacheEntries: c.CacheEntries, CacheBytes: c.CacheBytes,
+		MaxDescriptionBytes: c.ToolBounds.MaxDescriptionBytes, MaxSchemaBytes: c.ToolBounds.MaxSchemaBytes,
 	}, runtimeassembly.Deps{
 		Catalog: s.catalog, Authz: s.authz, Skills: s.skills, Store: s.store, Agents: s.agents, Log: s.log, Now: s.now,
 		Metrics: runtimeassembly.Metrics{Assemblies: s.metrics.assemblies, Promotions: s.metrics.promotions, FailOpen: s.metrics.failOpen},

@@ -90,6 +90,9 @@ type Settings struct {
 	// CacheBytes bounds the estimated bytes the cached base assemblies
 	// keep alive (0 = DefaultCacheBytes).
 	CacheBytes int64
+	// MaxDescriptionBytes and MaxSchemaBytes bound what of one MCP tool is
+	// bound for the model (runtime.tool_bounds; 0 = unbounded).
+	MaxDescriptionBytes, MaxSchemaBytes int
 }
 
 // ConfigTool is one configured tool (runtime.tools entry).
@@ -417,7 +420,13 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		return nil, assemblyFailed("catalog unreachable: %s", ShortErr(err))
 	}
 	for _, t := range mcpTools {
-		cands = append(cands, &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(), Routing: t.GetRouting(), Annotations: t.GetAnnotations()})
+		c := &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(),
+			Routing: t.GetRouting(), Annotations: t.GetAnnotations(), DefinitionHash: t.GetDefinitionHash()}
+		boundTool(c, s.cfg.MaxDescriptionBytes, s.cfg.MaxSchemaBytes)
+		if c.Truncated != "" {
+			b.Report.Truncated = append(b.Report.Truncated, c.Name+": "+c.Truncated)
+		}
+		cands = append(cands, c)
 	}
 	acp, err := s.acpTool(ctx)
 	if err != nil {
@@ -598,9 +607,19 @@ func routeMatches(routes []*Tool, text string, k int) []string {
 type View struct {
 	Base     *Base
 	Thread   *runtimestore.Thread
-	Promoted map[string]bool // deferred names promoted under base.Hash
+	Promoted map[string]bool // deferred names bound as promoted this turn
 	Order    []string        // promotion order
 	Policy   *SkillPolicy    // nil = unrestricted
+	// Dropped are promotions whose tool's definition changed (or v0.1.0
+	// promotions under another catalog hash): not bound, to be removed from
+	// the thread. Migrated are v0.1.0 promotions valid under the current
+	// hash, now recorded with the tools' current definition hashes.
+	Dropped  []*runtimev1.DroppedPromotion
+	Migrated []*runtimev1.PromotedTool
+	// Unavailable are promoted names not in the assembly right now (their
+	// server is not connected, or the definition is held for review): they
+	// stay promoted and are bound again when they return unchanged.
+	Unavailable map[string]bool
 }
 
 // SkillPolicy is the resolved tool policy of the thread's active skills.
@@ -621,19 +640,75 @@ func (v *View) Hidden(name string) bool {
 }
 
 // View is the thread's tool state for one turn on top of a base assembly:
-// promotions stored under its hash and the active skills' policy.
+// the thread's promotions and the active skills' policy.
+//
+// A promotion records the exposed name and the definition hash it was
+// promoted with; it is bound while the tool is in the deferred set with
+// that same definition hash, whatever else changed in the catalog
+// (docs/architecture.md §3.1, docs/decisions/0104). A changed definition
+// drops it; a tool absent right now stays promoted (Unavailable). v0.1.0
+// promotions (names under catalog_hash only) are migrated when
+// catalog_hash is the assembly's hash, dropped otherwise (the old rule).
 func (s *Builder) View(ctx context.Context, th *runtimestore.Thread, b *Base) *View {
-	v := &View{Base: b, Thread: th, Promoted: map[string]bool{}}
-	if pr := th.Proto.GetPromoted(); pr != nil && b.Hash != "" && pr.GetCatalogHash() == b.Hash {
-		for _, n := range pr.GetNames() {
-			if _, ok := b.Deferred[n]; ok && !v.Promoted[n] {
-				v.Promoted[n] = true
-				v.Order = append(v.Order, n)
+	v := &View{Base: b, Thread: th, Promoted: map[string]bool{}, Unavailable: map[string]bool{}}
+	pr := th.Proto.GetPromoted()
+	promote := func(n string) {
+		if !v.Promoted[n] {
+			v.Promoted[n] = true
+			v.Order = append(v.Order, n)
+		}
+	}
+	for _, pt := range pr.GetTools() {
+		n := pt.GetName()
+		t, ok := b.Deferred[n]
+		switch {
+		case !ok:
+			if _, bound := b.ByName[n]; !bound {
+				v.Unavailable[n] = true
+			}
+		case t.DefinitionHash == pt.GetDefinitionHash():
+			promote(n)
+		default:
+			v.Dropped = append(v.Dropped, &runtimev1.DroppedPromotion{Name: n, PromotedHash: pt.GetDefinitionHash(), CurrentHash: t.DefinitionHash,
+				Reason: "the tool's definition changed since it was promoted; call tool_search to load it again"})
+		}
+	}
+	if legacy := runtimestore.LegacyNames(pr); len(legacy) > 0 {
+		valid := b.Hash != "" && pr.GetCatalogHash() == b.Hash
+		for _, n := range legacy {
+			t, ok := b.Deferred[n]
+			switch {
+			case valid && ok:
+				promote(n)
+				v.Migrated = append(v.Migrated, &runtimev1.PromotedTool{Name: n, DefinitionHash: t.DefinitionHash})
+			case !valid:
+				cur := ""
+				if ok {
+					cur = t.DefinitionHash
+				}
+				v.Dropped = append(v.Dropped, &runtimev1.DroppedPromotion{Name: n, CurrentHash: cur,
+					Reason: "promoted under catalog hash " + pr.GetCatalogHash() + " (before per-tool definition hashes), which is not the current one; call tool_search to load it again"})
 			}
 		}
 	}
 	v.Policy = s.resolveSkillPolicy(ctx, th, b)
 	return v
+}
+
+// PromotedUnavailable reports whether name is promoted in the thread but not
+// in the assembly right now.
+func (v *View) PromotedUnavailable(name string) bool { return v.Unavailable[name] }
+
+// PromotionsFor returns the promotion record of deferred names (each with
+// its current definition hash) under the assembly's hash.
+func (b *Base) PromotionsFor(names []string) *runtimev1.Promoted {
+	p := &runtimev1.Promoted{CatalogHash: b.Hash, Names: names}
+	for _, n := range names {
+		if t, ok := b.Deferred[n]; ok {
+			p.Tools = append(p.Tools, &runtimev1.PromotedTool{Name: n, DefinitionHash: t.DefinitionHash})
+		}
+	}
+	return p
 }
 
 // activeSkills returns the skills whose policy applies: slash-activated
@@ -752,7 +827,7 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 		if names := routeMatches(b.Routes, userMessage, s.cfg.AutoPromoteTopK); len(names) > 0 {
 			report.AutoPromoted = names
 			th, err = s.store.UpdateThread(ctx, th.Proto.GetThreadId(), func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
-				t.Proto.Promoted = runtimestore.MergePromoted(t.Proto.Promoted, &runtimev1.Promoted{CatalogHash: b.Hash, Names: names})
+				t.Proto.Promoted = runtimestore.MergePromoted(t.Proto.Promoted, b.PromotionsFor(names))
 				return nil, nil
 			})
 			if err != nil {
@@ -763,6 +838,9 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 	}
 
 	v := s.View(ctx, th, b)
+	if th, err = s.settlePromotions(ctx, th, v, report); err != nil {
+		return nil, err
+	}
 	bound, filtered := v.BoundTools()
 	report.SkillFiltered = filtered
 	if v.Policy != nil && v.Policy.Reason != "" {
@@ -817,6 +895,64 @@ func (s *Builder) Build(ctx context.Context, th *runtimestore.Thread) (*Base, er
 		b, err = s.base(ctx, th)
 	}
 	return b, err
+}
+
+// settlePromotions persists what the view decided about the thread's
+// promotions: dropped ones are removed (each reported in the assembly
+// report and as a thread event "promotion.dropped"), v0.1.0 ones valid under
+// the current hash are rewritten with definition hashes
+// ("promotion.migrated"). Unavailable ones are reported and kept.
+func (s *Builder) settlePromotions(ctx context.Context, th *runtimestore.Thread, v *View, report *runtimev1.AssemblyReport) (*runtimestore.Thread, error) {
+	report.DroppedPromotions = v.Dropped
+	for _, n := range v.Base.sortedUnavailable(v.Unavailable) {
+		report.PromotedUnavailable = append(report.PromotedUnavailable, n)
+	}
+	if len(v.Dropped) == 0 && len(v.Migrated) == 0 {
+		return th, nil
+	}
+	drop := make([]string, len(v.Dropped))
+	for i, d := range v.Dropped {
+		drop[i] = d.GetName()
+	}
+	id := th.Proto.GetThreadId()
+	th, err := s.store.UpdateThread(ctx, id, func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
+		p := runtimestore.DropPromoted(t.Proto.Promoted, drop)
+		if len(v.Migrated) > 0 {
+			p = runtimestore.MergePromoted(p, &runtimev1.Promoted{CatalogHash: p.GetCatalogHash(), Tools: v.Migrated})
+		}
+		t.Proto.Promoted = p
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range v.Dropped {
+		detail := fmt.Sprintf("%s: %s (promoted %s, current %s)", d.GetName(), d.GetReason(), FirstNonEmpty(d.GetPromotedHash(), "-"), FirstNonEmpty(d.GetCurrentHash(), "-"))
+		if err := s.store.AppendEvent(context.WithoutCancel(ctx), runtimestore.Event{ThreadID: id, Kind: "promotion.dropped", Detail: detail}); err != nil {
+			s.log.ErrorContext(ctx, "record promotion.dropped event", "error", err)
+		}
+	}
+	if len(v.Migrated) > 0 {
+		names := make([]string, len(v.Migrated))
+		for i, m := range v.Migrated {
+			names[i] = m.GetName()
+		}
+		detail := "v0.1.0 promotions recorded with their current definition hashes: " + strings.Join(names, ", ")
+		if err := s.store.AppendEvent(context.WithoutCancel(ctx), runtimestore.Event{ThreadID: id, Kind: "promotion.migrated", Detail: detail}); err != nil {
+			s.log.ErrorContext(ctx, "record promotion.migrated event", "error", err)
+		}
+	}
+	inc(s.metrics.Promotions, "dropped", float64(len(v.Dropped)))
+	return th, nil
+}
+
+func (b *Base) sortedUnavailable(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *Builder) recordFailOpen(ctx context.Context, threadID, detail string) {

@@ -3,7 +3,10 @@ package runtimeassembly
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -47,6 +50,11 @@ type Tool struct {
 	Routing     *catalogv1.Routing
 	Annotations *structpb.Struct // MCP tool annotations from the catalog, verbatim; nil = none
 	ACPAgents   []string         // invoke_acp_agent: the agents it may name
+	// DefinitionHash is the catalog's definition hash of an MCP tool
+	// (docs/architecture.md §8); promotions are bound while it is unchanged.
+	DefinitionHash string
+	// Truncated says what the runtime.tool_bounds cut ("" = nothing).
+	Truncated string
 }
 
 // ResourceAttributes are the tool's attributes for authz conditions (server
@@ -154,4 +162,72 @@ func agentDigest(a *runtimev1.Agent) string {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+// boundTool applies runtime.tool_bounds to an MCP tool as bound for the
+// model (docs/architecture.md §3.1); the catalog keeps the definition
+// verbatim. A description over maxDesc bytes is cut at a UTF-8 boundary
+// with a notice. An input schema over maxSchema bytes of JSON first loses
+// the descriptions nested in it; if still too large it is replaced by an
+// open object schema and the description says so. t.Truncated records what
+// was cut. Zero bounds are unbounded.
+func boundTool(t *Tool, maxDesc, maxSchema int) {
+	var cuts []string
+	if maxSchema > 0 && t.Params != nil {
+		if n := jsonSize(t.Params.AsMap()); n > maxSchema {
+			m := t.Params.AsMap()
+			stripDescriptions(m, true)
+			if n2 := jsonSize(m); n2 <= maxSchema {
+				if st, err := structpb.NewStruct(m); err == nil {
+					t.Params = st
+					cuts = append(cuts, fmt.Sprintf("schema of %d bytes: nested descriptions removed (%d bytes)", n, n2))
+				}
+			} else {
+				t.Params = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("object")}}
+				cuts = append(cuts, fmt.Sprintf("schema of %d bytes replaced by an open object schema", n))
+				t.Description = fmt.Sprintf("[The input schema of this tool (%d bytes) exceeds the %d-byte bound and is not shown; pass the arguments its documentation names.]\n", n, maxSchema) + t.Description
+			}
+		}
+	}
+	if maxDesc > 0 && len(t.Description) > maxDesc {
+		full := len(t.Description)
+		// The notice names both sizes; its length with the full size twice
+		// bounds its final length.
+		notice := fmt.Sprintf("\n[Description truncated: %d of %d bytes shown.]", full, full)
+		keep := max(maxDesc-len(notice), 0)
+		for keep > 0 && !utf8.RuneStart(t.Description[keep]) {
+			keep--
+		}
+		t.Description = t.Description[:keep] + fmt.Sprintf("\n[Description truncated: %d of %d bytes shown.]", keep, full)
+		cuts = append(cuts, fmt.Sprintf("description of %d bytes cut to %d", full, keep))
+	}
+	t.Truncated = strings.Join(cuts, "; ")
+}
+
+func jsonSize(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// stripDescriptions removes "description" members below the root of a
+// JSON Schema (the root's own description is kept).
+func stripDescriptions(v any, root bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		if !root {
+			if _, ok := x["description"].(string); ok {
+				delete(x, "description")
+			}
+		}
+		for _, c := range x {
+			stripDescriptions(c, false)
+		}
+	case []any:
+		for _, c := range x {
+			stripDescriptions(c, false)
+		}
+	}
 }

@@ -2,8 +2,8 @@ package runtimechain
 
 import "context"
 
-// DeferredFilter refuses a deferred tool that has not been promoted under
-// the assembly's hash yet, telling the model to call tool_search first
+// DeferredFilter refuses a deferred tool that has not been promoted with its
+// current definition yet, telling the model to call tool_search first
 // (docs/deerflow.md §2.5).
 type DeferredFilter struct{}
 
@@ -12,7 +12,7 @@ func (DeferredFilter) Name() string { return "deferred_filter" }
 
 // Description implements Step.
 func (DeferredFilter) Description() string {
-	return "a deferred tool not promoted under this hash is refused (deferred.not_promoted): call tool_search first"
+	return "a deferred tool not promoted with its current definition is refused (deferred.not_promoted): call tool_search first"
 }
 
 // Run implements Step.

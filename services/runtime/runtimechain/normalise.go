@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -22,7 +23,7 @@ func (ErrorNormalisation) Name() string { return "error_normalisation" }
 
 // Description implements Step.
 func (ErrorNormalisation) Description() string {
-	return "inner errors become results: BUSINESS for tool errors, RUNTIME (bounded detail) for the rest"
+	return "inner errors become results: BUSINESS for tool errors, RUNTIME (bounded detail) for the rest; a server not READY is tool.server_unavailable (retry)"
 }
 
 // Run implements Step.
@@ -39,6 +40,10 @@ func normalise(c *Call, err error) *Outcome {
 	if errors.As(err, &be) {
 		return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS, Text: "Error: " + TruncDetail(be.Msg)}
 	}
+	if serverUnavailable(err) {
+		return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_RUNTIME, Reason: ReasonServerUnavailable, Text: fmt.Sprintf(
+			"Error: Tool '%s' could not run: its server is temporarily unavailable (%s). The tool stays loaded; retry the call in a moment.", c.Name, TruncDetail(status.Convert(err).Message()))}
+	}
 	kind := "Exception"
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		kind = st.Code().String()
@@ -50,4 +55,23 @@ func normalise(c *Call, err error) *Outcome {
 		detail = kind
 	}
 	return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_RUNTIME, Text: fmt.Sprintf("Error: Tool '%s' failed with %s: %s. %s", c.Name, kind, detail, RecoverySentence)}
+}
+
+// ReasonServerUnavailable is the reason code of a call whose MCP server is
+// not connected right now (a retry may succeed; the promotion is kept).
+const ReasonServerUnavailable = "tool.server_unavailable"
+
+// serverUnavailable reports a catalog UNAVAILABLE error with reason
+// SERVER_UNAVAILABLE (the tool's server is not READY).
+func serverUnavailable(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == "ERROR_REASON_SERVER_UNAVAILABLE" {
+			return true
+		}
+	}
+	return false
 }

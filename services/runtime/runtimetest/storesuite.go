@@ -225,7 +225,12 @@ func RunStoreSuite(t *testing.T, f Factory) {
 			go func() {
 				defer wg.Done()
 				_, err := s.UpdateThread(ctx, "c", func(th *runtimestore.Thread) ([]*runtimev1.Message, error) {
-					th.Proto.Promoted = runtimestore.MergePromoted(th.Proto.Promoted, &runtimev1.Promoted{CatalogHash: "h1", Names: []string{fmt.Sprintf("tool_%03d", i)}})
+					// Per-tool promotions under alternating catalog hashes
+					// (an unrelated catalog change between searches) must
+					// all be kept (docs/architecture.md §3.1).
+					name := fmt.Sprintf("tool_%03d", i)
+					th.Proto.Promoted = runtimestore.MergePromoted(th.Proto.Promoted, &runtimev1.Promoted{CatalogHash: fmt.Sprintf("h%d", i%2),
+						Names: []string{name}, Tools: []*runtimev1.PromotedTool{{Name: name, DefinitionHash: "d" + name}}})
 					return []*runtimev1.Message{{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: fmt.Sprint(i)}}, nil
 				})
 				errs <- err
@@ -242,8 +247,8 @@ func RunStoreSuite(t *testing.T, f Factory) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := len(th.Proto.GetPromoted().GetNames()); got != n {
-			t.Fatalf("promotions kept: %d, want %d", got, n)
+		if got, tools := len(th.Proto.GetPromoted().GetNames()), len(th.Proto.GetPromoted().GetTools()); got != n || tools != n {
+			t.Fatalf("promotions kept: %d names, %d tools; want %d", got, tools, n)
 		}
 		msgs, _, err := s.ListMessages(ctx, "c", runtimestore.Page{})
 		if err != nil {

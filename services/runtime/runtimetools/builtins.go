@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
-	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
@@ -77,7 +76,9 @@ func (s *Dispatcher) toolSearch(ctx context.Context, ec *runtimechain.Call) (*ru
 			}
 			schemas = append(schemas, map[string]any{"name": t.Name, "description": t.Description, "parameters": params})
 		}
-		o := &runtimechain.Outcome{Promoted: &runtimev1.Promoted{CatalogHash: v.Base.Hash, Names: names}}
+		// Each promotion records the definition hash it was made with
+		// (docs/architecture.md §3.1).
+		o := &runtimechain.Outcome{Promoted: v.Base.PromotionsFor(names)}
 		switch {
 		case len(names) > 0:
 			var sb strings.Builder

@@ -466,12 +466,18 @@ func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 }
 
 // Promoted is the thread's promotion state (deerflow-reference §2.5).
+// Since per-tool definition hashes (docs/architecture.md §3.1), `tools`
+// decides: a promoted tool is bound while its current definition hash equals
+// the one it was promoted with, whatever else changed in the catalog.
 type Promoted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Catalog hash the names were promoted under.
+	// Catalog hash of the deferred set at the last promotion (informational;
+	// v0.1.0 threads: the hash every name was promoted under).
 	CatalogHash string `protobuf:"bytes,1,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
-	// Promoted names, first-seen order, de-duplicated.
-	Names         []string `protobuf:"bytes,2,rep,name=names,proto3" json:"names,omitempty"`
+	// Promoted names, first-seen order, de-duplicated (the names of `tools`).
+	Names []string `protobuf:"bytes,2,rep,name=names,proto3" json:"names,omitempty"`
+	// Promoted tools with the definition hash each was promoted with, first-seen order.
+	Tools         []*PromotedTool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -520,6 +526,143 @@ func (x *Promoted) GetNames() []string {
 	return nil
 }
 
+func (x *Promoted) GetTools() []*PromotedTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// PromotedTool is one promotion: the exposed name and the definition hash
+// (catalog Tool.definition_hash) it was promoted with.
+type PromotedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exposed tool name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Definition hash at promotion time.
+	DefinitionHash string `protobuf:"bytes,2,opt,name=definition_hash,json=definitionHash,proto3" json:"definition_hash,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PromotedTool) Reset() {
+	*x = PromotedTool{}
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromotedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromotedTool) ProtoMessage() {}
+
+func (x *PromotedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromotedTool.ProtoReflect.Descriptor instead.
+func (*PromotedTool) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PromotedTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PromotedTool) GetDefinitionHash() string {
+	if x != nil {
+		return x.DefinitionHash
+	}
+	return ""
+}
+
+// DroppedPromotion reports a promotion removed from a thread because the
+// tool's definition changed since it was promoted.
+type DroppedPromotion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exposed tool name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Definition hash it was promoted with ("" for a v0.1.0 promotion).
+	PromotedHash string `protobuf:"bytes,2,opt,name=promoted_hash,json=promotedHash,proto3" json:"promoted_hash,omitempty"`
+	// The tool's current definition hash.
+	CurrentHash string `protobuf:"bytes,3,opt,name=current_hash,json=currentHash,proto3" json:"current_hash,omitempty"`
+	// Why, e.g. "definition changed since promotion; call tool_search again".
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DroppedPromotion) Reset() {
+	*x = DroppedPromotion{}
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DroppedPromotion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DroppedPromotion) ProtoMessage() {}
+
+func (x *DroppedPromotion) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DroppedPromotion.ProtoReflect.Descriptor instead.
+func (*DroppedPromotion) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DroppedPromotion) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DroppedPromotion) GetPromotedHash() string {
+	if x != nil {
+		return x.PromotedHash
+	}
+	return ""
+}
+
+func (x *DroppedPromotion) GetCurrentHash() string {
+	if x != nil {
+		return x.CurrentHash
+	}
+	return ""
+}
+
+func (x *DroppedPromotion) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ActiveSkill is a skill active in a thread; written only by the runtime.
 type ActiveSkill struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -539,7 +682,7 @@ type ActiveSkill struct {
 
 func (x *ActiveSkill) Reset() {
 	*x = ActiveSkill{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[1]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +694,7 @@ func (x *ActiveSkill) String() string {
 func (*ActiveSkill) ProtoMessage() {}
 
 func (x *ActiveSkill) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[1]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +707,7 @@ func (x *ActiveSkill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActiveSkill.ProtoReflect.Descriptor instead.
 func (*ActiveSkill) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{1}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ActiveSkill) GetSource() SkillActivationSource {
@@ -619,7 +762,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[2]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +774,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[2]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +787,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{2}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Artifact) GetPath() string {
@@ -688,7 +831,7 @@ type Todo struct {
 
 func (x *Todo) Reset() {
 	*x = Todo{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[3]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +843,7 @@ func (x *Todo) String() string {
 func (*Todo) ProtoMessage() {}
 
 func (x *Todo) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[3]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +856,7 @@ func (x *Todo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Todo.ProtoReflect.Descriptor instead.
 func (*Todo) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{3}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Todo) GetContent() string {
@@ -745,7 +888,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[4]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +900,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[4]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +913,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{4}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TokenUsage) GetInputTokens() int64 {
@@ -829,7 +972,7 @@ type Thread struct {
 
 func (x *Thread) Reset() {
 	*x = Thread{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[5]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +984,7 @@ func (x *Thread) String() string {
 func (*Thread) ProtoMessage() {}
 
 func (x *Thread) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[5]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +997,7 @@ func (x *Thread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Thread.ProtoReflect.Descriptor instead.
 func (*Thread) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{5}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Thread) GetThreadId() string {
@@ -965,7 +1108,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[6]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1120,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[6]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1133,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{6}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolCall) GetId() string {
@@ -1051,7 +1194,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[7]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1206,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[7]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1219,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{7}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Message) GetId() string {
@@ -1162,7 +1305,7 @@ type ToolSearchSettings struct {
 
 func (x *ToolSearchSettings) Reset() {
 	*x = ToolSearchSettings{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[8]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1317,7 @@ func (x *ToolSearchSettings) String() string {
 func (*ToolSearchSettings) ProtoMessage() {}
 
 func (x *ToolSearchSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[8]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1330,7 @@ func (x *ToolSearchSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSearchSettings.ProtoReflect.Descriptor instead.
 func (*ToolSearchSettings) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{8}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolSearchSettings) GetEnabled() bool {
@@ -1231,7 +1374,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[9]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1386,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[9]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1399,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{9}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Agent) GetName() string {
@@ -1345,7 +1488,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[10]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1500,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[10]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1513,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{10}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -1421,7 +1564,7 @@ type PromptSection struct {
 
 func (x *PromptSection) Reset() {
 	*x = PromptSection{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[11]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1576,7 @@ func (x *PromptSection) String() string {
 func (*PromptSection) ProtoMessage() {}
 
 func (x *PromptSection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[11]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1589,7 @@ func (x *PromptSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptSection.ProtoReflect.Descriptor instead.
 func (*PromptSection) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{11}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PromptSection) GetName() string {
@@ -1483,14 +1626,22 @@ type AssemblyReport struct {
 	Notes []string `protobuf:"bytes,7,rep,name=notes,proto3" json:"notes,omitempty"`
 	// Tools left out because they cannot be made valid for the profile,
 	// as "<name>: <reason>".
-	LeftOut       []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
+	LeftOut []string `protobuf:"bytes,8,rep,name=left_out,json=leftOut,proto3" json:"left_out,omitempty"`
+	// Promotions dropped this turn because the tool's definition changed.
+	DroppedPromotions []*DroppedPromotion `protobuf:"bytes,9,rep,name=dropped_promotions,json=droppedPromotions,proto3" json:"dropped_promotions,omitempty"`
+	// Promoted tools not bound this turn because they are not in the catalog
+	// right now (server not connected, definition held for review); they stay promoted.
+	PromotedUnavailable []string `protobuf:"bytes,10,rep,name=promoted_unavailable,json=promotedUnavailable,proto3" json:"promoted_unavailable,omitempty"`
+	// Tools whose description or schema was shortened for the model
+	// (runtime.tool_bounds), with what was cut.
+	Truncated     []string `protobuf:"bytes,11,rep,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssemblyReport) Reset() {
 	*x = AssemblyReport{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1653,7 @@ func (x *AssemblyReport) String() string {
 func (*AssemblyReport) ProtoMessage() {}
 
 func (x *AssemblyReport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1666,7 @@ func (x *AssemblyReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssemblyReport.ProtoReflect.Descriptor instead.
 func (*AssemblyReport) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AssemblyReport) GetDroppedDuplicates() []string {
@@ -1574,6 +1725,27 @@ func (x *AssemblyReport) GetLeftOut() []string {
 	return nil
 }
 
+func (x *AssemblyReport) GetDroppedPromotions() []*DroppedPromotion {
+	if x != nil {
+		return x.DroppedPromotions
+	}
+	return nil
+}
+
+func (x *AssemblyReport) GetPromotedUnavailable() []string {
+	if x != nil {
+		return x.PromotedUnavailable
+	}
+	return nil
+}
+
+func (x *AssemblyReport) GetTruncated() []string {
+	if x != nil {
+		return x.Truncated
+	}
+	return nil
+}
+
 // ToolResult is the result of one tool call.
 type ToolResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1606,7 +1778,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1790,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1803,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolResult) GetToolCallId() string {
@@ -1731,7 +1903,7 @@ type Run struct {
 
 func (x *Run) Reset() {
 	*x = Run{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1915,7 @@ func (x *Run) String() string {
 func (*Run) ProtoMessage() {}
 
 func (x *Run) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1928,7 @@ func (x *Run) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Run.ProtoReflect.Descriptor instead.
 func (*Run) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Run) GetRunId() string {
@@ -1850,7 +2022,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2034,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2047,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunEvent) GetRunId() string {
@@ -2067,10 +2239,19 @@ var File_toolplane_runtime_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\n" +
-	"\"toolplane/runtime/v1/runtime.proto\x12\x14toolplane.runtime.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ctoolplane/type/v1/type.proto\"C\n" +
+	"\"toolplane/runtime/v1/runtime.proto\x12\x14toolplane.runtime.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ctoolplane/type/v1/type.proto\"}\n" +
 	"\bPromoted\x12!\n" +
 	"\fcatalog_hash\x18\x01 \x01(\tR\vcatalogHash\x12\x14\n" +
-	"\x05names\x18\x02 \x03(\tR\x05names\"\xc2\x01\n" +
+	"\x05names\x18\x02 \x03(\tR\x05names\x128\n" +
+	"\x05tools\x18\x03 \x03(\v2\".toolplane.runtime.v1.PromotedToolR\x05tools\"K\n" +
+	"\fPromotedTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x0fdefinition_hash\x18\x02 \x01(\tR\x0edefinitionHash\"\x86\x01\n" +
+	"\x10DroppedPromotion\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\rpromoted_hash\x18\x02 \x01(\tR\fpromotedHash\x12!\n" +
+	"\fcurrent_hash\x18\x03 \x01(\tR\vcurrentHash\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xc2\x01\n" +
 	"\vActiveSkill\x12C\n" +
 	"\x06source\x18\x01 \x01(\x0e2+.toolplane.runtime.v1.SkillActivationSourceR\x06source\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2158,7 +2339,7 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x05bound\x18\x05 \x01(\v2\x17.google.protobuf.StructR\x05bound\"7\n" +
 	"\rPromptSection\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xa5\x02\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xcd\x03\n" +
 	"\x0eAssemblyReport\x12-\n" +
 	"\x12dropped_duplicates\x18\x01 \x03(\tR\x11droppedDuplicates\x12'\n" +
 	"\x0fname_mismatches\x18\x02 \x03(\tR\x0enameMismatches\x12\x16\n" +
@@ -2167,7 +2348,11 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x0fauthz_fail_open\x18\x05 \x01(\bR\rauthzFailOpen\x12#\n" +
 	"\rauto_promoted\x18\x06 \x03(\tR\fautoPromoted\x12\x14\n" +
 	"\x05notes\x18\a \x03(\tR\x05notes\x12\x19\n" +
-	"\bleft_out\x18\b \x03(\tR\aleftOut\"\xa0\x04\n" +
+	"\bleft_out\x18\b \x03(\tR\aleftOut\x12U\n" +
+	"\x12dropped_promotions\x18\t \x03(\v2&.toolplane.runtime.v1.DroppedPromotionR\x11droppedPromotions\x121\n" +
+	"\x14promoted_unavailable\x18\n" +
+	" \x03(\tR\x13promotedUnavailable\x12\x1c\n" +
+	"\ttruncated\x18\v \x03(\tR\ttruncated\"\xa0\x04\n" +
 	"\n" +
 	"ToolResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -2270,7 +2455,7 @@ func file_toolplane_runtime_v1_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_toolplane_runtime_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_toolplane_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_toolplane_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_toolplane_runtime_v1_runtime_proto_goTypes = []any{
 	(ErrorKind)(0),                // 0: toolplane.runtime.v1.ErrorKind
 	(ToolProfile)(0),              // 1: toolplane.runtime.v1.ToolProfile
@@ -2280,75 +2465,79 @@ var file_toolplane_runtime_v1_runtime_proto_goTypes = []any{
 	(SkillActivationSource)(0),    // 5: toolplane.runtime.v1.SkillActivationSource
 	(ErrorReason)(0),              // 6: toolplane.runtime.v1.ErrorReason
 	(*Promoted)(nil),              // 7: toolplane.runtime.v1.Promoted
-	(*ActiveSkill)(nil),           // 8: toolplane.runtime.v1.ActiveSkill
-	(*Artifact)(nil),              // 9: toolplane.runtime.v1.Artifact
-	(*Todo)(nil),                  // 10: toolplane.runtime.v1.Todo
-	(*TokenUsage)(nil),            // 11: toolplane.runtime.v1.TokenUsage
-	(*Thread)(nil),                // 12: toolplane.runtime.v1.Thread
-	(*ToolCall)(nil),              // 13: toolplane.runtime.v1.ToolCall
-	(*Message)(nil),               // 14: toolplane.runtime.v1.Message
-	(*ToolSearchSettings)(nil),    // 15: toolplane.runtime.v1.ToolSearchSettings
-	(*Agent)(nil),                 // 16: toolplane.runtime.v1.Agent
-	(*ToolSchema)(nil),            // 17: toolplane.runtime.v1.ToolSchema
-	(*PromptSection)(nil),         // 18: toolplane.runtime.v1.PromptSection
-	(*AssemblyReport)(nil),        // 19: toolplane.runtime.v1.AssemblyReport
-	(*ToolResult)(nil),            // 20: toolplane.runtime.v1.ToolResult
-	(*Run)(nil),                   // 21: toolplane.runtime.v1.Run
-	(*RunEvent)(nil),              // 22: toolplane.runtime.v1.RunEvent
-	nil,                           // 23: toolplane.runtime.v1.Thread.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 26: toolplane.type.v1.StringList
-	(*v1.ContentBlock)(nil),       // 27: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),       // 28: toolplane.type.v1.Notification
+	(*PromotedTool)(nil),          // 8: toolplane.runtime.v1.PromotedTool
+	(*DroppedPromotion)(nil),      // 9: toolplane.runtime.v1.DroppedPromotion
+	(*ActiveSkill)(nil),           // 10: toolplane.runtime.v1.ActiveSkill
+	(*Artifact)(nil),              // 11: toolplane.runtime.v1.Artifact
+	(*Todo)(nil),                  // 12: toolplane.runtime.v1.Todo
+	(*TokenUsage)(nil),            // 13: toolplane.runtime.v1.TokenUsage
+	(*Thread)(nil),                // 14: toolplane.runtime.v1.Thread
+	(*ToolCall)(nil),              // 15: toolplane.runtime.v1.ToolCall
+	(*Message)(nil),               // 16: toolplane.runtime.v1.Message
+	(*ToolSearchSettings)(nil),    // 17: toolplane.runtime.v1.ToolSearchSettings
+	(*Agent)(nil),                 // 18: toolplane.runtime.v1.Agent
+	(*ToolSchema)(nil),            // 19: toolplane.runtime.v1.ToolSchema
+	(*PromptSection)(nil),         // 20: toolplane.runtime.v1.PromptSection
+	(*AssemblyReport)(nil),        // 21: toolplane.runtime.v1.AssemblyReport
+	(*ToolResult)(nil),            // 22: toolplane.runtime.v1.ToolResult
+	(*Run)(nil),                   // 23: toolplane.runtime.v1.Run
+	(*RunEvent)(nil),              // 24: toolplane.runtime.v1.RunEvent
+	nil,                           // 25: toolplane.runtime.v1.Thread.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 28: toolplane.type.v1.StringList
+	(*v1.ContentBlock)(nil),       // 29: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),       // 30: toolplane.type.v1.Notification
 }
 var file_toolplane_runtime_v1_runtime_proto_depIdxs = []int32{
-	5,  // 0: toolplane.runtime.v1.ActiveSkill.source:type_name -> toolplane.runtime.v1.SkillActivationSource
-	24, // 1: toolplane.runtime.v1.ActiveSkill.time:type_name -> google.protobuf.Timestamp
-	7,  // 2: toolplane.runtime.v1.Thread.promoted:type_name -> toolplane.runtime.v1.Promoted
-	8,  // 3: toolplane.runtime.v1.Thread.active_skills:type_name -> toolplane.runtime.v1.ActiveSkill
-	9,  // 4: toolplane.runtime.v1.Thread.artifacts:type_name -> toolplane.runtime.v1.Artifact
-	10, // 5: toolplane.runtime.v1.Thread.todos:type_name -> toolplane.runtime.v1.Todo
-	11, // 6: toolplane.runtime.v1.Thread.token_usage:type_name -> toolplane.runtime.v1.TokenUsage
-	24, // 7: toolplane.runtime.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
-	24, // 8: toolplane.runtime.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	23, // 9: toolplane.runtime.v1.Thread.metadata:type_name -> toolplane.runtime.v1.Thread.MetadataEntry
-	25, // 10: toolplane.runtime.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	4,  // 11: toolplane.runtime.v1.Message.role:type_name -> toolplane.runtime.v1.MessageRole
-	13, // 12: toolplane.runtime.v1.Message.tool_calls:type_name -> toolplane.runtime.v1.ToolCall
-	2,  // 13: toolplane.runtime.v1.Message.status:type_name -> toolplane.runtime.v1.ToolCallStatus
-	24, // 14: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
-	25, // 15: toolplane.runtime.v1.Message.provider_output:type_name -> google.protobuf.Struct
-	26, // 16: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
-	26, // 17: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
-	15, // 18: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
-	24, // 19: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
-	25, // 20: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
-	25, // 21: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
-	25, // 22: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
-	2,  // 23: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
-	0,  // 24: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
-	27, // 25: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
-	9,  // 26: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
-	7,  // 27: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
-	25, // 28: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
-	25, // 29: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
-	3,  // 30: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
-	24, // 31: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
-	24, // 32: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
-	11, // 33: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	13, // 34: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
-	20, // 35: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
-	7,  // 36: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
-	14, // 37: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
-	11, // 38: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	28, // 39: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
-	3,  // 40: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	8,  // 0: toolplane.runtime.v1.Promoted.tools:type_name -> toolplane.runtime.v1.PromotedTool
+	5,  // 1: toolplane.runtime.v1.ActiveSkill.source:type_name -> toolplane.runtime.v1.SkillActivationSource
+	26, // 2: toolplane.runtime.v1.ActiveSkill.time:type_name -> google.protobuf.Timestamp
+	7,  // 3: toolplane.runtime.v1.Thread.promoted:type_name -> toolplane.runtime.v1.Promoted
+	10, // 4: toolplane.runtime.v1.Thread.active_skills:type_name -> toolplane.runtime.v1.ActiveSkill
+	11, // 5: toolplane.runtime.v1.Thread.artifacts:type_name -> toolplane.runtime.v1.Artifact
+	12, // 6: toolplane.runtime.v1.Thread.todos:type_name -> toolplane.runtime.v1.Todo
+	13, // 7: toolplane.runtime.v1.Thread.token_usage:type_name -> toolplane.runtime.v1.TokenUsage
+	26, // 8: toolplane.runtime.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	26, // 9: toolplane.runtime.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
+	25, // 10: toolplane.runtime.v1.Thread.metadata:type_name -> toolplane.runtime.v1.Thread.MetadataEntry
+	27, // 11: toolplane.runtime.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	4,  // 12: toolplane.runtime.v1.Message.role:type_name -> toolplane.runtime.v1.MessageRole
+	15, // 13: toolplane.runtime.v1.Message.tool_calls:type_name -> toolplane.runtime.v1.ToolCall
+	2,  // 14: toolplane.runtime.v1.Message.status:type_name -> toolplane.runtime.v1.ToolCallStatus
+	26, // 15: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
+	27, // 16: toolplane.runtime.v1.Message.provider_output:type_name -> google.protobuf.Struct
+	28, // 17: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
+	28, // 18: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
+	17, // 19: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
+	26, // 20: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
+	27, // 21: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
+	27, // 22: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
+	27, // 23: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
+	9,  // 24: toolplane.runtime.v1.AssemblyReport.dropped_promotions:type_name -> toolplane.runtime.v1.DroppedPromotion
+	2,  // 25: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
+	0,  // 26: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
+	29, // 27: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
+	11, // 28: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
+	7,  // 29: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
+	27, // 30: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
+	27, // 31: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
+	3,  // 32: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
+	26, // 33: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
+	26, // 34: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
+	13, // 35: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	15, // 36: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
+	22, // 37: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
+	7,  // 38: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
+	16, // 39: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
+	13, // 40: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	30, // 41: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
+	3,  // 42: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_runtime_v1_runtime_proto_init() }
@@ -2356,7 +2545,7 @@ func file_toolplane_runtime_v1_runtime_proto_init() {
 	if File_toolplane_runtime_v1_runtime_proto != nil {
 		return
 	}
-	file_toolplane_runtime_v1_runtime_proto_msgTypes[15].OneofWrappers = []any{
+	file_toolplane_runtime_v1_runtime_proto_msgTypes[17].OneofWrappers = []any{
 		(*RunEvent_TextDelta)(nil),
 		(*RunEvent_ToolCallStarted)(nil),
 		(*RunEvent_ToolCallFinished)(nil),
@@ -2374,7 +2563,7 @@ func file_toolplane_runtime_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_runtime_v1_runtime_proto_rawDesc), len(file_toolplane_runtime_v1_runtime_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -14,27 +14,38 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file toolplane/runtime/v1/runtime.proto.
  */
 export const file_toolplane_runtime_v1_runtime: GenFile = /*@__PURE__*/
-  fileDesc("CiJ0b29scGxhbmUvcnVudGltZS92MS9ydW50aW1lLnByb3RvEhR0b29scGxhbmUucnVudGltZS52MSIvCghQcm9tb3RlZBIUCgxjYXRhbG9nX2hhc2gYASABKAkSDQoFbmFtZXMYAiADKAkioAEKC0FjdGl2ZVNraWxsEjsKBnNvdXJjZRgBIAEoDjIrLnRvb2xwbGFuZS5ydW50aW1lLnYxLlNraWxsQWN0aXZhdGlvblNvdXJjZRIMCgRuYW1lGAIgASgJEgwKBHBhdGgYAyABKAkSDgoGZGlnZXN0GAQgASgJEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KCEFydGlmYWN0EgwKBHBhdGgYASABKAkSDAoEc2l6ZRgCIAEoAxIRCgltaW1lX3R5cGUYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJIicKBFRvZG8SDwoHY29udGVudBgBIAEoCRIOCgZzdGF0dXMYAiABKAkiTwoKVG9rZW5Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMivQQKBlRocmVhZBIRCgl0aHJlYWRfaWQYASABKAkSDQoFYWdlbnQYAiABKAkSFQoNb3duZXJfc3ViamVjdBgDIAEoCRIUCgxvd25lcl90ZW5hbnQYBCABKAkSMAoIcHJvbW90ZWQYBSABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Qcm9tb3RlZBI4Cg1hY3RpdmVfc2tpbGxzGAYgAygLMiEudG9vbHBsYW5lLnJ1bnRpbWUudjEuQWN0aXZlU2tpbGwSMQoJYXJ0aWZhY3RzGAcgAygLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuQXJ0aWZhY3QSKQoFdG9kb3MYCCADKAsyGi50b29scGxhbmUucnVudGltZS52MS5Ub2RvEjUKC3Rva2VuX3VzYWdlGAkgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9rZW5Vc2FnZRIvCgtjcmVhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjwKCG1ldGFkYXRhGAwgAygLMioudG9vbHBsYW5lLnJ1bnRpbWUudjEuVGhyZWFkLk1ldGFkYXRhRW50cnkSEgoKcmVhZF9maWxlcxgNIAMoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiZwoIVG9vbENhbGwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIqCglhcmd1bWVudHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKDXJhd19hcmd1bWVudHMYBCABKAki2AIKB01lc3NhZ2USCgoCaWQYASABKAkSLwoEcm9sZRgCIAEoDjIhLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2VSb2xlEg8KB2NvbnRlbnQYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIMCgRuYW1lGAYgASgJEjQKBnN0YXR1cxgHIAEoDjIkLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsU3RhdHVzEg4KBnJ1bl9pZBgIIAEoCRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoPcHJvdmlkZXJfb3V0cHV0GAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI9ChJUb29sU2VhcmNoU2V0dGluZ3MSDwoHZW5hYmxlZBgBIAEoCBIWCg5leGVtcHRfc2VydmVycxgCIAMoCSK+AgoFQWdlbnQSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIyCgt0b29sX2dyb3VwcxgDIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSLQoGc2tpbGxzGAQgASgLMh0udG9vbHBsYW5lLnR5cGUudjEuU3RyaW5nTGlzdBINCgVtb2RlbBgFIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAYgASgJEj0KC3Rvb2xfc2VhcmNoGAcgASgLMigudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFNlYXJjaFNldHRpbmdzEhkKEXN1YmFnZW50c19lbmFibGVkGAggASgIEi8KC3VwZGF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKnAQoKVG9vbFNjaGVtYRIMCgRuYW1lGAEgASgJEicKBm9wZW5haRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoJYW50aHJvcGljGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzb3VyY2UYBCABKAkSJgoFYm91bmQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IisKDVByb21wdFNlY3Rpb24SDAoEbmFtZRgBIAEoCRIMCgR0ZXh0GAIgASgJIr4BCg5Bc3NlbWJseVJlcG9ydBIaChJkcm9wcGVkX2R1cGxpY2F0ZXMYASADKAkSFwoPbmFtZV9taXNtYXRjaGVzGAIgAygJEg4KBmRlbmllZBgDIAMoCRIWCg5za2lsbF9maWx0ZXJlZBgEIAMoCRIXCg9hdXRoel9mYWlsX29wZW4YBSABKAgSFQoNYXV0b19wcm9tb3RlZBgGIAMoCRINCgVub3RlcxgHIAMoCRIQCghsZWZ0X291dBgIIAMoCSKuAwoKVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRI0CgZzdGF0dXMYAyABKA4yJC50b29scGxhbmUucnVudGltZS52MS5Ub29sQ2FsbFN0YXR1cxIzCgplcnJvcl9raW5kGAQgASgOMh8udG9vbHBsYW5lLnJ1bnRpbWUudjEuRXJyb3JLaW5kEjAKB2NvbnRlbnQYBSADKAsyHy50b29scGxhbmUudHlwZS52MS5Db250ZW50QmxvY2sSMQoJYXJ0aWZhY3RzGAYgAygLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuQXJ0aWZhY3QSMAoIcHJvbW90ZWQYByABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Qcm9tb3RlZBITCgtyZWFzb25fY29kZRgIIAEoCRIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjAKD3Byb3ZpZGVyX291dHB1dBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QioQIKA1J1bhIOCgZydW5faWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blN0YXR1cxIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAYgASgJEi8KBXVzYWdlGAcgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9rZW5Vc2FnZRINCgVtb2RlbBgIIAEoCRIYChBwZW5kaW5nX3F1ZXN0aW9uGAkgASgJIvgDCghSdW5FdmVudBIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgDEhQKCnRleHRfZGVsdGEYAyABKAlIABI7ChF0b29sX2NhbGxfc3RhcnRlZBgEIAEoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsSAASPgoSdG9vbF9jYWxsX2ZpbmlzaGVkGAUgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFJlc3VsdEgAEjIKCHByb21vdGVkGAYgASgLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuUHJvbW90ZWRIABIXCg1jbGFyaWZpY2F0aW9uGAcgASgJSAASNgoNZmluYWxfbWVzc2FnZRgIIAEoCzIdLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2VIABIxCgV1c2FnZRgJIAEoCzIgLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRva2VuVXNhZ2VIABIPCgVlcnJvchgKIAEoCUgAEjcKDG5vdGlmaWNhdGlvbhgLIAEoCzIfLnRvb2xwbGFuZS50eXBlLnYxLk5vdGlmaWNhdGlvbkgAEjEKBnN0YXR1cxgMIAEoDjIfLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blN0YXR1c0gAQgcKBWV2ZW50Km8KCUVycm9yS2luZBIaChZFUlJPUl9LSU5EX1VOU1BFQ0lGSUVEEAASFwoTRVJST1JfS0lORF9CVVNJTkVTUxABEhUKEUVSUk9SX0tJTkRfUE9MSUNZEAISFgoSRVJST1JfS0lORF9SVU5USU1FEAMqwAEKC1Rvb2xQcm9maWxlEhwKGFRPT0xfUFJPRklMRV9VTlNQRUNJRklFRBAAEhwKGFRPT0xfUFJPRklMRV9PUEVOQUlfQ0hBVBABEiEKHVRPT0xfUFJPRklMRV9PUEVOQUlfUkVTUE9OU0VTEAISIwofVE9PTF9QUk9GSUxFX0FOVEhST1BJQ19NRVNTQUdFUxADEhcKE1RPT0xfUFJPRklMRV9HRU1JTkkQBBIUChBUT09MX1BST0ZJTEVfTUNQEAUqbAoOVG9vbENhbGxTdGF0dXMSIAocVE9PTF9DQUxMX1NUQVRVU19VTlNQRUNJRklFRBAAEhwKGFRPT0xfQ0FMTF9TVEFUVVNfU1VDQ0VTUxABEhoKFlRPT0xfQ0FMTF9TVEFUVVNfRVJST1IQAirIAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1JVTk5JTkcQARIYChRSVU5fU1RBVFVTX0NPTVBMRVRFRBACEhoKFlJVTl9TVEFUVVNfSU5URVJSVVBURUQQAxIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAEEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAUSIAocUlVOX1NUQVRVU19XQUlUSU5HX0ZPUl9JTlBVVBAGKo4BCgtNZXNzYWdlUm9sZRIcChhNRVNTQUdFX1JPTEVfVU5TUEVDSUZJRUQQABIXChNNRVNTQUdFX1JPTEVfU1lTVEVNEAESFQoRTUVTU0FHRV9ST0xFX1VTRVIQAhIaChZNRVNTQUdFX1JPTEVfQVNTSVNUQU5UEAMSFQoRTUVTU0FHRV9ST0xFX1RPT0wQBCqFAQoVU2tpbGxBY3RpdmF0aW9uU291cmNlEicKI1NLSUxMX0FDVElWQVRJT05fU09VUkNFX1VOU1BFQ0lGSUVEEAASIQodU0tJTExfQUNUSVZBVElPTl9TT1VSQ0VfU0xBU0gQARIgChxTS0lMTF9BQ1RJVkFUSU9OX1NPVVJDRV9SRUFEEAIq1QIKC0Vycm9yUmVhc29uEhwKGEVSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEiEKHUVSUk9SX1JFQVNPTl9USFJFQURfTk9UX0ZPVU5EEAESIAocRVJST1JfUkVBU09OX0FHRU5UX05PVF9GT1VORBACEh4KGkVSUk9SX1JFQVNPTl9SVU5fTk9UX0ZPVU5EEAMSJQohRVJST1JfUkVBU09OX1VQU1RSRUFNX1VOQVZBSUxBQkxFEAQSIAocRVJST1JfUkVBU09OX0FTU0VNQkxZX0ZBSUxFRBAFEiAKHEVSUk9SX1JFQVNPTl9SVU5fTk9UX1dBSVRJTkcQBhIbChdFUlJPUl9SRUFTT05fUlVOX0FDVElWRRAHEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1JFUVVFU1QQCBIZChVFUlJPUl9SRUFTT05fSU5URVJOQUwQCUJGWkRnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9ydW50aW1lL3YxO3J1bnRpbWV2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_type_v1_type]);
+  fileDesc("CiJ0b29scGxhbmUvcnVudGltZS92MS9ydW50aW1lLnByb3RvEhR0b29scGxhbmUucnVudGltZS52MSJiCghQcm9tb3RlZBIUCgxjYXRhbG9nX2hhc2gYASABKAkSDQoFbmFtZXMYAiADKAkSMQoFdG9vbHMYAyADKAsyIi50b29scGxhbmUucnVudGltZS52MS5Qcm9tb3RlZFRvb2wiNQoMUHJvbW90ZWRUb29sEgwKBG5hbWUYASABKAkSFwoPZGVmaW5pdGlvbl9oYXNoGAIgASgJIl0KEERyb3BwZWRQcm9tb3Rpb24SDAoEbmFtZRgBIAEoCRIVCg1wcm9tb3RlZF9oYXNoGAIgASgJEhQKDGN1cnJlbnRfaGFzaBgDIAEoCRIOCgZyZWFzb24YBCABKAkioAEKC0FjdGl2ZVNraWxsEjsKBnNvdXJjZRgBIAEoDjIrLnRvb2xwbGFuZS5ydW50aW1lLnYxLlNraWxsQWN0aXZhdGlvblNvdXJjZRIMCgRuYW1lGAIgASgJEgwKBHBhdGgYAyABKAkSDgoGZGlnZXN0GAQgASgJEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KCEFydGlmYWN0EgwKBHBhdGgYASABKAkSDAoEc2l6ZRgCIAEoAxIRCgltaW1lX3R5cGUYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJIicKBFRvZG8SDwoHY29udGVudBgBIAEoCRIOCgZzdGF0dXMYAiABKAkiTwoKVG9rZW5Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMivQQKBlRocmVhZBIRCgl0aHJlYWRfaWQYASABKAkSDQoFYWdlbnQYAiABKAkSFQoNb3duZXJfc3ViamVjdBgDIAEoCRIUCgxvd25lcl90ZW5hbnQYBCABKAkSMAoIcHJvbW90ZWQYBSABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Qcm9tb3RlZBI4Cg1hY3RpdmVfc2tpbGxzGAYgAygLMiEudG9vbHBsYW5lLnJ1bnRpbWUudjEuQWN0aXZlU2tpbGwSMQoJYXJ0aWZhY3RzGAcgAygLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuQXJ0aWZhY3QSKQoFdG9kb3MYCCADKAsyGi50b29scGxhbmUucnVudGltZS52MS5Ub2RvEjUKC3Rva2VuX3VzYWdlGAkgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9rZW5Vc2FnZRIvCgtjcmVhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjwKCG1ldGFkYXRhGAwgAygLMioudG9vbHBsYW5lLnJ1bnRpbWUudjEuVGhyZWFkLk1ldGFkYXRhRW50cnkSEgoKcmVhZF9maWxlcxgNIAMoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiZwoIVG9vbENhbGwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIqCglhcmd1bWVudHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKDXJhd19hcmd1bWVudHMYBCABKAki2AIKB01lc3NhZ2USCgoCaWQYASABKAkSLwoEcm9sZRgCIAEoDjIhLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2VSb2xlEg8KB2NvbnRlbnQYAyABKAkSMgoKdG9vbF9jYWxscxgEIAMoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIMCgRuYW1lGAYgASgJEjQKBnN0YXR1cxgHIAEoDjIkLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsU3RhdHVzEg4KBnJ1bl9pZBgIIAEoCRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoPcHJvdmlkZXJfb3V0cHV0GAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI9ChJUb29sU2VhcmNoU2V0dGluZ3MSDwoHZW5hYmxlZBgBIAEoCBIWCg5leGVtcHRfc2VydmVycxgCIAMoCSK+AgoFQWdlbnQSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIyCgt0b29sX2dyb3VwcxgDIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSLQoGc2tpbGxzGAQgASgLMh0udG9vbHBsYW5lLnR5cGUudjEuU3RyaW5nTGlzdBINCgVtb2RlbBgFIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAYgASgJEj0KC3Rvb2xfc2VhcmNoGAcgASgLMigudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFNlYXJjaFNldHRpbmdzEhkKEXN1YmFnZW50c19lbmFibGVkGAggASgIEi8KC3VwZGF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKnAQoKVG9vbFNjaGVtYRIMCgRuYW1lGAEgASgJEicKBm9wZW5haRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoJYW50aHJvcGljGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzb3VyY2UYBCABKAkSJgoFYm91bmQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IisKDVByb21wdFNlY3Rpb24SDAoEbmFtZRgBIAEoCRIMCgR0ZXh0GAIgASgJIrMCCg5Bc3NlbWJseVJlcG9ydBIaChJkcm9wcGVkX2R1cGxpY2F0ZXMYASADKAkSFwoPbmFtZV9taXNtYXRjaGVzGAIgAygJEg4KBmRlbmllZBgDIAMoCRIWCg5za2lsbF9maWx0ZXJlZBgEIAMoCRIXCg9hdXRoel9mYWlsX29wZW4YBSABKAgSFQoNYXV0b19wcm9tb3RlZBgGIAMoCRINCgVub3RlcxgHIAMoCRIQCghsZWZ0X291dBgIIAMoCRJCChJkcm9wcGVkX3Byb21vdGlvbnMYCSADKAsyJi50b29scGxhbmUucnVudGltZS52MS5Ecm9wcGVkUHJvbW90aW9uEhwKFHByb21vdGVkX3VuYXZhaWxhYmxlGAogAygJEhEKCXRydW5jYXRlZBgLIAMoCSKuAwoKVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRI0CgZzdGF0dXMYAyABKA4yJC50b29scGxhbmUucnVudGltZS52MS5Ub29sQ2FsbFN0YXR1cxIzCgplcnJvcl9raW5kGAQgASgOMh8udG9vbHBsYW5lLnJ1bnRpbWUudjEuRXJyb3JLaW5kEjAKB2NvbnRlbnQYBSADKAsyHy50b29scGxhbmUudHlwZS52MS5Db250ZW50QmxvY2sSMQoJYXJ0aWZhY3RzGAYgAygLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuQXJ0aWZhY3QSMAoIcHJvbW90ZWQYByABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Qcm9tb3RlZBITCgtyZWFzb25fY29kZRgIIAEoCRIzChJzdHJ1Y3R1cmVkX2NvbnRlbnQYCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjAKD3Byb3ZpZGVyX291dHB1dBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QioQIKA1J1bhIOCgZydW5faWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blN0YXR1cxIuCgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAYgASgJEi8KBXVzYWdlGAcgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9rZW5Vc2FnZRINCgVtb2RlbBgIIAEoCRIYChBwZW5kaW5nX3F1ZXN0aW9uGAkgASgJIvgDCghSdW5FdmVudBIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgDEhQKCnRleHRfZGVsdGEYAyABKAlIABI7ChF0b29sX2NhbGxfc3RhcnRlZBgEIAEoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsSAASPgoSdG9vbF9jYWxsX2ZpbmlzaGVkGAUgASgLMiAudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFJlc3VsdEgAEjIKCHByb21vdGVkGAYgASgLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuUHJvbW90ZWRIABIXCg1jbGFyaWZpY2F0aW9uGAcgASgJSAASNgoNZmluYWxfbWVzc2FnZRgIIAEoCzIdLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2VIABIxCgV1c2FnZRgJIAEoCzIgLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRva2VuVXNhZ2VIABIPCgVlcnJvchgKIAEoCUgAEjcKDG5vdGlmaWNhdGlvbhgLIAEoCzIfLnRvb2xwbGFuZS50eXBlLnYxLk5vdGlmaWNhdGlvbkgAEjEKBnN0YXR1cxgMIAEoDjIfLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blN0YXR1c0gAQgcKBWV2ZW50Km8KCUVycm9yS2luZBIaChZFUlJPUl9LSU5EX1VOU1BFQ0lGSUVEEAASFwoTRVJST1JfS0lORF9CVVNJTkVTUxABEhUKEUVSUk9SX0tJTkRfUE9MSUNZEAISFgoSRVJST1JfS0lORF9SVU5USU1FEAMqwAEKC1Rvb2xQcm9maWxlEhwKGFRPT0xfUFJPRklMRV9VTlNQRUNJRklFRBAAEhwKGFRPT0xfUFJPRklMRV9PUEVOQUlfQ0hBVBABEiEKHVRPT0xfUFJPRklMRV9PUEVOQUlfUkVTUE9OU0VTEAISIwofVE9PTF9QUk9GSUxFX0FOVEhST1BJQ19NRVNTQUdFUxADEhcKE1RPT0xfUFJPRklMRV9HRU1JTkkQBBIUChBUT09MX1BST0ZJTEVfTUNQEAUqbAoOVG9vbENhbGxTdGF0dXMSIAocVE9PTF9DQUxMX1NUQVRVU19VTlNQRUNJRklFRBAAEhwKGFRPT0xfQ0FMTF9TVEFUVVNfU1VDQ0VTUxABEhoKFlRPT0xfQ0FMTF9TVEFUVVNfRVJST1IQAirIAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1JVTk5JTkcQARIYChRSVU5fU1RBVFVTX0NPTVBMRVRFRBACEhoKFlJVTl9TVEFUVVNfSU5URVJSVVBURUQQAxIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAEEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAUSIAocUlVOX1NUQVRVU19XQUlUSU5HX0ZPUl9JTlBVVBAGKo4BCgtNZXNzYWdlUm9sZRIcChhNRVNTQUdFX1JPTEVfVU5TUEVDSUZJRUQQABIXChNNRVNTQUdFX1JPTEVfU1lTVEVNEAESFQoRTUVTU0FHRV9ST0xFX1VTRVIQAhIaChZNRVNTQUdFX1JPTEVfQVNTSVNUQU5UEAMSFQoRTUVTU0FHRV9ST0xFX1RPT0wQBCqFAQoVU2tpbGxBY3RpdmF0aW9uU291cmNlEicKI1NLSUxMX0FDVElWQVRJT05fU09VUkNFX1VOU1BFQ0lGSUVEEAASIQodU0tJTExfQUNUSVZBVElPTl9TT1VSQ0VfU0xBU0gQARIgChxTS0lMTF9BQ1RJVkFUSU9OX1NPVVJDRV9SRUFEEAIq1QIKC0Vycm9yUmVhc29uEhwKGEVSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEiEKHUVSUk9SX1JFQVNPTl9USFJFQURfTk9UX0ZPVU5EEAESIAocRVJST1JfUkVBU09OX0FHRU5UX05PVF9GT1VORBACEh4KGkVSUk9SX1JFQVNPTl9SVU5fTk9UX0ZPVU5EEAMSJQohRVJST1JfUkVBU09OX1VQU1RSRUFNX1VOQVZBSUxBQkxFEAQSIAocRVJST1JfUkVBU09OX0FTU0VNQkxZX0ZBSUxFRBAFEiAKHEVSUk9SX1JFQVNPTl9SVU5fTk9UX1dBSVRJTkcQBhIbChdFUlJPUl9SRUFTT05fUlVOX0FDVElWRRAHEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1JFUVVFU1QQCBIZChVFUlJPUl9SRUFTT05fSU5URVJOQUwQCUJGWkRnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9ydW50aW1lL3YxO3J1bnRpbWV2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_type_v1_type]);
 
 /**
  * Promoted is the thread's promotion state (deerflow-reference §2.5).
+ * Since per-tool definition hashes (docs/architecture.md §3.1), `tools`
+ * decides: a promoted tool is bound while its current definition hash equals
+ * the one it was promoted with, whatever else changed in the catalog.
  *
  * @generated from message toolplane.runtime.v1.Promoted
  */
 export type Promoted = Message$1<"toolplane.runtime.v1.Promoted"> & {
   /**
-   * Catalog hash the names were promoted under.
+   * Catalog hash of the deferred set at the last promotion (informational;
+   * v0.1.0 threads: the hash every name was promoted under).
    *
    * @generated from field: string catalog_hash = 1;
    */
   catalogHash: string;
 
   /**
-   * Promoted names, first-seen order, de-duplicated.
+   * Promoted names, first-seen order, de-duplicated (the names of `tools`).
    *
    * @generated from field: repeated string names = 2;
    */
   names: string[];
+
+  /**
+   * Promoted tools with the definition hash each was promoted with, first-seen order.
+   *
+   * @generated from field: repeated toolplane.runtime.v1.PromotedTool tools = 3;
+   */
+  tools: PromotedTool[];
 };
 
 /**
@@ -43,6 +54,78 @@ export type Promoted = Message$1<"toolplane.runtime.v1.Promoted"> & {
  */
 export const PromotedSchema: GenMessage<Promoted> = /*@__PURE__*/
   messageDesc(file_toolplane_runtime_v1_runtime, 0);
+
+/**
+ * PromotedTool is one promotion: the exposed name and the definition hash
+ * (catalog Tool.definition_hash) it was promoted with.
+ *
+ * @generated from message toolplane.runtime.v1.PromotedTool
+ */
+export type PromotedTool = Message$1<"toolplane.runtime.v1.PromotedTool"> & {
+  /**
+   * Exposed tool name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Definition hash at promotion time.
+   *
+   * @generated from field: string definition_hash = 2;
+   */
+  definitionHash: string;
+};
+
+/**
+ * Describes the message toolplane.runtime.v1.PromotedTool.
+ * Use `create(PromotedToolSchema)` to create a new message.
+ */
+export const PromotedToolSchema: GenMessage<PromotedTool> = /*@__PURE__*/
+  messageDesc(file_toolplane_runtime_v1_runtime, 1);
+
+/**
+ * DroppedPromotion reports a promotion removed from a thread because the
+ * tool's definition changed since it was promoted.
+ *
+ * @generated from message toolplane.runtime.v1.DroppedPromotion
+ */
+export type DroppedPromotion = Message$1<"toolplane.runtime.v1.DroppedPromotion"> & {
+  /**
+   * Exposed tool name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Definition hash it was promoted with ("" for a v0.1.0 promotion).
+   *
+   * @generated from field: string promoted_hash = 2;
+   */
+  promotedHash: string;
+
+  /**
+   * The tool's current definition hash.
+   *
+   * @generated from field: string current_hash = 3;
+   */
+  currentHash: string;
+
+  /**
+   * Why, e.g. "definition changed since promotion; call tool_search again".
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message toolplane.runtime.v1.DroppedPromotion.
+ * Use `create(DroppedPromotionSchema)` to create a new message.
+ */
+export const DroppedPromotionSchema: GenMessage<DroppedPromotion> = /*@__PURE__*/
+  messageDesc(file_toolplane_runtime_v1_runtime, 2);
 
 /**
  * ActiveSkill is a skill active in a thread; written only by the runtime.
@@ -91,7 +174,7 @@ export type ActiveSkill = Message$1<"toolplane.runtime.v1.ActiveSkill"> & {
  * Use `create(ActiveSkillSchema)` to create a new message.
  */
 export const ActiveSkillSchema: GenMessage<ActiveSkill> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 1);
+  messageDesc(file_toolplane_runtime_v1_runtime, 3);
 
 /**
  * Artifact is a file the thread produced (present_files or an externalised tool output).
@@ -133,7 +216,7 @@ export type Artifact = Message$1<"toolplane.runtime.v1.Artifact"> & {
  * Use `create(ArtifactSchema)` to create a new message.
  */
 export const ArtifactSchema: GenMessage<Artifact> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 2);
+  messageDesc(file_toolplane_runtime_v1_runtime, 4);
 
 /**
  * Todo is one plan item.
@@ -161,7 +244,7 @@ export type Todo = Message$1<"toolplane.runtime.v1.Todo"> & {
  * Use `create(TodoSchema)` to create a new message.
  */
 export const TodoSchema: GenMessage<Todo> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 3);
+  messageDesc(file_toolplane_runtime_v1_runtime, 5);
 
 /**
  * TokenUsage counts tokens.
@@ -196,7 +279,7 @@ export type TokenUsage = Message$1<"toolplane.runtime.v1.TokenUsage"> & {
  * Use `create(TokenUsageSchema)` to create a new message.
  */
 export const TokenUsageSchema: GenMessage<TokenUsage> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 4);
+  messageDesc(file_toolplane_runtime_v1_runtime, 6);
 
 /**
  * Thread is a conversation with its tool state, owned by the principal that created it.
@@ -301,7 +384,7 @@ export type Thread = Message$1<"toolplane.runtime.v1.Thread"> & {
  * Use `create(ThreadSchema)` to create a new message.
  */
 export const ThreadSchema: GenMessage<Thread> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 5);
+  messageDesc(file_toolplane_runtime_v1_runtime, 7);
 
 /**
  * ToolCall is one tool call of the model.
@@ -343,7 +426,7 @@ export type ToolCall = Message$1<"toolplane.runtime.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 6);
+  messageDesc(file_toolplane_runtime_v1_runtime, 8);
 
 /**
  * Message is one conversation message.
@@ -428,7 +511,7 @@ export type Message = Message$1<"toolplane.runtime.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 7);
+  messageDesc(file_toolplane_runtime_v1_runtime, 9);
 
 /**
  * ToolSearchSettings configures deferral for an agent.
@@ -456,7 +539,7 @@ export type ToolSearchSettings = Message$1<"toolplane.runtime.v1.ToolSearchSetti
  * Use `create(ToolSearchSettingsSchema)` to create a new message.
  */
 export const ToolSearchSettingsSchema: GenMessage<ToolSearchSettings> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 8);
+  messageDesc(file_toolplane_runtime_v1_runtime, 10);
 
 /**
  * Agent is a custom agent profile.
@@ -533,7 +616,7 @@ export type Agent = Message$1<"toolplane.runtime.v1.Agent"> & {
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 9);
+  messageDesc(file_toolplane_runtime_v1_runtime, 11);
 
 /**
  * ToolSchema is one tool to bind in a model request.
@@ -586,7 +669,7 @@ export type ToolSchema = Message$1<"toolplane.runtime.v1.ToolSchema"> & {
  * Use `create(ToolSchemaSchema)` to create a new message.
  */
 export const ToolSchemaSchema: GenMessage<ToolSchema> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 10);
+  messageDesc(file_toolplane_runtime_v1_runtime, 12);
 
 /**
  * PromptSection is a system-prompt section produced by assembly.
@@ -614,7 +697,7 @@ export type PromptSection = Message$1<"toolplane.runtime.v1.PromptSection"> & {
  * Use `create(PromptSectionSchema)` to create a new message.
  */
 export const PromptSectionSchema: GenMessage<PromptSection> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 11);
+  messageDesc(file_toolplane_runtime_v1_runtime, 13);
 
 /**
  * AssemblyReport tells what assembly did.
@@ -679,6 +762,29 @@ export type AssemblyReport = Message$1<"toolplane.runtime.v1.AssemblyReport"> & 
    * @generated from field: repeated string left_out = 8;
    */
   leftOut: string[];
+
+  /**
+   * Promotions dropped this turn because the tool's definition changed.
+   *
+   * @generated from field: repeated toolplane.runtime.v1.DroppedPromotion dropped_promotions = 9;
+   */
+  droppedPromotions: DroppedPromotion[];
+
+  /**
+   * Promoted tools not bound this turn because they are not in the catalog
+   * right now (server not connected, definition held for review); they stay promoted.
+   *
+   * @generated from field: repeated string promoted_unavailable = 10;
+   */
+  promotedUnavailable: string[];
+
+  /**
+   * Tools whose description or schema was shortened for the model
+   * (runtime.tool_bounds), with what was cut.
+   *
+   * @generated from field: repeated string truncated = 11;
+   */
+  truncated: string[];
 };
 
 /**
@@ -686,7 +792,7 @@ export type AssemblyReport = Message$1<"toolplane.runtime.v1.AssemblyReport"> & 
  * Use `create(AssemblyReportSchema)` to create a new message.
  */
 export const AssemblyReportSchema: GenMessage<AssemblyReport> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 12);
+  messageDesc(file_toolplane_runtime_v1_runtime, 14);
 
 /**
  * ToolResult is the result of one tool call.
@@ -773,7 +879,7 @@ export type ToolResult = Message$1<"toolplane.runtime.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 13);
+  messageDesc(file_toolplane_runtime_v1_runtime, 15);
 
 /**
  * Run is one agent-loop turn.
@@ -850,7 +956,7 @@ export type Run = Message$1<"toolplane.runtime.v1.Run"> & {
  * Use `create(RunSchema)` to create a new message.
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 14);
+  messageDesc(file_toolplane_runtime_v1_runtime, 16);
 
 /**
  * RunEvent is one event of a streamed turn.
@@ -965,7 +1071,7 @@ export type RunEvent = Message$1<"toolplane.runtime.v1.RunEvent"> & {
  * Use `create(RunEventSchema)` to create a new message.
  */
 export const RunEventSchema: GenMessage<RunEvent> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime, 15);
+  messageDesc(file_toolplane_runtime_v1_runtime, 17);
 
 /**
  * ErrorKind classifies a failed tool call (ARCHITECTURE §3.2, deerflow-reference §7).
