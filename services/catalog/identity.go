@@ -41,6 +41,10 @@ type identity struct {
 	assigned map[catalognames.Key]int64
 	// dirty holds assignments whose write failed, retried on the next assign.
 	dirty map[catalognames.Key]bool
+	// stale is set when a write failed: another replica sharing the store
+	// may have assigned a name first, so the next assign re-reads the
+	// store's assignments (theirs win) before deciding.
+	stale bool
 	pins  map[catalognames.Key]catalogstore.PinRow
 }
 
@@ -50,22 +54,12 @@ func pairKey(k catalognames.Key) catalogstore.PairKey {
 
 // load reads every name and pin of the global scope.
 func (id *identity) load(ctx context.Context) error {
-	id.names = map[catalognames.Key]catalognames.Stored{}
-	id.seen = map[catalognames.Key]int64{}
-	id.assigned = map[catalognames.Key]int64{}
 	id.pins = map[catalognames.Key]catalogstore.PinRow{}
-	id.dirty = map[catalognames.Key]bool{}
 	rows, err := id.store.LoadNames(ctx)
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
-		if r.Scope == globalScope {
-			k := catalognames.Key{Server: r.Server, Tool: r.Tool}
-			id.names[k] = catalognames.Stored{Base: r.Base, Name: r.Name}
-			id.seen[k], id.assigned[k] = r.LastSeenAt.Unix(), r.AssignedAt.Unix()
-		}
-	}
+	id.setNames(rows)
 	pins, err := id.store.LoadPins(ctx)
 	if err != nil {
 		return err
@@ -84,6 +78,9 @@ func (id *identity) load(ctx context.Context) error {
 func (id *identity) assign(origs []catalognames.Original, now time.Time) []catalognames.Stable {
 	id.mu.Lock()
 	defer id.mu.Unlock()
+	if id.stale {
+		id.reloadNames()
+	}
 	res := catalognames.AssignStable(origs, id.names)
 	unix := now.Unix()
 	present := make(map[catalognames.Key]bool, len(origs))
@@ -133,6 +130,7 @@ func (id *identity) assign(origs []catalognames.Original, now time.Time) []catal
 			for _, r := range upsert {
 				id.dirty[catalognames.Key{Server: r.Server, Tool: r.Tool}] = true
 			}
+			id.stale = true
 		} else {
 			for _, r := range upsert {
 				delete(id.dirty, catalognames.Key{Server: r.Server, Tool: r.Tool})
@@ -210,4 +208,34 @@ func (id *identity) nameOf(k catalognames.Key) string {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	return id.names[k].Name
+}
+
+// setNames replaces the in-memory assignments with rows (global scope).
+func (id *identity) setNames(rows []catalogstore.NameRow) {
+	id.names = map[catalognames.Key]catalognames.Stored{}
+	id.seen = map[catalognames.Key]int64{}
+	id.assigned = map[catalognames.Key]int64{}
+	id.dirty = map[catalognames.Key]bool{}
+	for _, r := range rows {
+		if r.Scope == globalScope {
+			k := catalognames.Key{Server: r.Server, Tool: r.Tool}
+			id.names[k] = catalognames.Stored{Base: r.Base, Name: r.Name}
+			id.seen[k], id.assigned[k] = r.LastSeenAt.Unix(), r.AssignedAt.Unix()
+		}
+	}
+	id.stale = false
+}
+
+// reloadNames re-reads the store's assignments (held under mu): those of
+// another replica win; this process's unwritten ones are decided again. On
+// a read error the memory is kept and the reload retried next time.
+func (id *identity) reloadNames() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	rows, err := id.store.LoadNames(ctx)
+	if err != nil {
+		id.log.Warn("catalog: re-reading tool names failed; keeping the names in memory", "err", err)
+		return
+	}
+	id.setNames(rows)
 }

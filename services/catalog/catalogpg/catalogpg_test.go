@@ -13,6 +13,8 @@ import (
 	"github.com/toolplane/toolplane/internal/pgstore"
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/internal/search"
+	"github.com/toolplane/toolplane/services/catalog/catalogstore"
+	"github.com/toolplane/toolplane/services/catalog/catalogstore/identitytest"
 	"github.com/toolplane/toolplane/services/catalog/catalogstore/vectortest"
 )
 
@@ -100,4 +102,22 @@ func TestMigrationsExpandOnly(t *testing.T) {
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("%v\n%s", err, strings.Join(bad, "\n"))
 	}
+}
+
+// TestIdentityConformance runs the identity suite of the sqlite store on
+// PostgreSQL; reopen is a second store on a new pool (a restart or another
+// replica).
+func TestIdentityConformance(t *testing.T) {
+	identitytest.RunIdentitySuite(t, func(t *testing.T) (catalogstore.IdentityStore, func() catalogstore.IdentityStore) {
+		dsn := pgtest.DSN(t)
+		open := func() catalogstore.IdentityStore {
+			p, err := pgxpool.New(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Close)
+			return openStore(t, p)
+		}
+		return open(), open
+	})
 }
