@@ -75,13 +75,20 @@ func (id *identity) load(ctx context.Context) error {
 // assign names origs keeping every stored assignment, records new ones,
 // refreshes last_seen_at of present pairs and prunes pairs absent for longer
 // than the retention.
-func (id *identity) assign(origs []catalognames.Original, now time.Time) []catalognames.Stable {
+//
+// While persist is false (some server has not finished its first connection
+// attempt, so pairs that would be assigned first may still be missing), new
+// assignments are provisional: computed (config order among new pairs) and
+// served, but neither recorded nor written; the first rebuild with every
+// server settled records them. provisional[i] reports such a name.
+func (id *identity) assign(origs []catalognames.Original, now time.Time, persist bool) (res []catalognames.Stable, provisional []bool) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if id.stale {
 		id.reloadNames()
 	}
-	res := catalognames.AssignStable(origs, id.names)
+	res = catalognames.AssignStable(origs, id.names)
+	provisional = make([]bool, len(origs))
 	unix := now.Unix()
 	present := make(map[catalognames.Key]bool, len(origs))
 	var upsert []catalogstore.NameRow
@@ -99,6 +106,9 @@ func (id *identity) assign(origs []catalognames.Original, now time.Time) []catal
 		present[k] = true
 		_, had := id.names[k]
 		switch {
+		case (a.New || !had) && !persist:
+			provisional[i] = true
+			continue
 		case a.New || !had:
 			id.names[k] = catalognames.Stored{Base: catalognames.Base(o), Name: a.Name}
 			id.assigned[k], id.seen[k] = unix, unix
@@ -111,7 +121,7 @@ func (id *identity) assign(origs []catalognames.Original, now time.Time) []catal
 	}
 	var del []catalogstore.PairKey
 	for k := range id.names {
-		if !present[k] && unix-id.seen[k] > int64(id.retention/time.Second) {
+		if persist && !present[k] && unix-id.seen[k] > int64(id.retention/time.Second) {
 			del = append(del, pairKey(k))
 			delete(id.names, k)
 			delete(id.seen, k)
@@ -137,7 +147,7 @@ func (id *identity) assign(origs []catalognames.Original, now time.Time) []catal
 			}
 		}
 	}
-	return res
+	return res, provisional
 }
 
 // pinCheck is one tool of a pinned server to evaluate.
@@ -147,6 +157,9 @@ type pinCheck struct {
 	b      *base
 	name   string
 	review bool // pin_new_tools: review
+	// provisional: the tool's name is not recorded yet (see assign); a
+	// first sight is then not pinned (its definition hash covers the name).
+	provisional bool
 }
 
 // states evaluates pinned tools: a tool seen for the first time is pinned
@@ -159,6 +172,15 @@ func (id *identity) states(checks []pinCheck, now time.Time) []catalogv1.ToolSta
 	var fresh []catalogstore.PinRow
 	for i, c := range checks {
 		p, ok := id.pins[c.key]
+		if !ok && c.provisional {
+			// Decided again once the name is recorded: a review server's
+			// new tool waits meanwhile, an allow server's is served.
+			out[i] = catalogv1.ToolState_TOOL_STATE_ACTIVE
+			if c.review {
+				out[i] = catalogv1.ToolState_TOOL_STATE_PENDING
+			}
+			continue
+		}
 		if !ok {
 			p = catalogstore.PinRow{PairKey: pairKey(c.key), UpdatedAt: now}
 			if !c.review {

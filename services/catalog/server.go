@@ -168,6 +168,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		s.closeStore()
 		return nil, err
 	}
+	s.rebuildWhenSettled()
 	s.wg.Add(1)
 	go s.reloadLoop()
 	return s, nil
@@ -405,6 +406,7 @@ func (s *Server) applyLocked(f *catalogconfig.File, raw []byte) (restarted, unch
 	s.applied, s.seen, s.candidate = sha256.Sum256(raw), sha256.Sum256(raw), sha256.Sum256(raw)
 	s.mgr.Apply(f.Servers)
 	s.rebuild()
+	s.rebuildWhenSettled()
 	s.rememberApplied(raw)
 	return restarted, unchanged
 }
@@ -451,4 +453,26 @@ func commandPolicy(cfg Config) func(*catalogconfig.Server) error {
 	}
 	allow := slices.Clone(cfg.StdioAllowlist)
 	return func(s *catalogconfig.Server) error { return catalogconfig.ValidateCommand(s, allow) }
+}
+
+// rebuildWhenSettled rebuilds once every server has finished its first
+// connection attempt, so provisional names are recorded (identity.assign)
+// even when the last status change came before the last settle.
+func (s *Server) rebuildWhenSettled() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if s.mgr.WaitSettled(ctx) == nil {
+			s.rebuild()
+		}
+	}()
 }

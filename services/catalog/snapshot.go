@@ -280,7 +280,7 @@ func (s *Server) rebuild() {
 			delete(s.cache, name)
 		}
 	}
-	names := s.ids.assign(origs, now)
+	names, provisional := s.ids.assign(origs, now, s.settled())
 	// Canonical hash elements and definitions of new or renamed tools,
 	// computed in parallel.
 	var need []int
@@ -317,7 +317,8 @@ func (s *Server) rebuild() {
 	var checkIdx []int
 	for i, it := range items {
 		if pinnedSrv[it.st.Name] && !names[i].Duplicate {
-			checks = append(checks, pinCheck{key: catalognames.KeyOf(origs[i]), hash: it.b.defHash, b: it.b, name: names[i].Name, review: reviewSrv[it.st.Name]})
+			checks = append(checks, pinCheck{key: catalognames.KeyOf(origs[i]), hash: it.b.defHash, b: it.b, name: names[i].Name,
+				review: reviewSrv[it.st.Name], provisional: provisional[i]})
 			checkIdx = append(checkIdx, i)
 		}
 	}
@@ -384,6 +385,25 @@ func (s *Server) rebuild() {
 	if ev := diff(old, snap); ev != nil {
 		s.broadcast(ev)
 	}
+}
+
+// settled reports whether every configured server finished its first
+// connection attempt (READY, FAILED or disabled); until then new names are
+// provisional (identity.assign), so a server that is merely slower at start
+// does not lose a name to one listed later in the file.
+func (s *Server) settled() bool {
+	for _, st := range s.mgr.Statuses() {
+		sup, ok := s.mgr.Supervisor(st.Name)
+		if !ok {
+			continue
+		}
+		select {
+		case <-sup.Settled():
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // parallel runs fn(0..n-1) spread over the available CPUs for large n.
