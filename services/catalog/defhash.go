@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -42,6 +43,58 @@ func DefinitionCanon(in DefinitionInput) ([]byte, error) {
 // definitionCanon is DefinitionCanon with the input schema already in
 // canonical form (canonParameters), shared with the catalog hash element.
 func definitionCanon(in DefinitionInput, inp []byte) ([]byte, error) {
+	p, err := definitionPartsOf(in, inp)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Grow(p.size())
+	p.write(&b)
+	return b.Bytes(), nil
+}
+
+// definitionParts are the canonical members of a definition (each RFC 8785).
+type definitionParts struct {
+	ann, desc, inp, name, outp, title []byte
+}
+
+func (p *definitionParts) size() int {
+	return len(p.ann) + len(p.desc) + len(p.inp) + len(p.name) + len(p.outp) + len(p.title) + 96
+}
+
+// write writes the canonical object: members in RFC 8785 key order.
+func (p *definitionParts) write(w io.Writer) {
+	for _, part := range [][]byte{[]byte(`{"annotations":`), p.ann, []byte(`,"description":`), p.desc, []byte(`,"inputSchema":`), p.inp,
+		[]byte(`,"name":`), p.name, []byte(`,"outputSchema":`), p.outp, []byte(`,"title":`), p.title, []byte(`}`)} {
+		_, _ = w.Write(part)
+	}
+}
+
+// hash is DefinitionHash of the canonical object, streamed into SHA-256
+// (no copy of the definition is built).
+func (p *definitionParts) hash() string {
+	h := sha256.New()
+	p.write(h)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// definitionPartsOf canonicalises the members of in; inp is the canonical
+// input schema (canonParameters).
+func definitionPartsOf(in DefinitionInput, inp []byte) (*definitionParts, error) {
+	name, err := canonString(in.Name)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := canonString(in.Description)
+	if err != nil {
+		return nil, err
+	}
+	return definitionPartsWith(in, name, desc, inp)
+}
+
+// definitionPartsWith is definitionPartsOf with the name and description
+// already canonical (shared with the catalog hash element).
+func definitionPartsWith(in DefinitionInput, name, desc, inp []byte) (*definitionParts, error) {
 	raw := func(field string, v json.RawMessage, absent string) ([]byte, error) {
 		t := bytes.TrimSpace(v)
 		if len(t) == 0 || string(t) == "null" {
@@ -61,34 +114,11 @@ func definitionCanon(in DefinitionInput, inp []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, err := canonString(in.Name)
-	if err != nil {
-		return nil, err
-	}
-	desc, err := canonString(in.Description)
-	if err != nil {
-		return nil, err
-	}
 	title, err := canonString(in.Title)
 	if err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.Grow(len(ann) + len(inp) + len(outp) + len(name) + len(desc) + len(title) + 96)
-	b.WriteString(`{"annotations":`)
-	b.Write(ann)
-	b.WriteString(`,"description":`)
-	b.Write(desc)
-	b.WriteString(`,"inputSchema":`)
-	b.Write(inp)
-	b.WriteString(`,"name":`)
-	b.Write(name)
-	b.WriteString(`,"outputSchema":`)
-	b.Write(outp)
-	b.WriteString(`,"title":`)
-	b.Write(title)
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return &definitionParts{ann: ann, desc: desc, inp: inp, name: name, outp: outp, title: title}, nil
 }
 
 // DefinitionHash is the hex SHA-256 (64 lowercase characters) of a

@@ -60,6 +60,12 @@ func elementOf(name, description string, cp []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: description: %w", name, err)
 	}
+	return elementWith(cn, cd, cp), nil
+}
+
+// elementWith assembles the element from canonical name, description and
+// parameters.
+func elementWith(cn, cd, cp []byte) []byte {
 	out := make([]byte, 0, len(cp)+2*len(cn)+len(cd)+48)
 	out = append(out, `{"name":`...)
 	out = append(out, cn...)
@@ -70,7 +76,7 @@ func elementOf(name, description string, cp []byte) ([]byte, error) {
 	out = append(out, `,"parameters":`...)
 	out = append(out, cp...)
 	out = append(out, `}}`...)
-	return out, nil
+	return out
 }
 
 // canonString returns the RFC 8785 serialisation of a JSON string.

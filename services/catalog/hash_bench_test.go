@@ -120,10 +120,10 @@ func TestMemory10k(t *testing.T) {
 		}
 		return rss, heap, n
 	}
-	// The bound is 190 MiB, not issue 4's 150 MiB: the sqlite-backed
-	// identity store costs 15-30 MiB of RSS at 10k tools
+	// The bound is 175 MiB, not issue 4's 150 MiB: the sqlite-backed
+	// identity store costs about 20 MiB of RSS at 10k tools
 	// (docs/decisions/0103-memory-of-the-identity-store.md).
-	const bound = 190
+	const bound = 175
 	for _, run := range []string{"first start (writes every name)", "restart (reads them)"} {
 		rss, heap, n := measure()
 		t.Logf("%d tools, %s: process RSS %.1f MiB, heap in use %.1f MiB", n, run, rss, heap)

@@ -71,6 +71,9 @@ type Server struct {
 	vectors    func(model string) vectorCache
 	storeClose func() error
 	ids        *identity
+	// builtSettled reports that the last rebuild saw every server settled
+	// (its names are recorded, none provisional).
+	builtSettled atomic.Bool
 
 	watchMu  sync.Mutex
 	watchers map[chan *catalogv1.CatalogEvent]struct{}
@@ -471,7 +474,7 @@ func (s *Server) rebuildWhenSettled() {
 			case <-ctx.Done():
 			}
 		}()
-		if s.mgr.WaitSettled(ctx) == nil {
+		if s.mgr.WaitSettled(ctx) == nil && !s.builtSettled.Load() {
 			s.rebuild()
 		}
 	}()

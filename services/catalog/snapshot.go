@@ -280,7 +280,9 @@ func (s *Server) rebuild() {
 			delete(s.cache, name)
 		}
 	}
-	names, provisional := s.ids.assign(origs, now, s.settled())
+	settled := s.settled()
+	s.builtSettled.Store(settled)
+	names, provisional := s.ids.assign(origs, now, settled)
 	// Canonical hash elements and definitions of new or renamed tools,
 	// computed in parallel.
 	var need []int
@@ -299,18 +301,25 @@ func (s *Server) rebuild() {
 		if err != nil {
 			cp = []byte(`{}`)
 		}
-		c, err := elementOf(n, b.def.Description, cp)
-		if err != nil {
+		cn, err1 := canonString(n)
+		cd, err2 := canonString(b.def.Description)
+		var c []byte
+		defHash := ""
+		if err1 == nil && err2 == nil {
+			c = elementWith(cn, cd, cp)
+			def := DefinitionInput{Name: n, Title: b.def.Title, Description: b.def.Description,
+				InputSchema: b.def.InputSchema, OutputSchema: b.def.OutputSchema, Annotations: b.def.Annotations}
+			if parts, err := definitionPartsWith(def, cn, cd, cp); err == nil {
+				defHash = parts.hash()
+			}
+		} else {
 			c, _ = hashElement(HashInput{Name: n})
 		}
-		def := DefinitionInput{Name: n, Title: b.def.Title, Description: b.def.Description,
-			InputSchema: b.def.InputSchema, OutputSchema: b.def.OutputSchema, Annotations: b.def.Annotations}
-		dc, err := definitionCanon(def, cp)
-		if err != nil {
-			dc, _ = b.definition(n)
+		if defHash == "" {
+			_, defHash = b.definition(n)
 		}
+		b.defName, b.defHash = n, defHash
 		b.canonName, b.canon = n, c
-		b.defName, b.defHash = n, DefinitionHash(dc)
 	})
 	// Review states of the tools of pinned servers.
 	var checks []pinCheck
