@@ -54,7 +54,16 @@ func TestPromotionsByDefinitionHash(t *testing.T) {
 		}
 	}
 	th := newThread(t, alice, nil)
-	sr := call(t, alice, th, "tool_search", map[string]any{"query": "select:lookup_word,memory_read_graph"})
+	// The servers are READY; the catalog's snapshot (and the runtime's
+	// cached list) may lag a moment behind the state, so search until both
+	// tools are found.
+	var sr *runtimev1.ToolResult
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		sr = call(t, alice, th, "tool_search", map[string]any{"query": "select:lookup_word,memory_read_graph"})
+		if len(sr.GetPromoted().GetTools()) == 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(sr.GetPromoted().GetTools()) != 2 {
 		t.Fatalf("tool_search promoted %v", sr.GetPromoted())
 	}
