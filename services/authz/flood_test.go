@@ -19,7 +19,7 @@ func TestDecisionLogFlood(t *testing.T) {
 	h := start(t, func(c *Config) {
 		c.DecisionRate, c.DecisionBurst, c.DecisionFloodWindow, c.DecisionMaxRows = 1, 20, time.Minute, 5
 	})
-	h.srv.now = func() time.Time { return now }
+	h.srv.setNow(func() time.Time { return now })
 	ctx := ctxT(t)
 	deny := func(c authzv1.AuthzServiceClient, target string) *authzv1.Decision {
 		return h.authorize(c, toolCall(nil, target))

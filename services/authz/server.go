@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -47,8 +48,8 @@ type Server struct {
 	store  authzstore.Store
 	engine *authzcasbin.Engine
 	dlog   *authzstore.Log
-	flood  *floodGuard // per-principal decision-record rate (flood.go)
-	now    func() time.Time
+	flood  *floodGuard                      // per-principal decision-record rate (flood.go)
+	clock  atomic.Pointer[func() time.Time] // time.Now; tests replace it (setNow)
 
 	reloadMu   sync.Mutex
 	loaded     int64 // version of the last successful load
@@ -112,7 +113,8 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 
 // newWithStore finishes New over any authzstore.Store (the store is closed on error).
 func newWithStore(ctx context.Context, cfg Config, env svckit.Env, log *slog.Logger, engine *authzcasbin.Engine, store authzstore.Store) (*Server, error) {
-	s := &Server{cfg: cfg, env: env, log: log, store: store, engine: engine, now: time.Now}
+	s := &Server{cfg: cfg, env: env, log: log, store: store, engine: engine}
+	s.setNow(time.Now)
 	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolplane_authz_decisions_total",
 		Help: "Authorization decisions by RPC, result and primary reason code.",
@@ -343,3 +345,9 @@ func (s *Server) Close() error {
 	})
 	return err
 }
+
+// now is the server's clock (time.Now unless a test replaced it).
+func (s *Server) now() time.Time { return (*s.clock.Load())() }
+
+// setNow replaces the clock; safe while the server's goroutines run.
+func (s *Server) setNow(f func() time.Time) { s.clock.Store(&f) }
