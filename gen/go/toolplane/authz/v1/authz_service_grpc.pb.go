@@ -36,7 +36,7 @@ const (
 // AuthzService is a policy decision point (PDP) in the style of AuthZEN and
 // Cerbos: the principal to decide about is in the request body. A `user`
 // credential may only ask about itself; service and admin credentials may ask
-// about anyone (ARCHITECTURE §2.2, §5). Decisions fail closed.
+// about anyone (docs/architecture.md §2.2, §5). Decisions fail closed.
 type AuthzServiceClient interface {
 	// FilterResources keeps the candidates the principal may see, in candidate
 	// order, never adding any; denied candidates come back with reasons.
@@ -171,7 +171,7 @@ func (c *authzServiceClient) RecordRefusal(ctx context.Context, in *RecordRefusa
 // AuthzService is a policy decision point (PDP) in the style of AuthZEN and
 // Cerbos: the principal to decide about is in the request body. A `user`
 // credential may only ask about itself; service and admin credentials may ask
-// about anyone (ARCHITECTURE §2.2, §5). Decisions fail closed.
+// about anyone (docs/architecture.md §2.2, §5). Decisions fail closed.
 type AuthzServiceServer interface {
 	// FilterResources keeps the candidates the principal may see, in candidate
 	// order, never adding any; denied candidates come back with reasons.

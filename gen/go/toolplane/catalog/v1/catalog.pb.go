@@ -211,7 +211,7 @@ func (SessionScope) EnumDescriptor() ([]byte, []int) {
 	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{2}
 }
 
-// RoutingMode is the MCP routing mode of a server or tool (deerflow-reference §2.8).
+// RoutingMode is the MCP routing mode of a server or tool (docs/deerflow.md §2.8).
 type RoutingMode int32
 
 const (
@@ -317,14 +317,14 @@ func (ToolSource) EnumDescriptor() ([]byte, []int) {
 	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{4}
 }
 
-// SearchMode selects the ranking of SearchTools (issue 4).
+// SearchMode selects the ranking of SearchTools (docs/search.md).
 type SearchMode int32
 
 const (
 	// Not set: AUTO.
 	SearchMode_SEARCH_MODE_UNSPECIFIED SearchMode = 0
 	// DeerFlow-compatible: case-insensitive regex over "name description"; an
-	// invalid pattern is matched literally; name match scores 2, else 1 (deerflow-reference §2.3).
+	// invalid pattern is matched literally; name match scores 2, else 1 (docs/deerflow.md §2.3).
 	SearchMode_SEARCH_MODE_REGEX SearchMode = 1
 	// BM25F over name parts, title, description, parameters and server.
 	SearchMode_SEARCH_MODE_BM25 SearchMode = 2
@@ -617,7 +617,7 @@ func (CatalogEventType) EnumDescriptor() ([]byte, []int) {
 	return file_toolplane_catalog_v1_catalog_proto_rawDescGZIP(), []int{8}
 }
 
-// Routing is the effective MCP routing of a server or tool (deerflow-reference §2.8).
+// Routing is the effective MCP routing of a server or tool (docs/deerflow.md §2.8).
 type Routing struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Routing mode.
@@ -739,7 +739,7 @@ func (x *ToolRouting) GetRouting() *Routing {
 // Tool is one tool of the catalog, kept exactly as its server sent it.
 type Tool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Exposed, provider-safe name matching ^[A-Za-z0-9_-]{1,64}$ (ARCHITECTURE §7),
+	// Exposed, provider-safe name matching ^[A-Za-z0-9_-]{1,64}$ (docs/architecture.md §7),
 	// `<server>_<tool>` when the server is prefixed.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Name of the tool on its server (used for routing the call).
@@ -1392,7 +1392,7 @@ type ServerConfig struct {
 	SessionInitTimeout *durationpb.Duration `protobuf:"bytes,13,opt,name=session_init_timeout,json=sessionInitTimeout,proto3" json:"session_init_timeout,omitempty"`
 	// How many sessions the server gets.
 	SessionScope SessionScope `protobuf:"varint,14,opt,name=session_scope,json=sessionScope,proto3,enum=toolplane.catalog.v1.SessionScope" json:"session_scope,omitempty"`
-	// Server-level routing (deerflow-reference §2.8).
+	// Server-level routing (docs/deerflow.md §2.8).
 	Routing *Routing `protobuf:"bytes,15,opt,name=routing,proto3" json:"routing,omitempty"`
 	// Per-tool routing overrides.
 	ToolRouting []*ToolRouting `protobuf:"bytes,16,rep,name=tool_routing,json=toolRouting,proto3" json:"tool_routing,omitempty"`
@@ -1882,7 +1882,7 @@ type CatalogEvent struct {
 	ToolsRemoved []string `protobuf:"bytes,6,rep,name=tools_removed,json=toolsRemoved,proto3" json:"tools_removed,omitempty"`
 	// Exposed tool names whose description or schema changed.
 	ToolsChanged []string `protobuf:"bytes,7,rep,name=tools_changed,json=toolsChanged,proto3" json:"tools_changed,omitempty"`
-	// The new global catalog hash (ARCHITECTURE §8).
+	// The new global catalog hash (docs/architecture.md §8).
 	CatalogHash string `protobuf:"bytes,8,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
 	// When the change was applied.
 	Time *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=time,proto3" json:"time,omitempty"`

@@ -746,7 +746,7 @@ type SearchToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Hits, best first.
 	Hits []*SearchHit `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
-	// Catalog hash of the candidate set (ARCHITECTURE §8).
+	// Catalog hash of the candidate set (docs/architecture.md §8).
 	CatalogHash string `protobuf:"bytes,2,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
 	// True when more tools matched than were returned (e.g. `select:` over 20 names).
 	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
@@ -866,7 +866,7 @@ type GetCatalogResponse struct {
 	// Hash of the candidate set: the tools sorted by exposed name, each
 	// {"name": n, "schema": {"name": n, "description": d or "", "parameters": input
 	// schema or {}}}, serialised with RFC 8785 (JCS), SHA-256, first 16 lowercase
-	// hex characters (ARCHITECTURE §8).
+	// hex characters (docs/architecture.md §8).
 	CatalogHash string `protobuf:"bytes,1,opt,name=catalog_hash,json=catalogHash,proto3" json:"catalog_hash,omitempty"`
 	// Number of tools in the hashed set.
 	ToolCount int32 `protobuf:"varint,2,opt,name=tool_count,json=toolCount,proto3" json:"tool_count,omitempty"`

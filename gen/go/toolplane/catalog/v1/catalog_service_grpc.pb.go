@@ -49,7 +49,7 @@ const (
 // the deferred catalog and its hash, tool search, and every call to a tool.
 // Tool RPCs (ListTools, GetTool, SearchTools, GetCatalog, CallTool,
 // CallToolStream) are of class `service`: end users reach tools only through
-// the runtime. Server changes are of class `admin` (ARCHITECTURE §2.1, §5).
+// the runtime. Server changes are of class `admin` (docs/architecture.md §2.1, §5).
 type CatalogServiceClient interface {
 	// ListTools lists the tools of all servers in config-file order (tools of
 	// failed servers are kept and flagged unavailable). Errors: INVALID_ARGUMENT
@@ -58,7 +58,7 @@ type CatalogServiceClient interface {
 	// GetTool returns one tool with its full schemas. Errors: NOT_FOUND.
 	GetTool(ctx context.Context, in *GetToolRequest, opts ...grpc.CallOption) (*GetToolResponse, error)
 	// SearchTools ranks tools for a query (forms `select:a,b`, `+required rest`,
-	// or free text; deerflow-reference §2.3). No match is an empty result.
+	// or free text; docs/deerflow.md §2.3). No match is an empty result.
 	// Errors: INVALID_ARGUMENT for a query over 4 KiB, invalid UTF-8, or a regex
 	// over 200 characters in REGEX mode.
 	SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error)
@@ -376,7 +376,7 @@ func (c *catalogServiceClient) RejectTool(ctx context.Context, in *RejectToolReq
 // the deferred catalog and its hash, tool search, and every call to a tool.
 // Tool RPCs (ListTools, GetTool, SearchTools, GetCatalog, CallTool,
 // CallToolStream) are of class `service`: end users reach tools only through
-// the runtime. Server changes are of class `admin` (ARCHITECTURE §2.1, §5).
+// the runtime. Server changes are of class `admin` (docs/architecture.md §2.1, §5).
 type CatalogServiceServer interface {
 	// ListTools lists the tools of all servers in config-file order (tools of
 	// failed servers are kept and flagged unavailable). Errors: INVALID_ARGUMENT
@@ -385,7 +385,7 @@ type CatalogServiceServer interface {
 	// GetTool returns one tool with its full schemas. Errors: NOT_FOUND.
 	GetTool(context.Context, *GetToolRequest) (*GetToolResponse, error)
 	// SearchTools ranks tools for a query (forms `select:a,b`, `+required rest`,
-	// or free text; deerflow-reference §2.3). No match is an empty result.
+	// or free text; docs/deerflow.md §2.3). No match is an empty result.
 	// Errors: INVALID_ARGUMENT for a query over 4 KiB, invalid UTF-8, or a regex
 	// over 200 characters in REGEX mode.
 	SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error)

@@ -24,7 +24,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ErrorKind classifies a failed tool call (ARCHITECTURE §3.2, deerflow-reference §7).
+// ErrorKind classifies a failed tool call (docs/architecture.md §3.2, docs/deerflow.md §7).
 type ErrorKind int32
 
 const (
@@ -331,7 +331,7 @@ func (MessageRole) EnumDescriptor() ([]byte, []int) {
 	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{4}
 }
 
-// SkillActivationSource says how a skill became active (deerflow-reference §4.7, §4.8).
+// SkillActivationSource says how a skill became active (docs/deerflow.md §4.7, §4.8).
 type SkillActivationSource int32
 
 const (
@@ -465,7 +465,7 @@ func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{6}
 }
 
-// Promoted is the thread's promotion state (deerflow-reference §2.5).
+// Promoted is the thread's promotion state (docs/deerflow.md §2.5).
 // Since per-tool definition hashes (docs/architecture.md §3.1), `tools`
 // decides: a promoted tool is bound while its current definition hash equals
 // the one it was promoted with, whatever else changed in the catalog.

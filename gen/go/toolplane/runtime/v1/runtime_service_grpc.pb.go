@@ -43,7 +43,7 @@ const (
 //
 // RuntimeService holds threads, assembles the tools of a model turn, executes
 // tool calls through the middleware chain and runs the agent loop. It reaches
-// catalog, authz and skills only through their gRPC clients (ARCHITECTURE §2.4).
+// catalog, authz and skills only through their gRPC clients (docs/architecture.md §2.4).
 // Thread RPCs are of class `public`: a caller sees only its own threads
 // (others are NOT_FOUND). Agent changes are `admin`.
 type RuntimeServiceClient interface {
@@ -57,11 +57,11 @@ type RuntimeServiceClient interface {
 	DeleteThread(ctx context.Context, in *DeleteThreadRequest, opts ...grpc.CallOption) (*DeleteThreadResponse, error)
 	// ListMessages pages through a thread's conversation, oldest first.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
-	// AssembleTools runs the assembly pipeline (ARCHITECTURE §3.1) for the next
+	// AssembleTools runs the assembly pipeline (docs/architecture.md §3.1) for the next
 	// model call of the thread.
 	AssembleTools(ctx context.Context, in *AssembleToolsRequest, opts ...grpc.CallOption) (*AssembleToolsResponse, error)
 	// ExecuteToolCall runs one tool call through the tool-call chain
-	// (ARCHITECTURE §3.2). Tool failures are results, not RPC errors.
+	// (docs/architecture.md §3.2). Tool failures are results, not RPC errors.
 	ExecuteToolCall(ctx context.Context, in *ExecuteToolCallRequest, opts ...grpc.CallOption) (*ExecuteToolCallResponse, error)
 	// ExecuteToolCallStream is ExecuteToolCall streaming progress and log
 	// notifications before the result.
@@ -285,7 +285,7 @@ func (c *runtimeServiceClient) DeleteAgent(ctx context.Context, in *DeleteAgentR
 //
 // RuntimeService holds threads, assembles the tools of a model turn, executes
 // tool calls through the middleware chain and runs the agent loop. It reaches
-// catalog, authz and skills only through their gRPC clients (ARCHITECTURE §2.4).
+// catalog, authz and skills only through their gRPC clients (docs/architecture.md §2.4).
 // Thread RPCs are of class `public`: a caller sees only its own threads
 // (others are NOT_FOUND). Agent changes are `admin`.
 type RuntimeServiceServer interface {
@@ -299,11 +299,11 @@ type RuntimeServiceServer interface {
 	DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error)
 	// ListMessages pages through a thread's conversation, oldest first.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
-	// AssembleTools runs the assembly pipeline (ARCHITECTURE §3.1) for the next
+	// AssembleTools runs the assembly pipeline (docs/architecture.md §3.1) for the next
 	// model call of the thread.
 	AssembleTools(context.Context, *AssembleToolsRequest) (*AssembleToolsResponse, error)
 	// ExecuteToolCall runs one tool call through the tool-call chain
-	// (ARCHITECTURE §3.2). Tool failures are results, not RPC errors.
+	// (docs/architecture.md §3.2). Tool failures are results, not RPC errors.
 	ExecuteToolCall(context.Context, *ExecuteToolCallRequest) (*ExecuteToolCallResponse, error)
 	// ExecuteToolCallStream is ExecuteToolCall streaming progress and log
 	// notifications before the result.

@@ -23,7 +23,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// SkillCategory is where a skill lives (deerflow-reference §4.1).
+// SkillCategory is where a skill lives (docs/deerflow.md §4.1).
 type SkillCategory int32
 
 const (
@@ -973,7 +973,7 @@ func (x *ReviewFinding) GetFinding() *Finding {
 	return nil
 }
 
-// SkillPolicy is the tool policy active skills impose (deerflow-reference §4.9).
+// SkillPolicy is the tool policy active skills impose (docs/deerflow.md §4.9).
 type SkillPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// True when no active skill declares allowed-tools: every tool stays.

@@ -39,7 +39,7 @@ const (
 //
 // SkillsService stores skills (SKILL.md packages), validates and scans them,
 // reviews packages, and resolves the tool policy active skills impose. "The
-// user" is the authenticated or acting-for Principal (ARCHITECTURE §2.3, §5).
+// user" is the authenticated or acting-for Principal (docs/architecture.md §2.3, §5).
 type SkillsServiceClient interface {
 	// ListSkills lists the skills visible to the user (public, integration,
 	// the user's custom ones shadowing public ones of the same name).
@@ -66,13 +66,13 @@ type SkillsServiceClient interface {
 	// installing anything; JSON or SARIF 2.1.0.
 	ScanSkill(ctx context.Context, in *ScanSkillRequest, opts ...grpc.CallOption) (*ScanSkillResponse, error)
 	// ReviewSkillPackage reviews a package read-only: facts, findings and a
-	// bounded model-visible text (deerflow-reference §4.11).
+	// bounded model-visible text (docs/deerflow.md §4.11).
 	ReviewSkillPackage(ctx context.Context, in *ReviewSkillPackageRequest, opts ...grpc.CallOption) (*ReviewSkillPackageResponse, error)
 	// DescribeSkills searches enabled skills within an allowlist with the
 	// tool-search query forms (select:, +required rest, ranked).
 	DescribeSkills(ctx context.Context, in *DescribeSkillsRequest, opts ...grpc.CallOption) (*DescribeSkillsResponse, error)
 	// ResolveSkillPolicy computes the tool policy of the active skills
-	// (service class; deerflow-reference §4.9).
+	// (service class; docs/deerflow.md §4.9).
 	ResolveSkillPolicy(ctx context.Context, in *ResolveSkillPolicyRequest, opts ...grpc.CallOption) (*ResolveSkillPolicyResponse, error)
 	// ReadSkillFile reads one file of a skill, path-checked. Reading SKILL.md
 	// through it is what the runtime treats as activation.
@@ -213,7 +213,7 @@ func (c *skillsServiceClient) ReadSkillFile(ctx context.Context, in *ReadSkillFi
 //
 // SkillsService stores skills (SKILL.md packages), validates and scans them,
 // reviews packages, and resolves the tool policy active skills impose. "The
-// user" is the authenticated or acting-for Principal (ARCHITECTURE §2.3, §5).
+// user" is the authenticated or acting-for Principal (docs/architecture.md §2.3, §5).
 type SkillsServiceServer interface {
 	// ListSkills lists the skills visible to the user (public, integration,
 	// the user's custom ones shadowing public ones of the same name).
@@ -240,13 +240,13 @@ type SkillsServiceServer interface {
 	// installing anything; JSON or SARIF 2.1.0.
 	ScanSkill(context.Context, *ScanSkillRequest) (*ScanSkillResponse, error)
 	// ReviewSkillPackage reviews a package read-only: facts, findings and a
-	// bounded model-visible text (deerflow-reference §4.11).
+	// bounded model-visible text (docs/deerflow.md §4.11).
 	ReviewSkillPackage(context.Context, *ReviewSkillPackageRequest) (*ReviewSkillPackageResponse, error)
 	// DescribeSkills searches enabled skills within an allowlist with the
 	// tool-search query forms (select:, +required rest, ranked).
 	DescribeSkills(context.Context, *DescribeSkillsRequest) (*DescribeSkillsResponse, error)
 	// ResolveSkillPolicy computes the tool policy of the active skills
-	// (service class; deerflow-reference §4.9).
+	// (service class; docs/deerflow.md §4.9).
 	ResolveSkillPolicy(context.Context, *ResolveSkillPolicyRequest) (*ResolveSkillPolicyResponse, error)
 	// ReadSkillFile reads one file of a skill, path-checked. Reading SKILL.md
 	// through it is what the runtime treats as activation.

@@ -89,7 +89,7 @@ func (ContentBlockType) EnumDescriptor() ([]byte, []int) {
 
 // Principal is the identity a decision or a piece of per-user state is about.
 // It is derived from a credential (a static bearer token or a JWT) and carries
-// identity only; the situation of a call is in CallContext (ARCHITECTURE §5).
+// identity only; the situation of a call is in CallContext (docs/architecture.md §5).
 type Principal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable subject identifier, e.g. "alice" or "svc:runtime". 1..256 bytes.
@@ -165,7 +165,7 @@ func (x *Principal) GetAttributes() map[string]string {
 
 // CallContext describes the situation of a call: which agent, thread, run and
 // tool call it belongs to. It is trusted only when sent with a service
-// credential; from any other credential it is ignored (ARCHITECTURE §5).
+// credential; from any other credential it is ignored (docs/architecture.md §5).
 type CallContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Name of the agent profile the call runs under; empty = the default agent.
@@ -249,7 +249,7 @@ func (x *CallContext) GetToolCallId() string {
 
 // StringList distinguishes "absent" (all) from "empty" (none): a field of this
 // type that is not set means "no restriction"; a set value with no entries
-// means "nothing" (DeerFlow's `null` vs `[]`, deerflow-reference §1.3).
+// means "nothing" (DeerFlow's `null` vs `[]`, docs/deerflow.md §1.3).
 type StringList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The entries, in the order given.

@@ -601,7 +601,7 @@ export const RecordRefusalResponseSchema: GenMessage<RecordRefusalResponse> = /*
  * AuthzService is a policy decision point (PDP) in the style of AuthZEN and
  * Cerbos: the principal to decide about is in the request body. A `user`
  * credential may only ask about itself; service and admin credentials may ask
- * about anyone (ARCHITECTURE §2.2, §5). Decisions fail closed.
+ * about anyone (docs/architecture.md §2.2, §5). Decisions fail closed.
  *
  * @generated from service toolplane.authz.v1.AuthzService
  */

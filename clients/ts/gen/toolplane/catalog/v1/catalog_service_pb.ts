@@ -412,7 +412,7 @@ export type SearchToolsResponse = Message<"toolplane.catalog.v1.SearchToolsRespo
   hits: SearchHit[];
 
   /**
-   * Catalog hash of the candidate set (ARCHITECTURE §8).
+   * Catalog hash of the candidate set (docs/architecture.md §8).
    *
    * @generated from field: string catalog_hash = 2;
    */
@@ -471,7 +471,7 @@ export type GetCatalogResponse = Message<"toolplane.catalog.v1.GetCatalogRespons
    * Hash of the candidate set: the tools sorted by exposed name, each
    * {"name": n, "schema": {"name": n, "description": d or "", "parameters": input
    * schema or {}}}, serialised with RFC 8785 (JCS), SHA-256, first 16 lowercase
-   * hex characters (ARCHITECTURE §8).
+   * hex characters (docs/architecture.md §8).
    *
    * @generated from field: string catalog_hash = 1;
    */
@@ -1384,7 +1384,7 @@ export const ConnectionSchema: GenMessage<Connection> = /*@__PURE__*/
  * the deferred catalog and its hash, tool search, and every call to a tool.
  * Tool RPCs (ListTools, GetTool, SearchTools, GetCatalog, CallTool,
  * CallToolStream) are of class `service`: end users reach tools only through
- * the runtime. Server changes are of class `admin` (ARCHITECTURE §2.1, §5).
+ * the runtime. Server changes are of class `admin` (docs/architecture.md §2.1, §5).
  *
  * @generated from service toolplane.catalog.v1.CatalogService
  */
@@ -1413,7 +1413,7 @@ export const CatalogService: GenService<{
   },
   /**
    * SearchTools ranks tools for a query (forms `select:a,b`, `+required rest`,
-   * or free text; deerflow-reference §2.3). No match is an empty result.
+   * or free text; docs/deerflow.md §2.3). No match is an empty result.
    * Errors: INVALID_ARGUMENT for a query over 4 KiB, invalid UTF-8, or a regex
    * over 200 characters in REGEX mode.
    *

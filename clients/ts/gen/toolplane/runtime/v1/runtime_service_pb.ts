@@ -888,7 +888,7 @@ export const DeleteAgentResponseSchema: GenMessage<DeleteAgentResponse> = /*@__P
 /**
  * RuntimeService holds threads, assembles the tools of a model turn, executes
  * tool calls through the middleware chain and runs the agent loop. It reaches
- * catalog, authz and skills only through their gRPC clients (ARCHITECTURE §2.4).
+ * catalog, authz and skills only through their gRPC clients (docs/architecture.md §2.4).
  * Thread RPCs are of class `public`: a caller sees only its own threads
  * (others are NOT_FOUND). Agent changes are `admin`.
  *
@@ -946,7 +946,7 @@ export const RuntimeService: GenService<{
     output: typeof ListMessagesResponseSchema;
   },
   /**
-   * AssembleTools runs the assembly pipeline (ARCHITECTURE §3.1) for the next
+   * AssembleTools runs the assembly pipeline (docs/architecture.md §3.1) for the next
    * model call of the thread.
    *
    * @generated from rpc toolplane.runtime.v1.RuntimeService.AssembleTools
@@ -958,7 +958,7 @@ export const RuntimeService: GenService<{
   },
   /**
    * ExecuteToolCall runs one tool call through the tool-call chain
-   * (ARCHITECTURE §3.2). Tool failures are results, not RPC errors.
+   * (docs/architecture.md §3.2). Tool failures are results, not RPC errors.
    *
    * @generated from rpc toolplane.runtime.v1.RuntimeService.ExecuteToolCall
    */

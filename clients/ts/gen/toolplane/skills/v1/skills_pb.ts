@@ -400,7 +400,7 @@ export const ReviewFindingSchema: GenMessage<ReviewFinding> = /*@__PURE__*/
   messageDesc(file_toolplane_skills_v1_skills, 6);
 
 /**
- * SkillPolicy is the tool policy active skills impose (deerflow-reference §4.9).
+ * SkillPolicy is the tool policy active skills impose (docs/deerflow.md §4.9).
  *
  * @generated from message toolplane.skills.v1.SkillPolicy
  */
@@ -470,7 +470,7 @@ export const SkillMatchSchema: GenMessage<SkillMatch> = /*@__PURE__*/
   messageDesc(file_toolplane_skills_v1_skills, 8);
 
 /**
- * SkillCategory is where a skill lives (deerflow-reference §4.1).
+ * SkillCategory is where a skill lives (docs/deerflow.md §4.1).
  *
  * @generated from enum toolplane.skills.v1.SkillCategory
  */

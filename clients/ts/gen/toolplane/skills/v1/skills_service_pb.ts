@@ -875,7 +875,7 @@ export const ReadSkillFileResponseSchema: GenMessage<ReadSkillFileResponse> = /*
 /**
  * SkillsService stores skills (SKILL.md packages), validates and scans them,
  * reviews packages, and resolves the tool policy active skills impose. "The
- * user" is the authenticated or acting-for Principal (ARCHITECTURE §2.3, §5).
+ * user" is the authenticated or acting-for Principal (docs/architecture.md §2.3, §5).
  *
  * @generated from service toolplane.skills.v1.SkillsService
  */
@@ -970,7 +970,7 @@ export const SkillsService: GenService<{
   },
   /**
    * ReviewSkillPackage reviews a package read-only: facts, findings and a
-   * bounded model-visible text (deerflow-reference §4.11).
+   * bounded model-visible text (docs/deerflow.md §4.11).
    *
    * @generated from rpc toolplane.skills.v1.SkillsService.ReviewSkillPackage
    */
@@ -992,7 +992,7 @@ export const SkillsService: GenService<{
   },
   /**
    * ResolveSkillPolicy computes the tool policy of the active skills
-   * (service class; deerflow-reference §4.9).
+   * (service class; docs/deerflow.md §4.9).
    *
    * @generated from rpc toolplane.skills.v1.SkillsService.ResolveSkillPolicy
    */

@@ -16,7 +16,7 @@ export const file_toolplane_type_v1_type: GenFile = /*@__PURE__*/
 /**
  * Principal is the identity a decision or a piece of per-user state is about.
  * It is derived from a credential (a static bearer token or a JWT) and carries
- * identity only; the situation of a call is in CallContext (ARCHITECTURE §5).
+ * identity only; the situation of a call is in CallContext (docs/architecture.md §5).
  *
  * @generated from message toolplane.type.v1.Principal
  */
@@ -61,7 +61,7 @@ export const PrincipalSchema: GenMessage<Principal> = /*@__PURE__*/
 /**
  * CallContext describes the situation of a call: which agent, thread, run and
  * tool call it belongs to. It is trusted only when sent with a service
- * credential; from any other credential it is ignored (ARCHITECTURE §5).
+ * credential; from any other credential it is ignored (docs/architecture.md §5).
  *
  * @generated from message toolplane.type.v1.CallContext
  */
@@ -112,7 +112,7 @@ export const CallContextSchema: GenMessage<CallContext> = /*@__PURE__*/
 /**
  * StringList distinguishes "absent" (all) from "empty" (none): a field of this
  * type that is not set means "no restriction"; a set value with no entries
- * means "nothing" (DeerFlow's `null` vs `[]`, deerflow-reference §1.3).
+ * means "nothing" (DeerFlow's `null` vs `[]`, docs/deerflow.md §1.3).
  *
  * @generated from message toolplane.type.v1.StringList
  */

@@ -9,7 +9,7 @@ class AuthzServiceStub(object):
     """AuthzService is a policy decision point (PDP) in the style of AuthZEN and
     Cerbos: the principal to decide about is in the request body. A `user`
     credential may only ask about itself; service and admin credentials may ask
-    about anyone (ARCHITECTURE §2.2, §5). Decisions fail closed.
+    about anyone (docs/architecture.md §2.2, §5). Decisions fail closed.
     """
 
     def __init__(self, channel):
@@ -64,7 +64,7 @@ class AuthzServiceServicer(object):
     """AuthzService is a policy decision point (PDP) in the style of AuthZEN and
     Cerbos: the principal to decide about is in the request body. A `user`
     credential may only ask about itself; service and admin credentials may ask
-    about anyone (ARCHITECTURE §2.2, §5). Decisions fail closed.
+    about anyone (docs/architecture.md §2.2, §5). Decisions fail closed.
     """
 
     def FilterResources(self, request, context):
@@ -188,7 +188,7 @@ class AuthzService(object):
     """AuthzService is a policy decision point (PDP) in the style of AuthZEN and
     Cerbos: the principal to decide about is in the request body. A `user`
     credential may only ask about itself; service and admin credentials may ask
-    about anyone (ARCHITECTURE §2.2, §5). Decisions fail closed.
+    about anyone (docs/architecture.md §2.2, §5). Decisions fail closed.
     """
 
     @staticmethod

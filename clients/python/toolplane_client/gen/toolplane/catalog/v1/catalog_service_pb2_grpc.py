@@ -10,7 +10,7 @@ class CatalogServiceStub(object):
     the deferred catalog and its hash, tool search, and every call to a tool.
     Tool RPCs (ListTools, GetTool, SearchTools, GetCatalog, CallTool,
     CallToolStream) are of class `service`: end users reach tools only through
-    the runtime. Server changes are of class `admin` (ARCHITECTURE §2.1, §5).
+    the runtime. Server changes are of class `admin` (docs/architecture.md §2.1, §5).
     """
 
     def __init__(self, channel):
@@ -126,7 +126,7 @@ class CatalogServiceServicer(object):
     the deferred catalog and its hash, tool search, and every call to a tool.
     Tool RPCs (ListTools, GetTool, SearchTools, GetCatalog, CallTool,
     CallToolStream) are of class `service`: end users reach tools only through
-    the runtime. Server changes are of class `admin` (ARCHITECTURE §2.1, §5).
+    the runtime. Server changes are of class `admin` (docs/architecture.md §2.1, §5).
     """
 
     def ListTools(self, request, context):
@@ -147,7 +147,7 @@ class CatalogServiceServicer(object):
 
     def SearchTools(self, request, context):
         """SearchTools ranks tools for a query (forms `select:a,b`, `+required rest`,
-        or free text; deerflow-reference §2.3). No match is an empty result.
+        or free text; docs/deerflow.md §2.3). No match is an empty result.
         Errors: INVALID_ARGUMENT for a query over 4 KiB, invalid UTF-8, or a regex
         over 200 characters in REGEX mode.
         """
@@ -424,7 +424,7 @@ class CatalogService(object):
     the deferred catalog and its hash, tool search, and every call to a tool.
     Tool RPCs (ListTools, GetTool, SearchTools, GetCatalog, CallTool,
     CallToolStream) are of class `service`: end users reach tools only through
-    the runtime. Server changes are of class `admin` (ARCHITECTURE §2.1, §5).
+    the runtime. Server changes are of class `admin` (docs/architecture.md §2.1, §5).
     """
 
     @staticmethod

@@ -8,7 +8,7 @@ from toolplane.runtime.v1 import runtime_service_pb2 as toolplane_dot_runtime_do
 class RuntimeServiceStub(object):
     """RuntimeService holds threads, assembles the tools of a model turn, executes
     tool calls through the middleware chain and runs the agent loop. It reaches
-    catalog, authz and skills only through their gRPC clients (ARCHITECTURE §2.4).
+    catalog, authz and skills only through their gRPC clients (docs/architecture.md §2.4).
     Thread RPCs are of class `public`: a caller sees only its own threads
     (others are NOT_FOUND). Agent changes are `admin`.
     """
@@ -104,7 +104,7 @@ class RuntimeServiceStub(object):
 class RuntimeServiceServicer(object):
     """RuntimeService holds threads, assembles the tools of a model turn, executes
     tool calls through the middleware chain and runs the agent loop. It reaches
-    catalog, authz and skills only through their gRPC clients (ARCHITECTURE §2.4).
+    catalog, authz and skills only through their gRPC clients (docs/architecture.md §2.4).
     Thread RPCs are of class `public`: a caller sees only its own threads
     (others are NOT_FOUND). Agent changes are `admin`.
     """
@@ -145,7 +145,7 @@ class RuntimeServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def AssembleTools(self, request, context):
-        """AssembleTools runs the assembly pipeline (ARCHITECTURE §3.1) for the next
+        """AssembleTools runs the assembly pipeline (docs/architecture.md §3.1) for the next
         model call of the thread.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -154,7 +154,7 @@ class RuntimeServiceServicer(object):
 
     def ExecuteToolCall(self, request, context):
         """ExecuteToolCall runs one tool call through the tool-call chain
-        (ARCHITECTURE §3.2). Tool failures are results, not RPC errors.
+        (docs/architecture.md §3.2). Tool failures are results, not RPC errors.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -317,7 +317,7 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
 class RuntimeService(object):
     """RuntimeService holds threads, assembles the tools of a model turn, executes
     tool calls through the middleware chain and runs the agent loop. It reaches
-    catalog, authz and skills only through their gRPC clients (ARCHITECTURE §2.4).
+    catalog, authz and skills only through their gRPC clients (docs/architecture.md §2.4).
     Thread RPCs are of class `public`: a caller sees only its own threads
     (others are NOT_FOUND). Agent changes are `admin`.
     """

@@ -8,7 +8,7 @@ from toolplane.skills.v1 import skills_service_pb2 as toolplane_dot_skills_dot_v
 class SkillsServiceStub(object):
     """SkillsService stores skills (SKILL.md packages), validates and scans them,
     reviews packages, and resolves the tool policy active skills impose. "The
-    user" is the authenticated or acting-for Principal (ARCHITECTURE §2.3, §5).
+    user" is the authenticated or acting-for Principal (docs/architecture.md §2.3, §5).
     """
 
     def __init__(self, channel):
@@ -82,7 +82,7 @@ class SkillsServiceStub(object):
 class SkillsServiceServicer(object):
     """SkillsService stores skills (SKILL.md packages), validates and scans them,
     reviews packages, and resolves the tool policy active skills impose. "The
-    user" is the authenticated or acting-for Principal (ARCHITECTURE §2.3, §5).
+    user" is the authenticated or acting-for Principal (docs/architecture.md §2.3, §5).
     """
 
     def ListSkills(self, request, context):
@@ -151,7 +151,7 @@ class SkillsServiceServicer(object):
 
     def ReviewSkillPackage(self, request, context):
         """ReviewSkillPackage reviews a package read-only: facts, findings and a
-        bounded model-visible text (deerflow-reference §4.11).
+        bounded model-visible text (docs/deerflow.md §4.11).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -167,7 +167,7 @@ class SkillsServiceServicer(object):
 
     def ResolveSkillPolicy(self, request, context):
         """ResolveSkillPolicy computes the tool policy of the active skills
-        (service class; deerflow-reference §4.9).
+        (service class; docs/deerflow.md §4.9).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -254,7 +254,7 @@ def add_SkillsServiceServicer_to_server(servicer, server):
 class SkillsService(object):
     """SkillsService stores skills (SKILL.md packages), validates and scans them,
     reviews packages, and resolves the tool policy active skills impose. "The
-    user" is the authenticated or acting-for Principal (ARCHITECTURE §2.3, §5).
+    user" is the authenticated or acting-for Principal (docs/architecture.md §2.3, §5).
     """
 
     @staticmethod
