@@ -26,7 +26,8 @@ func TestMaxMessageSize(t *testing.T) {
 	// server.http.max_body_bytes (default 1 MiB) would refuse the REST body
 	// below before the gateway's dial sees it; raised so that the dial's
 	// own limit is what is tested here (the body bounds: tests/hostile).
-	p := testkit.Start(t, testkit.Options{Config: "server:\n  max_message_bytes: 1048576\n  http:\n    max_body_bytes: 8388608\n"})
+	// catalog.max_definition_bytes must stay within a quarter of the message limit.
+	p := testkit.Start(t, testkit.Options{Config: "server:\n  max_message_bytes: 1048576\n  http:\n    max_body_bytes: 8388608\ncatalog:\n  max_definition_bytes: 262144\n"})
 	conn := p.Dial(t, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(8<<20)))
 	// An Empty message followed by an unknown field of 2 MiB: well-formed,
 	// but over the limit.
