@@ -181,9 +181,13 @@ func SamePrincipal(a, b *typev1.Principal) bool {
 	return a.GetSubject() == b.GetSubject() && tenantOf(a) == tenantOf(b)
 }
 
-func tenantOf(p *typev1.Principal) string {
+// TenantOf returns the principal's tenant, "default" when it is empty —
+// the one rule every service applies.
+func TenantOf(p *typev1.Principal) string {
 	if p.GetTenant() == "" {
 		return "default"
 	}
 	return p.GetTenant()
 }
+
+func tenantOf(p *typev1.Principal) string { return TenantOf(p) }

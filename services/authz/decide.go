@@ -79,12 +79,7 @@ func (s *Server) resourceAttributes(ctx context.Context, in *authzcasbin.CondInp
 	in.Annotations = authzcasbin.ResolveAnnotations(ra.GetAnnotations().AsMap(), s.cfg.AnnotationDefaults)
 }
 
-func tenantOf(p *typev1.Principal) string {
-	if p.GetTenant() == "" {
-		return authzcasbin.DefaultTenant
-	}
-	return p.GetTenant()
-}
+func tenantOf(p *typev1.Principal) string { return auth.TenantOf(p) }
 
 // Authorize decides one action (docs/deerflow.md §3.7, layer 2). A deny —
 // and an allow when audit_allows is on — is committed to the decision log

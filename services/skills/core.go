@@ -51,12 +51,7 @@ func userKey(tenant, subject string) string {
 	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(tenant) + "/" + subject
 }
 
-func tenantOf(p *typev1.Principal) string {
-	if t := p.GetTenant(); t != "" {
-		return t
-	}
-	return "default"
-}
+func tenantOf(p *typev1.Principal) string { return auth.TenantOf(p) }
 
 // precedence orders categories for shadowing: custom > integration > public.
 func precedence(c skillsstore.Category) int {
