@@ -200,10 +200,8 @@ func (ix *index) scan(p *partition, req *Request, m *match) {
 		ix.consider(ord, req, m)
 	}
 	for _, pr := range p.prefix {
-		if strings.HasPrefix(req.Target, pr.prefix) {
-			if strings.IndexByte(req.Target[len(pr.prefix):], '/') < 0 {
-				ix.consider(pr.ord, req, m)
-			}
+		if strings.HasPrefix(req.Target, pr.prefix) { // "*" matches "/" too (MatchTarget)
+			ix.consider(pr.ord, req, m)
 		}
 	}
 	for _, ord := range p.globs {

@@ -228,17 +228,34 @@ func (r Rule) Expand() []Rule {
 const CaseInsensitive = "(?i)"
 
 // MatchTarget reports whether a rule's target glob matches a resource name:
-// doublestar syntax ("*" does not cross "/"), case-insensitive with the
-// CaseInsensitive prefix. An invalid pattern matches nothing. It is the
-// globMatch of both the index and the Casbin model.
+// doublestar syntax over a flat name — resource names are identifiers, not
+// paths, so "*" and "?" also match "/" (a server named "acme/tools" exposes
+// "acme/tools_search", which "*" and "acme/*" match, as DeerFlow's fnmatch
+// does; docs/decisions/0143-target-globs-over-flat-names.md) — and
+// case-insensitive with the CaseInsensitive prefix. An invalid pattern
+// matches nothing. It is the globMatch of both the index and the Casbin
+// model.
 func MatchTarget(pattern, name string) bool {
 	if g, ok := strings.CutPrefix(pattern, CaseInsensitive); ok {
-		m, _ := doublestar.Match(strings.ToLower(g), strings.ToLower(name))
-		return m
+		pattern, name = strings.ToLower(g), strings.ToLower(name)
+	}
+	// doublestar treats "/" as its only separator; a name with no "/" is
+	// matched as is, one with "/" has it replaced on both sides by a byte a
+	// valid name cannot hold, so no wildcard stops at it.
+	if strings.IndexByte(name, '/') >= 0 || strings.IndexByte(pattern, '/') >= 0 {
+		if strings.IndexByte(name, flatSep) >= 0 {
+			return false
+		}
+		pattern = strings.ReplaceAll(pattern, "/", string(flatSep))
+		name = strings.ReplaceAll(name, "/", string(flatSep))
 	}
 	m, _ := doublestar.Match(pattern, name)
 	return m
 }
+
+// flatSep stands in for "/" while matching (a control character: no valid
+// resource name contains one, and a name that does matches nothing).
+const flatSep = '\x1f'
 
 // Validate checks every field of the rule; the error names the field.
 func (r Rule) Validate() error {
