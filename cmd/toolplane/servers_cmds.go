@@ -155,6 +155,6 @@ func newServersCmd() *cobra.Command {
 			return nil
 		},
 	})
-	addConnectionCmds(cmd, client, &asJSON)
+	addConnectionCmds(cmd, cf, client, &asJSON)
 	return cmd
 }

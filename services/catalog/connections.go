@@ -51,7 +51,11 @@ func (s *Server) oauthTarget(ctx context.Context, name string, discovery bool) (
 		tenant, subject = principalKey(ctx)
 		return tenant, subject, nil
 	}
-	if id, ok := auth.Caller(ctx); !ok || !id.Admin() {
+	// A call relayed for an end user (the runtime's ConnectServer, acting
+	// for the verified principal) never reaches a shared or discovery
+	// connection, whatever the relaying service's own roles: those are an
+	// admin's, called on the catalog directly (docs/architecture.md §10.6).
+	if id, ok := auth.Caller(ctx); !ok || !id.Admin() || id.ActingFor != nil {
 		what := "is shared: an admin connects it"
 		if per {
 			what = "discovery connection: only an admin connects it"

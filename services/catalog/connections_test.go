@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/catalog/catalogoauth/oauthtest"
 )
@@ -60,6 +62,22 @@ func TestConnectServerRPCs(t *testing.T) {
 	}
 	if _, err := h.svc.ConnectServer(ctx, &catalogv1.ConnectServerRequest{Name: "docs"}); codeOf(err) != codes.PermissionDenied {
 		t.Errorf("service connects a shared server: %v", err)
+	}
+	// A relayed call (a service acting for a user) never reaches a shared
+	// or discovery connection, even when the service's principal is an admin.
+	relayed := auth.WithIdentity(ctx, auth.Identity{Kind: auth.KindService,
+		Principal: &typev1.Principal{Subject: "runtime", Tenant: "default", Roles: []string{"admin"}},
+		ActingFor: &typev1.Principal{Subject: "alice", Tenant: "default", Roles: []string{"admin"}}})
+	for _, req := range []*catalogv1.ConnectServerRequest{{Name: "docs"}, {Name: "tracker", Discovery: true}} {
+		if _, err := h.srv.ConnectServer(relayed, req); codeOf(err) != codes.PermissionDenied {
+			t.Errorf("relayed connect %v: %v", req, err)
+		}
+	}
+	if _, err := h.srv.DisconnectServer(relayed, &catalogv1.DisconnectServerRequest{Name: "docs"}); codeOf(err) != codes.PermissionDenied {
+		t.Errorf("relayed disconnect of a shared server: %v", err)
+	}
+	if _, err := h.srv.ConnectServer(relayed, &catalogv1.ConnectServerRequest{Name: "tracker"}); err != nil {
+		t.Errorf("relayed connect of the user's own per_user connection: %v", err)
 	}
 	// Before its first login docs has listed no tool (docs_whoami is
 	// unknown); after a disconnect its tools stay listed (below).

@@ -22,5 +22,8 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.runtime.v1.RuntimeService/GetAgent":              auth.ClassPublic,
 		"/toolplane.runtime.v1.RuntimeService/UpsertAgent":           auth.ClassGlobalAdmin,
 		"/toolplane.runtime.v1.RuntimeService/DeleteAgent":           auth.ClassGlobalAdmin,
+		"/toolplane.runtime.v1.RuntimeService/ConnectMyServer":       auth.ClassPublic,
+		"/toolplane.runtime.v1.RuntimeService/DisconnectMyServer":    auth.ClassPublic,
+		"/toolplane.runtime.v1.RuntimeService/ListMyConnections":     auth.ClassPublic,
 	}
 }

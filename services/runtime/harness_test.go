@@ -173,7 +173,8 @@ func (s *suite) waitServers() {
 		resp, err := cat.ListServers(context.Background(), &catalogv1.ListServersRequest{})
 		pending := err != nil
 		for _, sv := range resp.GetServers() {
-			if sv.GetConfig().GetEnabled() && sv.GetState() != catalogv1.ServerState_SERVER_STATE_READY {
+			// NEEDS_AUTH is settled: an OAuth server waits for a login.
+			if sv.GetConfig().GetEnabled() && sv.GetState() != catalogv1.ServerState_SERVER_STATE_READY && sv.GetState() != catalogv1.ServerState_SERVER_STATE_NEEDS_AUTH {
 				pending = true
 			}
 		}

@@ -63,6 +63,10 @@ func (s *Server) Validate(_ string, req any) error {
 		if r.GetName() == defaultAgentName {
 			return nil // a stored "default" can be deleted; the built-in stays
 		}
+	case *runtimev1.ConnectMyServerRequest:
+		return validServerName(r.GetName())
+	case *runtimev1.DisconnectMyServerRequest:
+		return validServerName(r.GetName())
 	case *runtimev1.UpsertAgentRequest:
 		a := r.GetAgent()
 		if a == nil {

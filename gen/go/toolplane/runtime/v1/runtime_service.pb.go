@@ -7,10 +7,12 @@
 package runtimev1
 
 import (
+	v11 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	v1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1763,11 +1765,279 @@ func (*DeleteAgentResponse) Descriptor() ([]byte, []int) {
 	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{31}
 }
 
+// ConnectMyServerRequest names the MCP server to connect.
+type ConnectMyServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server name (catalog mcpServers key).
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectMyServerRequest) Reset() {
+	*x = ConnectMyServerRequest{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectMyServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectMyServerRequest) ProtoMessage() {}
+
+func (x *ConnectMyServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectMyServerRequest.ProtoReflect.Descriptor instead.
+func (*ConnectMyServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ConnectMyServerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ConnectMyServerResponse carries the authorization URL.
+type ConnectMyServerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// URL to open in the user's browser; the authorization server sends the
+	// browser back to the catalog's public_url + /oauth/callback.
+	AuthorizationUrl string `protobuf:"bytes,1,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
+	// When the pending login expires (the state is single use).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectMyServerResponse) Reset() {
+	*x = ConnectMyServerResponse{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectMyServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectMyServerResponse) ProtoMessage() {}
+
+func (x *ConnectMyServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectMyServerResponse.ProtoReflect.Descriptor instead.
+func (*ConnectMyServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ConnectMyServerResponse) GetAuthorizationUrl() string {
+	if x != nil {
+		return x.AuthorizationUrl
+	}
+	return ""
+}
+
+func (x *ConnectMyServerResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// DisconnectMyServerRequest names the MCP server to disconnect.
+type DisconnectMyServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisconnectMyServerRequest) Reset() {
+	*x = DisconnectMyServerRequest{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisconnectMyServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisconnectMyServerRequest) ProtoMessage() {}
+
+func (x *DisconnectMyServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisconnectMyServerRequest.ProtoReflect.Descriptor instead.
+func (*DisconnectMyServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DisconnectMyServerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DisconnectMyServerResponse is empty.
+type DisconnectMyServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisconnectMyServerResponse) Reset() {
+	*x = DisconnectMyServerResponse{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisconnectMyServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisconnectMyServerResponse) ProtoMessage() {}
+
+func (x *DisconnectMyServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisconnectMyServerResponse.ProtoReflect.Descriptor instead.
+func (*DisconnectMyServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{35}
+}
+
+// ListMyConnectionsRequest has no fields.
+type ListMyConnectionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMyConnectionsRequest) Reset() {
+	*x = ListMyConnectionsRequest{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMyConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMyConnectionsRequest) ProtoMessage() {}
+
+func (x *ListMyConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMyConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*ListMyConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{36}
+}
+
+// ListMyConnectionsResponse lists the caller's OAuth connections.
+type ListMyConnectionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per server that authenticates with OAuth, in config order.
+	Connections   []*v11.Connection `protobuf:"bytes,1,rep,name=connections,proto3" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMyConnectionsResponse) Reset() {
+	*x = ListMyConnectionsResponse{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMyConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMyConnectionsResponse) ProtoMessage() {}
+
+func (x *ListMyConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMyConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*ListMyConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListMyConnectionsResponse) GetConnections() []*v11.Connection {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
 var File_toolplane_runtime_v1_runtime_service_proto protoreflect.FileDescriptor
 
 const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"\n" +
-	"*toolplane/runtime/v1/runtime_service.proto\x12\x14toolplane.runtime.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\"toolplane/runtime/v1/runtime.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xbd\x01\n" +
+	"*toolplane/runtime/v1/runtime_service.proto\x12\x14toolplane.runtime.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a*toolplane/catalog/v1/catalog_service.proto\x1a\"toolplane/runtime/v1/runtime.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xbd\x01\n" +
 	"\x13CreateThreadRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12S\n" +
 	"\bmetadata\x18\x02 \x03(\v27.toolplane.runtime.v1.CreateThreadRequest.MetadataEntryR\bmetadata\x1a;\n" +
@@ -1864,7 +2134,19 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"\x05agent\x18\x01 \x01(\v2\x1b.toolplane.runtime.v1.AgentR\x05agent\"(\n" +
 	"\x12DeleteAgentRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteAgentResponse2\x8a\r\n" +
+	"\x13DeleteAgentResponse\",\n" +
+	"\x16ConnectMyServerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x81\x01\n" +
+	"\x17ConnectMyServerResponse\x12+\n" +
+	"\x11authorization_url\x18\x01 \x01(\tR\x10authorizationUrl\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"/\n" +
+	"\x19DisconnectMyServerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x1c\n" +
+	"\x1aDisconnectMyServerResponse\"\x1a\n" +
+	"\x18ListMyConnectionsRequest\"_\n" +
+	"\x19ListMyConnectionsResponse\x12B\n" +
+	"\vconnections\x18\x01 \x03(\v2 .toolplane.catalog.v1.ConnectionR\vconnections2\xf3\x0f\n" +
 	"\x0eRuntimeService\x12e\n" +
 	"\fCreateThread\x12).toolplane.runtime.v1.CreateThreadRequest\x1a*.toolplane.runtime.v1.CreateThreadResponse\x12g\n" +
 	"\vListThreads\x12(.toolplane.runtime.v1.ListThreadsRequest\x1a).toolplane.runtime.v1.ListThreadsResponse\"\x03\x90\x02\x01\x12a\n" +
@@ -1882,7 +2164,10 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"ListAgents\x12'.toolplane.runtime.v1.ListAgentsRequest\x1a(.toolplane.runtime.v1.ListAgentsResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\bGetAgent\x12%.toolplane.runtime.v1.GetAgentRequest\x1a&.toolplane.runtime.v1.GetAgentResponse\"\x03\x90\x02\x01\x12g\n" +
 	"\vUpsertAgent\x12(.toolplane.runtime.v1.UpsertAgentRequest\x1a).toolplane.runtime.v1.UpsertAgentResponse\"\x03\x90\x02\x02\x12g\n" +
-	"\vDeleteAgent\x12(.toolplane.runtime.v1.DeleteAgentRequest\x1a).toolplane.runtime.v1.DeleteAgentResponse\"\x03\x90\x02\x02BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/runtime/v1;runtimev1b\x06proto3"
+	"\vDeleteAgent\x12(.toolplane.runtime.v1.DeleteAgentRequest\x1a).toolplane.runtime.v1.DeleteAgentResponse\"\x03\x90\x02\x02\x12n\n" +
+	"\x0fConnectMyServer\x12,.toolplane.runtime.v1.ConnectMyServerRequest\x1a-.toolplane.runtime.v1.ConnectMyServerResponse\x12|\n" +
+	"\x12DisconnectMyServer\x12/.toolplane.runtime.v1.DisconnectMyServerRequest\x1a0.toolplane.runtime.v1.DisconnectMyServerResponse\"\x03\x90\x02\x02\x12y\n" +
+	"\x11ListMyConnections\x12..toolplane.runtime.v1.ListMyConnectionsRequest\x1a/.toolplane.runtime.v1.ListMyConnectionsResponse\"\x03\x90\x02\x01BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/runtime/v1;runtimev1b\x06proto3"
 
 var (
 	file_toolplane_runtime_v1_runtime_service_proto_rawDescOnce sync.Once
@@ -1896,7 +2181,7 @@ func file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_runtime_v1_runtime_service_proto_rawDescData
 }
 
-var file_toolplane_runtime_v1_runtime_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_toolplane_runtime_v1_runtime_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_toolplane_runtime_v1_runtime_service_proto_goTypes = []any{
 	(*CreateThreadRequest)(nil),           // 0: toolplane.runtime.v1.CreateThreadRequest
 	(*CreateThreadResponse)(nil),          // 1: toolplane.runtime.v1.CreateThreadResponse
@@ -1930,86 +2215,102 @@ var file_toolplane_runtime_v1_runtime_service_proto_goTypes = []any{
 	(*UpsertAgentResponse)(nil),           // 29: toolplane.runtime.v1.UpsertAgentResponse
 	(*DeleteAgentRequest)(nil),            // 30: toolplane.runtime.v1.DeleteAgentRequest
 	(*DeleteAgentResponse)(nil),           // 31: toolplane.runtime.v1.DeleteAgentResponse
-	nil,                                   // 32: toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
-	(*Thread)(nil),                        // 33: toolplane.runtime.v1.Thread
-	(*Message)(nil),                       // 34: toolplane.runtime.v1.Message
-	(ToolProfile)(0),                      // 35: toolplane.runtime.v1.ToolProfile
-	(*ToolSchema)(nil),                    // 36: toolplane.runtime.v1.ToolSchema
-	(*PromptSection)(nil),                 // 37: toolplane.runtime.v1.PromptSection
-	(*AssemblyReport)(nil),                // 38: toolplane.runtime.v1.AssemblyReport
-	(*ActiveSkill)(nil),                   // 39: toolplane.runtime.v1.ActiveSkill
-	(*ToolCall)(nil),                      // 40: toolplane.runtime.v1.ToolCall
-	(*ToolResult)(nil),                    // 41: toolplane.runtime.v1.ToolResult
-	(*v1.Notification)(nil),               // 42: toolplane.type.v1.Notification
-	(*structpb.Struct)(nil),               // 43: google.protobuf.Struct
-	(*RunEvent)(nil),                      // 44: toolplane.runtime.v1.RunEvent
-	(*Run)(nil),                           // 45: toolplane.runtime.v1.Run
-	(*Agent)(nil),                         // 46: toolplane.runtime.v1.Agent
+	(*ConnectMyServerRequest)(nil),        // 32: toolplane.runtime.v1.ConnectMyServerRequest
+	(*ConnectMyServerResponse)(nil),       // 33: toolplane.runtime.v1.ConnectMyServerResponse
+	(*DisconnectMyServerRequest)(nil),     // 34: toolplane.runtime.v1.DisconnectMyServerRequest
+	(*DisconnectMyServerResponse)(nil),    // 35: toolplane.runtime.v1.DisconnectMyServerResponse
+	(*ListMyConnectionsRequest)(nil),      // 36: toolplane.runtime.v1.ListMyConnectionsRequest
+	(*ListMyConnectionsResponse)(nil),     // 37: toolplane.runtime.v1.ListMyConnectionsResponse
+	nil,                                   // 38: toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
+	(*Thread)(nil),                        // 39: toolplane.runtime.v1.Thread
+	(*Message)(nil),                       // 40: toolplane.runtime.v1.Message
+	(ToolProfile)(0),                      // 41: toolplane.runtime.v1.ToolProfile
+	(*ToolSchema)(nil),                    // 42: toolplane.runtime.v1.ToolSchema
+	(*PromptSection)(nil),                 // 43: toolplane.runtime.v1.PromptSection
+	(*AssemblyReport)(nil),                // 44: toolplane.runtime.v1.AssemblyReport
+	(*ActiveSkill)(nil),                   // 45: toolplane.runtime.v1.ActiveSkill
+	(*ToolCall)(nil),                      // 46: toolplane.runtime.v1.ToolCall
+	(*ToolResult)(nil),                    // 47: toolplane.runtime.v1.ToolResult
+	(*v1.Notification)(nil),               // 48: toolplane.type.v1.Notification
+	(*structpb.Struct)(nil),               // 49: google.protobuf.Struct
+	(*RunEvent)(nil),                      // 50: toolplane.runtime.v1.RunEvent
+	(*Run)(nil),                           // 51: toolplane.runtime.v1.Run
+	(*Agent)(nil),                         // 52: toolplane.runtime.v1.Agent
+	(*timestamppb.Timestamp)(nil),         // 53: google.protobuf.Timestamp
+	(*v11.Connection)(nil),                // 54: toolplane.catalog.v1.Connection
 }
 var file_toolplane_runtime_v1_runtime_service_proto_depIdxs = []int32{
-	32, // 0: toolplane.runtime.v1.CreateThreadRequest.metadata:type_name -> toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
-	33, // 1: toolplane.runtime.v1.CreateThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
-	33, // 2: toolplane.runtime.v1.ListThreadsResponse.threads:type_name -> toolplane.runtime.v1.Thread
-	33, // 3: toolplane.runtime.v1.GetThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
-	34, // 4: toolplane.runtime.v1.ListMessagesResponse.messages:type_name -> toolplane.runtime.v1.Message
-	35, // 5: toolplane.runtime.v1.AssembleToolsRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
-	36, // 6: toolplane.runtime.v1.AssembleToolsResponse.tools:type_name -> toolplane.runtime.v1.ToolSchema
-	37, // 7: toolplane.runtime.v1.AssembleToolsResponse.prompt_sections:type_name -> toolplane.runtime.v1.PromptSection
-	38, // 8: toolplane.runtime.v1.AssembleToolsResponse.report:type_name -> toolplane.runtime.v1.AssemblyReport
-	39, // 9: toolplane.runtime.v1.AssembleToolsResponse.activated_skill:type_name -> toolplane.runtime.v1.ActiveSkill
-	40, // 10: toolplane.runtime.v1.ExecuteToolCallRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
-	35, // 11: toolplane.runtime.v1.ExecuteToolCallRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
-	41, // 12: toolplane.runtime.v1.ExecuteToolCallResponse.result:type_name -> toolplane.runtime.v1.ToolResult
-	40, // 13: toolplane.runtime.v1.ExecuteToolCallStreamRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
-	35, // 14: toolplane.runtime.v1.ExecuteToolCallStreamRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
-	42, // 15: toolplane.runtime.v1.ExecuteToolCallStreamResponse.notification:type_name -> toolplane.type.v1.Notification
-	41, // 16: toolplane.runtime.v1.ExecuteToolCallStreamResponse.result:type_name -> toolplane.runtime.v1.ToolResult
-	43, // 17: toolplane.runtime.v1.RunTurnRequest.options:type_name -> google.protobuf.Struct
-	44, // 18: toolplane.runtime.v1.RunTurnResponse.event:type_name -> toolplane.runtime.v1.RunEvent
-	45, // 19: toolplane.runtime.v1.ListRunsResponse.runs:type_name -> toolplane.runtime.v1.Run
-	45, // 20: toolplane.runtime.v1.CancelRunResponse.run:type_name -> toolplane.runtime.v1.Run
-	44, // 21: toolplane.runtime.v1.ResumeRunResponse.event:type_name -> toolplane.runtime.v1.RunEvent
-	46, // 22: toolplane.runtime.v1.ListAgentsResponse.agents:type_name -> toolplane.runtime.v1.Agent
-	46, // 23: toolplane.runtime.v1.GetAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
-	46, // 24: toolplane.runtime.v1.UpsertAgentRequest.agent:type_name -> toolplane.runtime.v1.Agent
-	46, // 25: toolplane.runtime.v1.UpsertAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
-	0,  // 26: toolplane.runtime.v1.RuntimeService.CreateThread:input_type -> toolplane.runtime.v1.CreateThreadRequest
-	2,  // 27: toolplane.runtime.v1.RuntimeService.ListThreads:input_type -> toolplane.runtime.v1.ListThreadsRequest
-	4,  // 28: toolplane.runtime.v1.RuntimeService.GetThread:input_type -> toolplane.runtime.v1.GetThreadRequest
-	6,  // 29: toolplane.runtime.v1.RuntimeService.DeleteThread:input_type -> toolplane.runtime.v1.DeleteThreadRequest
-	8,  // 30: toolplane.runtime.v1.RuntimeService.ListMessages:input_type -> toolplane.runtime.v1.ListMessagesRequest
-	10, // 31: toolplane.runtime.v1.RuntimeService.AssembleTools:input_type -> toolplane.runtime.v1.AssembleToolsRequest
-	12, // 32: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:input_type -> toolplane.runtime.v1.ExecuteToolCallRequest
-	14, // 33: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:input_type -> toolplane.runtime.v1.ExecuteToolCallStreamRequest
-	16, // 34: toolplane.runtime.v1.RuntimeService.RunTurn:input_type -> toolplane.runtime.v1.RunTurnRequest
-	18, // 35: toolplane.runtime.v1.RuntimeService.ListRuns:input_type -> toolplane.runtime.v1.ListRunsRequest
-	20, // 36: toolplane.runtime.v1.RuntimeService.CancelRun:input_type -> toolplane.runtime.v1.CancelRunRequest
-	22, // 37: toolplane.runtime.v1.RuntimeService.ResumeRun:input_type -> toolplane.runtime.v1.ResumeRunRequest
-	24, // 38: toolplane.runtime.v1.RuntimeService.ListAgents:input_type -> toolplane.runtime.v1.ListAgentsRequest
-	26, // 39: toolplane.runtime.v1.RuntimeService.GetAgent:input_type -> toolplane.runtime.v1.GetAgentRequest
-	28, // 40: toolplane.runtime.v1.RuntimeService.UpsertAgent:input_type -> toolplane.runtime.v1.UpsertAgentRequest
-	30, // 41: toolplane.runtime.v1.RuntimeService.DeleteAgent:input_type -> toolplane.runtime.v1.DeleteAgentRequest
-	1,  // 42: toolplane.runtime.v1.RuntimeService.CreateThread:output_type -> toolplane.runtime.v1.CreateThreadResponse
-	3,  // 43: toolplane.runtime.v1.RuntimeService.ListThreads:output_type -> toolplane.runtime.v1.ListThreadsResponse
-	5,  // 44: toolplane.runtime.v1.RuntimeService.GetThread:output_type -> toolplane.runtime.v1.GetThreadResponse
-	7,  // 45: toolplane.runtime.v1.RuntimeService.DeleteThread:output_type -> toolplane.runtime.v1.DeleteThreadResponse
-	9,  // 46: toolplane.runtime.v1.RuntimeService.ListMessages:output_type -> toolplane.runtime.v1.ListMessagesResponse
-	11, // 47: toolplane.runtime.v1.RuntimeService.AssembleTools:output_type -> toolplane.runtime.v1.AssembleToolsResponse
-	13, // 48: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:output_type -> toolplane.runtime.v1.ExecuteToolCallResponse
-	15, // 49: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:output_type -> toolplane.runtime.v1.ExecuteToolCallStreamResponse
-	17, // 50: toolplane.runtime.v1.RuntimeService.RunTurn:output_type -> toolplane.runtime.v1.RunTurnResponse
-	19, // 51: toolplane.runtime.v1.RuntimeService.ListRuns:output_type -> toolplane.runtime.v1.ListRunsResponse
-	21, // 52: toolplane.runtime.v1.RuntimeService.CancelRun:output_type -> toolplane.runtime.v1.CancelRunResponse
-	23, // 53: toolplane.runtime.v1.RuntimeService.ResumeRun:output_type -> toolplane.runtime.v1.ResumeRunResponse
-	25, // 54: toolplane.runtime.v1.RuntimeService.ListAgents:output_type -> toolplane.runtime.v1.ListAgentsResponse
-	27, // 55: toolplane.runtime.v1.RuntimeService.GetAgent:output_type -> toolplane.runtime.v1.GetAgentResponse
-	29, // 56: toolplane.runtime.v1.RuntimeService.UpsertAgent:output_type -> toolplane.runtime.v1.UpsertAgentResponse
-	31, // 57: toolplane.runtime.v1.RuntimeService.DeleteAgent:output_type -> toolplane.runtime.v1.DeleteAgentResponse
-	42, // [42:58] is the sub-list for method output_type
-	26, // [26:42] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	38, // 0: toolplane.runtime.v1.CreateThreadRequest.metadata:type_name -> toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
+	39, // 1: toolplane.runtime.v1.CreateThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
+	39, // 2: toolplane.runtime.v1.ListThreadsResponse.threads:type_name -> toolplane.runtime.v1.Thread
+	39, // 3: toolplane.runtime.v1.GetThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
+	40, // 4: toolplane.runtime.v1.ListMessagesResponse.messages:type_name -> toolplane.runtime.v1.Message
+	41, // 5: toolplane.runtime.v1.AssembleToolsRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	42, // 6: toolplane.runtime.v1.AssembleToolsResponse.tools:type_name -> toolplane.runtime.v1.ToolSchema
+	43, // 7: toolplane.runtime.v1.AssembleToolsResponse.prompt_sections:type_name -> toolplane.runtime.v1.PromptSection
+	44, // 8: toolplane.runtime.v1.AssembleToolsResponse.report:type_name -> toolplane.runtime.v1.AssemblyReport
+	45, // 9: toolplane.runtime.v1.AssembleToolsResponse.activated_skill:type_name -> toolplane.runtime.v1.ActiveSkill
+	46, // 10: toolplane.runtime.v1.ExecuteToolCallRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
+	41, // 11: toolplane.runtime.v1.ExecuteToolCallRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	47, // 12: toolplane.runtime.v1.ExecuteToolCallResponse.result:type_name -> toolplane.runtime.v1.ToolResult
+	46, // 13: toolplane.runtime.v1.ExecuteToolCallStreamRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
+	41, // 14: toolplane.runtime.v1.ExecuteToolCallStreamRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	48, // 15: toolplane.runtime.v1.ExecuteToolCallStreamResponse.notification:type_name -> toolplane.type.v1.Notification
+	47, // 16: toolplane.runtime.v1.ExecuteToolCallStreamResponse.result:type_name -> toolplane.runtime.v1.ToolResult
+	49, // 17: toolplane.runtime.v1.RunTurnRequest.options:type_name -> google.protobuf.Struct
+	50, // 18: toolplane.runtime.v1.RunTurnResponse.event:type_name -> toolplane.runtime.v1.RunEvent
+	51, // 19: toolplane.runtime.v1.ListRunsResponse.runs:type_name -> toolplane.runtime.v1.Run
+	51, // 20: toolplane.runtime.v1.CancelRunResponse.run:type_name -> toolplane.runtime.v1.Run
+	50, // 21: toolplane.runtime.v1.ResumeRunResponse.event:type_name -> toolplane.runtime.v1.RunEvent
+	52, // 22: toolplane.runtime.v1.ListAgentsResponse.agents:type_name -> toolplane.runtime.v1.Agent
+	52, // 23: toolplane.runtime.v1.GetAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
+	52, // 24: toolplane.runtime.v1.UpsertAgentRequest.agent:type_name -> toolplane.runtime.v1.Agent
+	52, // 25: toolplane.runtime.v1.UpsertAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
+	53, // 26: toolplane.runtime.v1.ConnectMyServerResponse.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 27: toolplane.runtime.v1.ListMyConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
+	0,  // 28: toolplane.runtime.v1.RuntimeService.CreateThread:input_type -> toolplane.runtime.v1.CreateThreadRequest
+	2,  // 29: toolplane.runtime.v1.RuntimeService.ListThreads:input_type -> toolplane.runtime.v1.ListThreadsRequest
+	4,  // 30: toolplane.runtime.v1.RuntimeService.GetThread:input_type -> toolplane.runtime.v1.GetThreadRequest
+	6,  // 31: toolplane.runtime.v1.RuntimeService.DeleteThread:input_type -> toolplane.runtime.v1.DeleteThreadRequest
+	8,  // 32: toolplane.runtime.v1.RuntimeService.ListMessages:input_type -> toolplane.runtime.v1.ListMessagesRequest
+	10, // 33: toolplane.runtime.v1.RuntimeService.AssembleTools:input_type -> toolplane.runtime.v1.AssembleToolsRequest
+	12, // 34: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:input_type -> toolplane.runtime.v1.ExecuteToolCallRequest
+	14, // 35: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:input_type -> toolplane.runtime.v1.ExecuteToolCallStreamRequest
+	16, // 36: toolplane.runtime.v1.RuntimeService.RunTurn:input_type -> toolplane.runtime.v1.RunTurnRequest
+	18, // 37: toolplane.runtime.v1.RuntimeService.ListRuns:input_type -> toolplane.runtime.v1.ListRunsRequest
+	20, // 38: toolplane.runtime.v1.RuntimeService.CancelRun:input_type -> toolplane.runtime.v1.CancelRunRequest
+	22, // 39: toolplane.runtime.v1.RuntimeService.ResumeRun:input_type -> toolplane.runtime.v1.ResumeRunRequest
+	24, // 40: toolplane.runtime.v1.RuntimeService.ListAgents:input_type -> toolplane.runtime.v1.ListAgentsRequest
+	26, // 41: toolplane.runtime.v1.RuntimeService.GetAgent:input_type -> toolplane.runtime.v1.GetAgentRequest
+	28, // 42: toolplane.runtime.v1.RuntimeService.UpsertAgent:input_type -> toolplane.runtime.v1.UpsertAgentRequest
+	30, // 43: toolplane.runtime.v1.RuntimeService.DeleteAgent:input_type -> toolplane.runtime.v1.DeleteAgentRequest
+	32, // 44: toolplane.runtime.v1.RuntimeService.ConnectMyServer:input_type -> toolplane.runtime.v1.ConnectMyServerRequest
+	34, // 45: toolplane.runtime.v1.RuntimeService.DisconnectMyServer:input_type -> toolplane.runtime.v1.DisconnectMyServerRequest
+	36, // 46: toolplane.runtime.v1.RuntimeService.ListMyConnections:input_type -> toolplane.runtime.v1.ListMyConnectionsRequest
+	1,  // 47: toolplane.runtime.v1.RuntimeService.CreateThread:output_type -> toolplane.runtime.v1.CreateThreadResponse
+	3,  // 48: toolplane.runtime.v1.RuntimeService.ListThreads:output_type -> toolplane.runtime.v1.ListThreadsResponse
+	5,  // 49: toolplane.runtime.v1.RuntimeService.GetThread:output_type -> toolplane.runtime.v1.GetThreadResponse
+	7,  // 50: toolplane.runtime.v1.RuntimeService.DeleteThread:output_type -> toolplane.runtime.v1.DeleteThreadResponse
+	9,  // 51: toolplane.runtime.v1.RuntimeService.ListMessages:output_type -> toolplane.runtime.v1.ListMessagesResponse
+	11, // 52: toolplane.runtime.v1.RuntimeService.AssembleTools:output_type -> toolplane.runtime.v1.AssembleToolsResponse
+	13, // 53: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:output_type -> toolplane.runtime.v1.ExecuteToolCallResponse
+	15, // 54: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:output_type -> toolplane.runtime.v1.ExecuteToolCallStreamResponse
+	17, // 55: toolplane.runtime.v1.RuntimeService.RunTurn:output_type -> toolplane.runtime.v1.RunTurnResponse
+	19, // 56: toolplane.runtime.v1.RuntimeService.ListRuns:output_type -> toolplane.runtime.v1.ListRunsResponse
+	21, // 57: toolplane.runtime.v1.RuntimeService.CancelRun:output_type -> toolplane.runtime.v1.CancelRunResponse
+	23, // 58: toolplane.runtime.v1.RuntimeService.ResumeRun:output_type -> toolplane.runtime.v1.ResumeRunResponse
+	25, // 59: toolplane.runtime.v1.RuntimeService.ListAgents:output_type -> toolplane.runtime.v1.ListAgentsResponse
+	27, // 60: toolplane.runtime.v1.RuntimeService.GetAgent:output_type -> toolplane.runtime.v1.GetAgentResponse
+	29, // 61: toolplane.runtime.v1.RuntimeService.UpsertAgent:output_type -> toolplane.runtime.v1.UpsertAgentResponse
+	31, // 62: toolplane.runtime.v1.RuntimeService.DeleteAgent:output_type -> toolplane.runtime.v1.DeleteAgentResponse
+	33, // 63: toolplane.runtime.v1.RuntimeService.ConnectMyServer:output_type -> toolplane.runtime.v1.ConnectMyServerResponse
+	35, // 64: toolplane.runtime.v1.RuntimeService.DisconnectMyServer:output_type -> toolplane.runtime.v1.DisconnectMyServerResponse
+	37, // 65: toolplane.runtime.v1.RuntimeService.ListMyConnections:output_type -> toolplane.runtime.v1.ListMyConnectionsResponse
+	47, // [47:66] is the sub-list for method output_type
+	28, // [28:47] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_runtime_v1_runtime_service_proto_init() }
@@ -2028,7 +2329,7 @@ func file_toolplane_runtime_v1_runtime_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_runtime_v1_runtime_service_proto_rawDesc), len(file_toolplane_runtime_v1_runtime_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

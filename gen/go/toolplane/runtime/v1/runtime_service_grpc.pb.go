@@ -35,6 +35,9 @@ const (
 	RuntimeService_GetAgent_FullMethodName              = "/toolplane.runtime.v1.RuntimeService/GetAgent"
 	RuntimeService_UpsertAgent_FullMethodName           = "/toolplane.runtime.v1.RuntimeService/UpsertAgent"
 	RuntimeService_DeleteAgent_FullMethodName           = "/toolplane.runtime.v1.RuntimeService/DeleteAgent"
+	RuntimeService_ConnectMyServer_FullMethodName       = "/toolplane.runtime.v1.RuntimeService/ConnectMyServer"
+	RuntimeService_DisconnectMyServer_FullMethodName    = "/toolplane.runtime.v1.RuntimeService/DisconnectMyServer"
+	RuntimeService_ListMyConnections_FullMethodName     = "/toolplane.runtime.v1.RuntimeService/ListMyConnections"
 )
 
 // RuntimeServiceClient is the client API for RuntimeService service.
@@ -82,6 +85,20 @@ type RuntimeServiceClient interface {
 	UpsertAgent(ctx context.Context, in *UpsertAgentRequest, opts ...grpc.CallOption) (*UpsertAgentResponse, error)
 	// DeleteAgent deletes an agent (admin).
 	DeleteAgent(ctx context.Context, in *DeleteAgentRequest, opts ...grpc.CallOption) (*DeleteAgentResponse, error)
+	// ConnectMyServer starts the OAuth authorization of a per_user MCP server
+	// for the caller (relayed to the catalog acting for the verified
+	// principal) and returns the URL to open in a browser. A shared server or
+	// a discovery connection is an admin's (the catalog's ConnectServer).
+	// Errors: NOT_FOUND, FAILED_PRECONDITION (no OAuth login for that server,
+	// or no public_url), PERMISSION_DENIED (a shared server).
+	ConnectMyServer(ctx context.Context, in *ConnectMyServerRequest, opts ...grpc.CallOption) (*ConnectMyServerResponse, error)
+	// DisconnectMyServer revokes and deletes the caller's own tokens for a
+	// per_user MCP server. Errors as ConnectMyServer.
+	DisconnectMyServer(ctx context.Context, in *DisconnectMyServerRequest, opts ...grpc.CallOption) (*DisconnectMyServerResponse, error)
+	// ListMyConnections lists the MCP servers that authenticate with OAuth and
+	// whether the caller holds a token for each (a shared server reports its
+	// one connection). Never returns a token.
+	ListMyConnections(ctx context.Context, in *ListMyConnectionsRequest, opts ...grpc.CallOption) (*ListMyConnectionsResponse, error)
 }
 
 type runtimeServiceClient struct {
@@ -279,6 +296,36 @@ func (c *runtimeServiceClient) DeleteAgent(ctx context.Context, in *DeleteAgentR
 	return out, nil
 }
 
+func (c *runtimeServiceClient) ConnectMyServer(ctx context.Context, in *ConnectMyServerRequest, opts ...grpc.CallOption) (*ConnectMyServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConnectMyServerResponse)
+	err := c.cc.Invoke(ctx, RuntimeService_ConnectMyServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runtimeServiceClient) DisconnectMyServer(ctx context.Context, in *DisconnectMyServerRequest, opts ...grpc.CallOption) (*DisconnectMyServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DisconnectMyServerResponse)
+	err := c.cc.Invoke(ctx, RuntimeService_DisconnectMyServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *runtimeServiceClient) ListMyConnections(ctx context.Context, in *ListMyConnectionsRequest, opts ...grpc.CallOption) (*ListMyConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMyConnectionsResponse)
+	err := c.cc.Invoke(ctx, RuntimeService_ListMyConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RuntimeServiceServer is the server API for RuntimeService service.
 // All implementations must embed UnimplementedRuntimeServiceServer
 // for forward compatibility.
@@ -324,6 +371,20 @@ type RuntimeServiceServer interface {
 	UpsertAgent(context.Context, *UpsertAgentRequest) (*UpsertAgentResponse, error)
 	// DeleteAgent deletes an agent (admin).
 	DeleteAgent(context.Context, *DeleteAgentRequest) (*DeleteAgentResponse, error)
+	// ConnectMyServer starts the OAuth authorization of a per_user MCP server
+	// for the caller (relayed to the catalog acting for the verified
+	// principal) and returns the URL to open in a browser. A shared server or
+	// a discovery connection is an admin's (the catalog's ConnectServer).
+	// Errors: NOT_FOUND, FAILED_PRECONDITION (no OAuth login for that server,
+	// or no public_url), PERMISSION_DENIED (a shared server).
+	ConnectMyServer(context.Context, *ConnectMyServerRequest) (*ConnectMyServerResponse, error)
+	// DisconnectMyServer revokes and deletes the caller's own tokens for a
+	// per_user MCP server. Errors as ConnectMyServer.
+	DisconnectMyServer(context.Context, *DisconnectMyServerRequest) (*DisconnectMyServerResponse, error)
+	// ListMyConnections lists the MCP servers that authenticate with OAuth and
+	// whether the caller holds a token for each (a shared server reports its
+	// one connection). Never returns a token.
+	ListMyConnections(context.Context, *ListMyConnectionsRequest) (*ListMyConnectionsResponse, error)
 	mustEmbedUnimplementedRuntimeServiceServer()
 }
 
@@ -381,6 +442,15 @@ func (UnimplementedRuntimeServiceServer) UpsertAgent(context.Context, *UpsertAge
 }
 func (UnimplementedRuntimeServiceServer) DeleteAgent(context.Context, *DeleteAgentRequest) (*DeleteAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteAgent not implemented")
+}
+func (UnimplementedRuntimeServiceServer) ConnectMyServer(context.Context, *ConnectMyServerRequest) (*ConnectMyServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConnectMyServer not implemented")
+}
+func (UnimplementedRuntimeServiceServer) DisconnectMyServer(context.Context, *DisconnectMyServerRequest) (*DisconnectMyServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DisconnectMyServer not implemented")
+}
+func (UnimplementedRuntimeServiceServer) ListMyConnections(context.Context, *ListMyConnectionsRequest) (*ListMyConnectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMyConnections not implemented")
 }
 func (UnimplementedRuntimeServiceServer) mustEmbedUnimplementedRuntimeServiceServer() {}
 func (UnimplementedRuntimeServiceServer) testEmbeddedByValue()                        {}
@@ -670,6 +740,60 @@ func _RuntimeService_DeleteAgent_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RuntimeService_ConnectMyServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConnectMyServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).ConnectMyServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_ConnectMyServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).ConnectMyServer(ctx, req.(*ConnectMyServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RuntimeService_DisconnectMyServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DisconnectMyServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).DisconnectMyServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_DisconnectMyServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).DisconnectMyServer(ctx, req.(*DisconnectMyServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RuntimeService_ListMyConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMyConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServiceServer).ListMyConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RuntimeService_ListMyConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServiceServer).ListMyConnections(ctx, req.(*ListMyConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RuntimeService_ServiceDesc is the grpc.ServiceDesc for RuntimeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -728,6 +852,18 @@ var RuntimeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAgent",
 			Handler:    _RuntimeService_DeleteAgent_Handler,
+		},
+		{
+			MethodName: "ConnectMyServer",
+			Handler:    _RuntimeService_ConnectMyServer_Handler,
+		},
+		{
+			MethodName: "DisconnectMyServer",
+			Handler:    _RuntimeService_DisconnectMyServer_Handler,
+		},
+		{
+			MethodName: "ListMyConnections",
+			Handler:    _RuntimeService_ListMyConnections_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -99,6 +99,21 @@ class RuntimeServiceStub(object):
                 request_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DeleteAgentRequest.SerializeToString,
                 response_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DeleteAgentResponse.FromString,
                 )
+        self.ConnectMyServer = channel.unary_unary(
+                '/toolplane.runtime.v1.RuntimeService/ConnectMyServer',
+                request_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ConnectMyServerRequest.SerializeToString,
+                response_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ConnectMyServerResponse.FromString,
+                )
+        self.DisconnectMyServer = channel.unary_unary(
+                '/toolplane.runtime.v1.RuntimeService/DisconnectMyServer',
+                request_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DisconnectMyServerRequest.SerializeToString,
+                response_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DisconnectMyServerResponse.FromString,
+                )
+        self.ListMyConnections = channel.unary_unary(
+                '/toolplane.runtime.v1.RuntimeService/ListMyConnections',
+                request_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsRequest.SerializeToString,
+                response_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsResponse.FromString,
+                )
 
 
 class RuntimeServiceServicer(object):
@@ -224,6 +239,35 @@ class RuntimeServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConnectMyServer(self, request, context):
+        """ConnectMyServer starts the OAuth authorization of a per_user MCP server
+        for the caller (relayed to the catalog acting for the verified
+        principal) and returns the URL to open in a browser. A shared server or
+        a discovery connection is an admin's (the catalog's ConnectServer).
+        Errors: NOT_FOUND, FAILED_PRECONDITION (no OAuth login for that server,
+        or no public_url), PERMISSION_DENIED (a shared server).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisconnectMyServer(self, request, context):
+        """DisconnectMyServer revokes and deletes the caller's own tokens for a
+        per_user MCP server. Errors as ConnectMyServer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMyConnections(self, request, context):
+        """ListMyConnections lists the MCP servers that authenticate with OAuth and
+        whether the caller holds a token for each (a shared server reports its
+        one connection). Never returns a token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -306,6 +350,21 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.DeleteAgent,
                     request_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DeleteAgentRequest.FromString,
                     response_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DeleteAgentResponse.SerializeToString,
+            ),
+            'ConnectMyServer': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConnectMyServer,
+                    request_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ConnectMyServerRequest.FromString,
+                    response_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ConnectMyServerResponse.SerializeToString,
+            ),
+            'DisconnectMyServer': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisconnectMyServer,
+                    request_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DisconnectMyServerRequest.FromString,
+                    response_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DisconnectMyServerResponse.SerializeToString,
+            ),
+            'ListMyConnections': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMyConnections,
+                    request_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsRequest.FromString,
+                    response_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -591,5 +650,56 @@ class RuntimeService(object):
         return grpc.experimental.unary_unary(request, target, '/toolplane.runtime.v1.RuntimeService/DeleteAgent',
             toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DeleteAgentRequest.SerializeToString,
             toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DeleteAgentResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ConnectMyServer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.runtime.v1.RuntimeService/ConnectMyServer',
+            toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ConnectMyServerRequest.SerializeToString,
+            toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ConnectMyServerResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DisconnectMyServer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.runtime.v1.RuntimeService/DisconnectMyServer',
+            toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DisconnectMyServerRequest.SerializeToString,
+            toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.DisconnectMyServerResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListMyConnections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.runtime.v1.RuntimeService/ListMyConnections',
+            toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsRequest.SerializeToString,
+            toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
