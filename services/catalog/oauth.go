@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
+	"github.com/toolplane/toolplane/services/catalog/catalogpg"
 	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 )
 
@@ -63,7 +64,12 @@ func (o *OAuthConfig) validate(p string) error {
 // options and a closer. hc (the catalog's egress policy) carries every
 // request to authorization servers: metadata URLs come from MCP servers'
 // answers and must not reach addresses the policy refuses.
-func oauthOptions(cfg OAuthConfig, dataDir string, hc *http.Client) (*catalogmcp.OAuthOptions, func() error, error) {
+//
+// With storage.dsn (store is the catalog's *catalogpg.Store) the OAuth
+// tables are the database's, shared by every replica: pending logins
+// complete on any replica and renewals are serialised across replicas
+// (catalogpg/oauth.go). Otherwise they are in DataDir/catalog.db.
+func oauthOptions(cfg OAuthConfig, dataDir string, hc *http.Client, store any) (*catalogmcp.OAuthOptions, func() error, error) {
 	o := &catalogmcp.OAuthOptions{ClientMetadataURL: cfg.ClientMetadataURL, HTTPClient: hc}
 	if cfg.PublicURL != "" {
 		o.RedirectURI = strings.TrimSuffix(cfg.PublicURL, "/") + "/oauth/callback"
@@ -74,6 +80,16 @@ func oauthOptions(cfg OAuthConfig, dataDir string, hc *http.Client) (*catalogmcp
 	keys, err := catalogstore.LoadKeyring(cfg.KeyFile, cfg.KeyEnv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("catalog.oauth.%w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if pg, ok := store.(*catalogpg.Store); ok {
+		ost := pg.OAuth(keys)
+		if _, err := ost.Reseal(ctx); err != nil {
+			return nil, nil, fmt.Errorf("catalog.oauth: %w", err)
+		}
+		o.Store, o.LoginOwner = ost.For, ost.LoginOwner
+		return o, func() error { return nil }, nil
 	}
 	if dataDir == "" {
 		return nil, nil, fmt.Errorf("catalog.oauth: a data directory is required (tokens are kept in DataDir/catalog.db)")
@@ -86,13 +102,11 @@ func oauthOptions(cfg OAuthConfig, dataDir string, hc *http.Client) (*catalogmcp
 		return nil, nil, fmt.Errorf("catalog.oauth: %w", err)
 	}
 	ost := st.OAuth(keys)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if _, err := ost.Reseal(ctx); err != nil {
 		st.Close()
 		return nil, nil, fmt.Errorf("catalog.oauth: %w", err)
 	}
-	o.Store = ost.For
+	o.Store, o.LoginOwner = ost.For, ost.LoginOwner
 	return o, st.Close, nil
 }
 

@@ -29,6 +29,11 @@ type OAuthOptions struct {
 	Store func(server, tenant, subject string) catalogoauth.Store
 	// HTTPClient talks to authorization servers (nil = 30 s timeout).
 	HTTPClient *http.Client
+	// LoginOwner finds the connection a callback's state belongs to when
+	// pending logins are in a store shared by replicas (a Store whose
+	// values implement catalogoauth.PendingStore needs it); nil = only
+	// this process's in-memory logins.
+	LoginOwner func(ctx context.Context, state string) (server, tenant, subject string, ok bool, err error)
 }
 
 // NeedsAuthError is returned for a call to a server (or a per-user
@@ -102,6 +107,41 @@ func newOAuthState(raw catalogconfig.Server, cfg catalogconfig.Server, lookup fu
 		return nil, fmt.Errorf("mcpServers.%s.oauth: %w", raw.Name, err)
 	}
 	return st, nil
+}
+
+// authorizedPoll is how often a NEEDS_AUTH server whose tokens are in a
+// store shared by replicas looks for a login completed on another replica.
+var authorizedPoll = 2 * time.Second
+
+// waitAuthorized waits until the shared connection may have a token: a
+// login completed here (authorized) or, with a shared store, a token
+// stored by another replica that differs from the one held now (a stale
+// expired token does not count, so there is no retry storm). false: ctx
+// ended.
+func (o *oauthState) waitAuthorized(ctx context.Context) bool {
+	var poll <-chan time.Time
+	var held bool
+	var exp time.Time
+	c, err := o.client("", "")
+	if o.opts.LoginOwner != nil && err == nil {
+		held, exp, _ = c.TokenInfo(ctx)
+		t := time.NewTicker(authorizedPoll)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		select {
+		case <-o.authorized:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-poll:
+			h, e, err := c.TokenInfo(ctx)
+			if err == nil && h && (!held || !e.Equal(exp)) {
+				return true
+			}
+		}
+	}
 }
 
 // perPrincipal: logins are per user for scoped servers with the
@@ -233,6 +273,25 @@ func (s *Supervisor) CompleteLogin(ctx context.Context, q url.Values) (ok bool, 
 	return true, nil
 }
 
+// completeFor finishes a login of (tenant, subject)'s connection found in
+// the shared store (LoginOwner), possibly started by another replica.
+func (s *Supervisor) completeFor(ctx context.Context, tenant, subject string, q url.Values) error {
+	c, err := s.oauth.client(tenant, subject)
+	if err != nil {
+		return err
+	}
+	if err := c.CompleteLogin(ctx, q); err != nil {
+		return err
+	}
+	if tenant == "" && subject == "" {
+		select {
+		case s.oauth.authorized <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
 // Revoke revokes and deletes the tokens of (tenant, subject) ("" "" = the
 // shared connection).
 func (s *Supervisor) Revoke(ctx context.Context, tenant, subject string) error {
@@ -261,6 +320,19 @@ func (m *Manager) StartLogin(ctx context.Context, server, tenant, subject string
 // carries; it returns the server it belonged to. An unknown, used or
 // expired state is an error.
 func (m *Manager) CompleteLogin(ctx context.Context, q url.Values) (string, error) {
+	if o := m.opts.Options.OAuth; o != nil && o.LoginOwner != nil {
+		server, tenant, subject, ok, err := o.LoginOwner(ctx, q.Get("state"))
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			sup, found := m.Supervisor(server)
+			if !found || sup.oauth == nil {
+				return "", fmt.Errorf("oauth callback: server %s is no longer configured for OAuth", server)
+			}
+			return server, sup.completeFor(ctx, tenant, subject, q)
+		}
+	}
 	m.mu.RLock()
 	sups := append([]*Supervisor(nil), m.order...)
 	m.mu.RUnlock()

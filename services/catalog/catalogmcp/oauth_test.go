@@ -316,7 +316,7 @@ func TestOAuthTokensSurviveRestart(t *testing.T) {
 	defer cb.Close()
 	newManager := func() *Manager {
 		m := NewManager(ManagerOptions{Options: Options{Version: "test", OAuth: &OAuthOptions{RedirectURI: cb.URL + "/oauth/callback",
-			Store: st.OAuth(keys).For}}})
+			Store: st.OAuth(keys).For, LoginOwner: st.OAuth(keys).LoginOwner}}})
 		cur.Store(m)
 		m.Apply([]catalogconfig.Server{{Name: "docs", Type: catalogconfig.TypeHTTP, URL: fx.URL()}})
 		return m

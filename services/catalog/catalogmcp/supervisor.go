@@ -248,13 +248,11 @@ func (s *Supervisor) run(ctx context.Context) {
 			s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateNeedsAuth, na.Reason, 0 })
 			s.log.Warn("catalog: MCP server NEEDS_AUTH", "reason", na.Reason)
 			s.settle()
-			select {
-			case <-s.oauth.authorized:
-				backoff = BackoffInitial
-				continue
-			case <-ctx.Done():
+			if !s.oauth.waitAuthorized(ctx) {
 				return
 			}
+			backoff = BackoffInitial
+			continue
 		}
 		if err != nil {
 			msg := s.mask.mask(err.Error())

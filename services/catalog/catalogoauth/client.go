@@ -44,6 +44,10 @@ func (e *NeedsAuthError) Error() string { return "authorization required: " + e.
 // Unwrap makes errors.Is(err, ErrNeedsAuth) true.
 func (e *NeedsAuthError) Unwrap() error { return ErrNeedsAuth }
 
+// MaxStateBytes bounds the state of a callback looked up in a store (ours
+// are 43 bytes; anything longer is no login of ours).
+const MaxStateBytes = 128
+
 // ErrNoClient is returned by Store.GetClient when no client is registered.
 var ErrNoClient = errors.New("no registered client")
 
@@ -67,6 +71,47 @@ type Store interface {
 	GetClient(ctx context.Context, issuer string) (*Registration, error)
 	// SaveClient records the client registered with issuer.
 	SaveClient(ctx context.Context, issuer string, r *Registration) error
+}
+
+// PendingLogin is a login started by StartLogin and not completed yet.
+// Verifier is the PKCE code verifier: a store keeps it sealed.
+type PendingLogin struct {
+	// Verifier is the PKCE code verifier; Redirect the redirect URI sent.
+	Verifier, Redirect string
+	// Resource is the RFC 8707 resource indicator sent; ResourceMetadata
+	// the protected-resource metadata URL discovered (a replica that did
+	// not start the login discovers from it).
+	Resource, ResourceMetadata string
+	// Reg is the client the login was started with.
+	Reg Registration
+	// Scopes asked for.
+	Scopes []string
+	// Expires bounds the login (single use before then).
+	Expires time.Time
+}
+
+// PendingStore is implemented by a Store whose pending logins are shared by
+// every catalog replica (the database), so that the authorization server's
+// redirect may land on any of them (docs/architecture.md §10.6). Without
+// it, pending logins stay in the Client's memory.
+type PendingStore interface {
+	// SavePending records the pending login of state for this connection.
+	SavePending(ctx context.Context, state string, p *PendingLogin) error
+	// TakePending returns and deletes the pending login of state if it is
+	// this connection's (nil, nil when there is none: unknown, already
+	// used, or another connection's). Expiry is the caller's check.
+	TakePending(ctx context.Context, state string) (*PendingLogin, error)
+}
+
+// Locker is implemented by a Store shared by several catalog replicas: it
+// serialises the renewals of one connection across all of them (a
+// database lock), so that two replicas never both send a rotating refresh
+// token — the second, once the lock is its, finds the renewed token
+// stored. Within one process the Client's own mutex serialises them.
+type Locker interface {
+	// LockToken runs fn holding the connection's lock; fn's error is
+	// returned as it is.
+	LockToken(ctx context.Context, fn func(ctx context.Context) error) error
 }
 
 // Authorizer performs the browser step: it takes the user to authURL and
@@ -138,16 +183,9 @@ type Client struct {
 	mu        sync.Mutex // guards the fields below
 	disc      *Discovery
 	requested []string // scopes asked for by the last login
-	pending   map[string]*pendingLogin
+	pending   map[string]*PendingLogin
 
 	tokenMu sync.Mutex // serialises refreshes and grants
-}
-
-type pendingLogin struct {
-	verifier, redirect, resource string
-	reg                          Registration
-	scopes                       []string
-	expires                      time.Time
 }
 
 // New returns a Client; the configuration is checked here.
@@ -189,7 +227,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Client{cfg: cfg, pending: map[string]*pendingLogin{}}
+	c := &Client{cfg: cfg, pending: map[string]*PendingLogin{}}
 	if len(cfg.PrivateKeyPEM) > 0 {
 		if cfg.SigningAlg == "" {
 			cfg.SigningAlg = "ES256"
@@ -271,6 +309,21 @@ func (c *Client) expiring(t *transport.Token) bool {
 func (c *Client) renew(ctx context.Context, old *transport.Token) (*transport.Token, error) {
 	c.tokenMu.Lock()
 	defer c.tokenMu.Unlock()
+	l, ok := c.cfg.Store.(Locker)
+	if !ok {
+		return c.renewLocked(ctx, old)
+	}
+	var tok *transport.Token
+	err := l.LockToken(ctx, func(ctx context.Context) error {
+		var err error
+		tok, err = c.renewLocked(ctx, old)
+		return err
+	})
+	return tok, err
+}
+
+// renewLocked is renew with the connection's lock held.
+func (c *Client) renewLocked(ctx context.Context, old *transport.Token) (*transport.Token, error) {
 	cur, err := c.stored(ctx)
 	if err != nil {
 		return nil, err
@@ -604,15 +657,22 @@ func (c *Client) StartLogin(ctx context.Context, ch *Challenge) (string, error) 
 		q.Set("resource", d.Resource)
 	}
 	now := c.cfg.Now()
-	c.mu.Lock()
-	for k, p := range c.pending {
-		if now.After(p.expires) {
-			delete(c.pending, k)
+	pl := &PendingLogin{Verifier: verifier, Redirect: c.cfg.RedirectURI, Resource: d.Resource, ResourceMetadata: d.ResourceMetadataURL,
+		Reg: *reg, Scopes: scopes, Expires: now.Add(c.cfg.LoginTTL)}
+	if ps, ok := c.cfg.Store.(PendingStore); ok {
+		if err := ps.SavePending(ctx, state, pl); err != nil {
+			return "", fmt.Errorf("token store: %w", err)
 		}
+	} else {
+		c.mu.Lock()
+		for k, p := range c.pending {
+			if now.After(p.Expires) {
+				delete(c.pending, k)
+			}
+		}
+		c.pending[state] = pl
+		c.mu.Unlock()
 	}
-	c.pending[state] = &pendingLogin{verifier: verifier, redirect: c.cfg.RedirectURI, resource: d.Resource, reg: *reg,
-		scopes: scopes, expires: now.Add(c.cfg.LoginTTL)}
-	c.mu.Unlock()
 	sep := "?"
 	if strings.Contains(md.AuthorizationEndpoint, "?") {
 		sep = "&"
@@ -641,7 +701,7 @@ func (c *Client) HasPendingLogin(state string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pending[state]
-	return state != "" && p != nil && !c.cfg.Now().After(p.expires)
+	return state != "" && p != nil && !c.cfg.Now().After(p.Expires)
 }
 
 // CompleteLogin finishes a login from the query of the redirect back
@@ -650,14 +710,22 @@ func (c *Client) HasPendingLogin(state string) bool {
 // resource indicator, and the token stored.
 func (c *Client) CompleteLogin(ctx context.Context, q url.Values) error {
 	state := q.Get("state")
-	c.mu.Lock()
-	p := c.pending[state]
-	delete(c.pending, state)
-	c.mu.Unlock()
+	var p *PendingLogin
+	if ps, ok := c.cfg.Store.(PendingStore); ok && state != "" && len(state) <= MaxStateBytes {
+		var err error
+		if p, err = ps.TakePending(ctx, state); err != nil {
+			return fmt.Errorf("oauth callback: token store: %w", err)
+		}
+	} else if !ok {
+		c.mu.Lock()
+		p = c.pending[state]
+		delete(c.pending, state)
+		c.mu.Unlock()
+	}
 	if state == "" || p == nil {
 		return errors.New("oauth callback: unknown or already used state")
 	}
-	if c.cfg.Now().After(p.expires) {
+	if c.cfg.Now().After(p.Expires) {
 		return errors.New("oauth callback: the login expired; start it again")
 	}
 	if e := q.Get("error"); e != "" {
@@ -669,20 +737,29 @@ func (c *Client) CompleteLogin(ctx context.Context, q url.Values) error {
 	}
 	d := c.Discovery()
 	if d == nil {
-		return errors.New("oauth callback: no discovery")
+		// The login was started by another replica: discover from the
+		// metadata URL it found.
+		var ch *Challenge
+		if p.ResourceMetadata != "" {
+			ch = &Challenge{Scheme: "bearer", Params: map[string]string{"resource_metadata": p.ResourceMetadata}}
+		}
+		var err error
+		if d, err = c.discover(ctx, ch); err != nil {
+			return fmt.Errorf("oauth callback: discovery: %w", err)
+		}
 	}
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {p.redirect}, "code_verifier": {p.verifier}}
-	if p.resource != "" {
-		form.Set("resource", p.resource)
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {p.Redirect}, "code_verifier": {p.Verifier}}
+	if p.Resource != "" {
+		form.Set("resource", p.Resource)
 	}
 	c.tokenMu.Lock()
 	defer c.tokenMu.Unlock()
-	tok, err := tokenRequest(ctx, c.cfg.HTTPClient, d.Metadata.TokenEndpoint, form, c.auth(p.reg, &d.Metadata, d.Metadata.Issuer), c.cfg.Fields, c.cfg.Now())
+	tok, err := tokenRequest(ctx, c.cfg.HTTPClient, d.Metadata.TokenEndpoint, form, c.auth(p.Reg, &d.Metadata, d.Metadata.Issuer), c.cfg.Fields, c.cfg.Now())
 	if err != nil {
 		return err
 	}
 	if tok.Scope == "" {
-		tok.Scope = strings.Join(p.scopes, " ")
+		tok.Scope = strings.Join(p.Scopes, " ")
 	}
 	if err := c.cfg.Store.SaveToken(ctx, tok); err != nil {
 		return fmt.Errorf("token store: %w", err)
@@ -717,6 +794,14 @@ func (c *Client) Login(ctx context.Context, ch *Challenge) error {
 func (c *Client) Revoke(ctx context.Context) error {
 	c.tokenMu.Lock()
 	defer c.tokenMu.Unlock()
+	if l, ok := c.cfg.Store.(Locker); ok {
+		return l.LockToken(ctx, c.revokeLocked)
+	}
+	return c.revokeLocked(ctx)
+}
+
+// revokeLocked is Revoke with the connection's lock held.
+func (c *Client) revokeLocked(ctx context.Context) error {
 	tok, err := c.stored(ctx)
 	if err != nil || tok == nil {
 		return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 	"github.com/toolplane/toolplane/services/catalog/catalogstore/identitytest"
+	"github.com/toolplane/toolplane/services/catalog/catalogstore/oauthstoretest"
 )
 
 func TestIdentityConformance(t *testing.T) {
@@ -20,5 +21,19 @@ func TestIdentityConformance(t *testing.T) {
 			return s
 		}
 		return open(), open
+	})
+}
+
+func TestOAuthStoreConformance(t *testing.T) {
+	oauthstoretest.Run(t, func(t *testing.T) oauthstoretest.Open {
+		path := filepath.Join(t.TempDir(), "catalog.db")
+		return func(keys *catalogstore.Keyring) oauthstoretest.Store {
+			s, err := catalogstore.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s.OAuth(keys)
+		}
 	})
 }

@@ -15,7 +15,7 @@ import (
 
 // OAuth returns the store of the OAuth tokens and registered clients of
 // upstream MCP servers, sealed with keys (tables oauth_tokens and
-// oauth_clients, migration 010).
+// oauth_clients, migration 010; pending logins oauth_pending, 011).
 func (s *Store) OAuth(keys *Keyring) *OAuthStore {
 	return &OAuthStore{db: s.db.DB, tx: s.db.WithTx, keys: keys}
 }
@@ -39,11 +39,16 @@ type connStore struct {
 	server, tenant, subject string
 }
 
-func tokenAAD(server, tenant, subject string) []byte {
+// TokenAAD, ClientAAD and PendingAAD are the additional data sealing a row
+// of oauth_tokens, oauth_clients and oauth_pending: the row's identity, so
+// a sealed value moved to another row does not open. The PostgreSQL store
+// (catalogpg) seals with the same.
+func TokenAAD(server, tenant, subject string) []byte {
 	return []byte("oauth_tokens\x00" + server + "\x00" + tenant + "\x00" + subject)
 }
 
-func clientAAD(server, issuer string) []byte {
+// ClientAAD: see TokenAAD.
+func ClientAAD(server, issuer string) []byte {
 	return []byte("oauth_clients\x00" + server + "\x00" + issuer)
 }
 
@@ -59,7 +64,7 @@ func (c *connStore) GetToken(ctx context.Context) (*transport.Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalogstore: oauth token: %w", err)
 	}
-	plain, err := c.o.keys.Open(keyID, sealed, tokenAAD(c.server, c.tenant, c.subject))
+	plain, err := c.o.keys.Open(keyID, sealed, TokenAAD(c.server, c.tenant, c.subject))
 	if err != nil {
 		return nil, fmt.Errorf("catalogstore: oauth token of %s: %w", c.server, err)
 	}
@@ -76,7 +81,7 @@ func (c *connStore) SaveToken(ctx context.Context, t *transport.Token) error {
 	if err != nil {
 		return err
 	}
-	id, sealed := c.o.keys.Seal(plain, tokenAAD(c.server, c.tenant, c.subject))
+	id, sealed := c.o.keys.Seal(plain, TokenAAD(c.server, c.tenant, c.subject))
 	var exp any
 	if !t.ExpiresAt.IsZero() {
 		exp = t.ExpiresAt.UTC().Format(time.RFC3339)
@@ -98,6 +103,80 @@ func (c *connStore) DeleteToken(ctx context.Context) error {
 	})
 }
 
+// PendingAAD: see TokenAAD.
+func PendingAAD(state, server, tenant, subject string) []byte {
+	return []byte("oauth_pending\x00" + state + "\x00" + server + "\x00" + tenant + "\x00" + subject)
+}
+
+var _ catalogoauth.PendingStore = (*connStore)(nil)
+
+// SavePending implements catalogoauth.PendingStore; expired logins of
+// every connection are deleted on the way.
+func (c *connStore) SavePending(ctx context.Context, state string, p *catalogoauth.PendingLogin) error {
+	plain, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	id, sealed := c.o.keys.Seal(plain, PendingAAD(state, c.server, c.tenant, c.subject))
+	return c.o.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_pending WHERE expires_at < ?`, time.Now().UnixMilli()); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_pending (state, server, tenant, subject, key_id, sealed, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			state, c.server, c.tenant, c.subject, id, sealed, p.Expires.UnixMilli())
+		return err
+	})
+}
+
+// TakePending implements catalogoauth.PendingStore: the row is deleted in
+// the statement that reads it (single use, even with two callbacks racing).
+func (c *connStore) TakePending(ctx context.Context, state string) (*catalogoauth.PendingLogin, error) {
+	var keyID string
+	var sealed []byte
+	err := c.o.tx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `DELETE FROM oauth_pending WHERE state = ? AND server = ? AND tenant = ? AND subject = ? RETURNING key_id, sealed`,
+			state, c.server, c.tenant, c.subject).Scan(&keyID, &sealed)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalogstore: oauth pending login: %w", err)
+	}
+	return OpenPending(c.o.keys, keyID, sealed, state, c.server, c.tenant, c.subject)
+}
+
+// OpenPending opens a sealed pending login of (state, server, tenant,
+// subject); the PostgreSQL store uses it too.
+func OpenPending(keys *Keyring, keyID string, sealed []byte, state, server, tenant, subject string) (*catalogoauth.PendingLogin, error) {
+	plain, err := keys.Open(keyID, sealed, PendingAAD(state, server, tenant, subject))
+	if err != nil {
+		return nil, fmt.Errorf("catalogstore: oauth pending login of %s: %w", server, err)
+	}
+	var p catalogoauth.PendingLogin
+	if err := json.Unmarshal(plain, &p); err != nil {
+		return nil, fmt.Errorf("catalogstore: oauth pending login of %s: corrupt", server)
+	}
+	return &p, nil
+}
+
+// LoginOwner returns the connection a pending login's state belongs to
+// (ok false: none, or expired). The callback uses it to find the
+// connection on whichever replica it lands.
+func (o *OAuthStore) LoginOwner(ctx context.Context, state string) (server, tenant, subject string, ok bool, err error) {
+	if state == "" || len(state) > catalogoauth.MaxStateBytes {
+		return "", "", "", false, nil
+	}
+	err = o.db.QueryRowContext(ctx, `SELECT server, tenant, subject FROM oauth_pending WHERE state = ? AND expires_at >= ?`, state, time.Now().UnixMilli()).Scan(&server, &tenant, &subject)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", "", false, nil
+	}
+	if err != nil {
+		return "", "", "", false, fmt.Errorf("catalogstore: oauth pending login: %w", err)
+	}
+	return server, tenant, subject, true, nil
+}
+
 // GetClient implements catalogoauth.Store.
 func (c *connStore) GetClient(ctx context.Context, issuer string) (*catalogoauth.Registration, error) {
 	var keyID string
@@ -109,7 +188,7 @@ func (c *connStore) GetClient(ctx context.Context, issuer string) (*catalogoauth
 	if err != nil {
 		return nil, fmt.Errorf("catalogstore: oauth client: %w", err)
 	}
-	plain, err := c.o.keys.Open(keyID, sealed, clientAAD(c.server, issuer))
+	plain, err := c.o.keys.Open(keyID, sealed, ClientAAD(c.server, issuer))
 	if err != nil {
 		return nil, fmt.Errorf("catalogstore: oauth client of %s: %w", c.server, err)
 	}
@@ -126,7 +205,7 @@ func (c *connStore) SaveClient(ctx context.Context, issuer string, r *catalogoau
 	if err != nil {
 		return err
 	}
-	id, sealed := c.o.keys.Seal(plain, clientAAD(c.server, issuer))
+	id, sealed := c.o.keys.Seal(plain, ClientAAD(c.server, issuer))
 	return c.o.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients (server, issuer, key_id, sealed, updated_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (server, issuer) DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed, updated_at = excluded.updated_at`,
@@ -168,7 +247,7 @@ func (o *OAuthStore) Reseal(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, r := range toks {
-			aad := tokenAAD(r.a, r.b, r.c)
+			aad := TokenAAD(r.a, r.b, r.c)
 			p, err := o.keys.Open(r.keyID, r.sealed, aad)
 			if err != nil {
 				return fmt.Errorf("token of %s: %w", r.a, err)
@@ -184,7 +263,7 @@ func (o *OAuthStore) Reseal(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, r := range cls {
-			aad := clientAAD(r.a, r.b)
+			aad := ClientAAD(r.a, r.b)
 			p, err := o.keys.Open(r.keyID, r.sealed, aad)
 			if err != nil {
 				return fmt.Errorf("client of %s: %w", r.a, err)
