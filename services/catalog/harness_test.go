@@ -24,6 +24,7 @@ import (
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/internal/grpcx"
+	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/internal/testkit"
 	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
@@ -52,7 +53,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	catalogmcp.BackoffInitial = 300 * time.Millisecond
-	code := m.Run()
+	code := pgtest.Main(m) // m.Run, then stops the PostgreSQL cluster if a test started one
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
