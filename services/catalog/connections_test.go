@@ -148,3 +148,30 @@ func TestConnectServerRPCs(t *testing.T) {
 		t.Fatalf("docs after disconnecting: %v", err)
 	}
 }
+
+// TestDeclaredToolsFromPath: a per_user OAuth server declaring its tools
+// in a JSONL file (`path`) lists them while NEEDS_AUTH with no discovery
+// connection, so they are searchable; a call is FAILED_PRECONDITION
+// ERROR_REASON_NEEDS_AUTH naming the server, not UNAVAILABLE.
+func TestDeclaredToolsFromPath(t *testing.T) {
+	fx := oauthtest.New()
+	t.Cleanup(fx.Close)
+	jsonl := filepath.Join(t.TempDir(), "tracker.jsonl")
+	if err := os.WriteFile(jsonl, []byte(`{"name": "whoami", "description": "Tell which tracker account the token belongs to", "input_schema": {"type": "object"}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, extJSON(fmt.Sprintf(`"tracker": {"type": "http", "url": %q, "session_scope": "per_user", "path": %q}`, fx.URL(), jsonl)),
+		func(c *Config, _ *svckit.Env) { c.OAuth = OAuthConfig{PublicURL: "http://127.0.0.1:1"} })
+	ctx := ctxT(t)
+	if st := h.server("tracker").GetState(); st != catalogv1.ServerState_SERVER_STATE_NEEDS_AUTH {
+		t.Fatalf("state %v", st)
+	}
+	sr, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: "tracker account token"})
+	if err != nil || len(sr.GetHits()) == 0 || sr.GetHits()[0].GetTool().GetName() != "tracker_whoami" {
+		t.Fatalf("search before any login: %v %v", sr, err)
+	}
+	_, err = h.call(ctx, h.svc, "tracker_whoami", `{}`)
+	if codeOf(err) != codes.FailedPrecondition || reasonOf(err) != "ERROR_REASON_NEEDS_AUTH" || !strings.Contains(err.Error(), "ask the user to connect tracker") {
+		t.Fatalf("call before connecting: %v", err)
+	}
+}

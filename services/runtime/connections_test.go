@@ -177,3 +177,48 @@ func TestConnectionsRelay(t *testing.T) {
 		t.Errorf("REST list without a credential: %d %s", code, body)
 	}
 }
+
+// TestDeclaredToolsBeforeLogin: a per_user OAuth server whose config
+// declares its tools (`tools` array) is searchable before anyone connects;
+// until a user connects, a call is a clear "ask the user to connect
+// tracker" result (reason tool.needs_auth), not a transport failure; after
+// the user connects through the runtime, the same call runs with the
+// user's own token, while another user still gets the connect answer.
+func TestDeclaredToolsBeforeLogin(t *testing.T) {
+	s, fx := oauthSuite(t, map[string]any{"tools": []any{
+		map[string]any{"name": "whoami", "description": "Tell which tracker account the token belongs to", "inputSchema": map[string]any{"type": "object"}},
+	}})
+	ctx := context.Background()
+	alice, bob := s.rt(aliceToken), s.rt(bobToken)
+	th := newThread(t, alice, nil)
+	sr := call(t, alice, th, "tool_search", map[string]any{"query": "tracker account token"})
+	if !strings.Contains(text(sr), "tracker_whoami") {
+		t.Fatalf("declared tool not found by tool_search before any login: %s", text(sr))
+	}
+	call(t, alice, th, "tool_search", map[string]any{"query": "select:tracker_whoami"})
+	before := fx.MCPRequests.Load()
+	r := call(t, alice, th, "tracker_whoami", map[string]any{})
+	if r.GetReasonCode() != "tool.needs_auth" || r.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_RUNTIME ||
+		!strings.Contains(text(r), "Ask the user to connect tracker") || strings.Contains(text(r), "Unavailable") {
+		t.Fatalf("call before connecting: %v %q", r.GetReasonCode(), text(r))
+	}
+	c, err := alice.ConnectMyServer(ctx, &runtimev1.ConnectMyServerRequest{Name: "tracker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, body, err := oauthtest.Browse(ctx, c.GetAuthorizationUrl(), "alice@example"); err != nil || st != 200 {
+		t.Fatalf("browser: %d %q %v", st, body, err)
+	}
+	r = call(t, alice, th, "tracker_whoami", map[string]any{})
+	if r.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS || text(r) != "alice@example" {
+		t.Fatalf("call after connecting: %v %q", r.GetReasonCode(), text(r))
+	}
+	if fx.MCPRequests.Load() == before {
+		t.Fatal("no request reached the MCP server")
+	}
+	bth := newThread(t, bob, nil)
+	call(t, bob, bth, "tool_search", map[string]any{"query": "select:tracker_whoami"})
+	if r := call(t, bob, bth, "tracker_whoami", map[string]any{}); r.GetReasonCode() != "tool.needs_auth" {
+		t.Fatalf("bob's call used alice's connection: %v %q", r.GetReasonCode(), text(r))
+	}
+}

@@ -397,7 +397,7 @@ func (s *Server) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return s.validateDeclared(p)
 }
 
 func (r *Routing) validate(path string) error {
@@ -459,7 +459,9 @@ func parseServer(name string, raw json.RawMessage) (Server, error) {
 	}
 	known := map[string]json.RawMessage{}
 	for _, m := range fields {
-		if knownServerKeys[m.Key] {
+		// `tools` as an array is a declared tool list (declared.go), kept
+		// raw and written back as it is; as an object, per-tool overrides.
+		if knownServerKeys[m.Key] && !(m.Key == "tools" && isJSONArray(m.Value)) {
 			known[m.Key] = m.Value
 		} else {
 			var c bytes.Buffer

@@ -77,6 +77,11 @@ type oauthState struct {
 	cfg    *catalogconfig.OAuth // expanded; nil = discovered on 401
 	opts   OAuthOptions
 
+	// declared are the tools the config declares (`tools` array or
+	// `path`): listed while no connection has listed the server's own, so
+	// a per_user server's tools are searchable before anyone connects.
+	declared []ToolDef
+
 	mu      sync.Mutex
 	clients map[[2]string]*catalogoauth.Client
 	// authorized is signalled when a login of the shared connection

@@ -160,6 +160,18 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 	if s.oauth, err = newOAuthState(s.raw, cfg, lookup, s.opts.OAuth); err != nil {
 		return fail(err)
 	}
+	if s.oauth != nil {
+		// Declared tools (catalogconfig/declared.go) stand for the server's
+		// until a connection lists them (oauth.go, NEEDS_AUTH below).
+		rows, err := cfg.DeclaredTools()
+		if err != nil {
+			return fail(err)
+		}
+		for _, r := range rows {
+			s.oauth.declared = append(s.oauth.declared, ToolDef{Origin: r.Server, Tool: Tool{Name: r.Name, Title: r.Title,
+				Description: r.Description, InputSchema: r.InputSchema, OutputSchema: r.OutputSchema, Annotations: r.Annotations}})
+		}
+	}
 	if s.st.Type == catalogconfig.TypeStatic {
 		rows, err := catalogconfig.LoadStatic(cfg.Path, cfg.Name)
 		if err != nil {
@@ -245,7 +257,12 @@ func (s *Supervisor) run(ctx context.Context) {
 		}
 		if na := asNeedsAuth(s.raw.Name, err); na != nil && s.oauth != nil {
 			// Retrying cannot help: wait for a login (oauth.go).
-			s.update(func(st *Status) { st.State, st.LastError, st.Pid = StateNeedsAuth, na.Reason, 0 })
+			s.update(func(st *Status) {
+				st.State, st.LastError, st.Pid = StateNeedsAuth, na.Reason, 0
+				if !st.Listed && len(s.oauth.declared) > 0 {
+					st.Tools, st.Listed = s.oauth.declared, true
+				}
+			})
 			s.log.Warn("catalog: MCP server NEEDS_AUTH", "reason", na.Reason)
 			s.settle()
 			if !s.oauth.waitAuthorized(ctx) {
