@@ -65,6 +65,10 @@ run: build ## all-in-one on sqlite in ./data, no MCP servers
 demo: ## the main job: install the npm MCP servers and run the all-in-one suite on examples/
 	scripts/demo.sh
 
+.PHONY: oauth-demo
+oauth-demo: ## connect OAuth-protected MCP servers as an admin and as a user against the local fixture (the README's output)
+	scripts/oauth-demo.sh
+
 .PHONY: bench
 bench: ## benchmarks (ratios against in-run baselines)
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/... ./internal/search/... ./services/...

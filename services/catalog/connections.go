@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -56,9 +57,9 @@ func (s *Server) oauthTarget(ctx context.Context, name string, discovery bool) (
 	// connection, whatever the relaying service's own roles: those are an
 	// admin's, called on the catalog directly (docs/architecture.md §10.6).
 	if id, ok := auth.Caller(ctx); !ok || !id.Admin() || id.ActingFor != nil {
-		what := "is shared: an admin connects it"
+		what := fmt.Sprintf("is shared: an admin connects it (toolplane servers connect %s --admin)", name)
 		if per {
-			what = "discovery connection: only an admin connects it"
+			what = fmt.Sprintf("discovery connection: only an admin connects it (toolplane servers connect %s --discovery)", name)
 		}
 		return "", "", statusErr(codes.PermissionDenied, catalogv1.ErrorReason_ERROR_REASON_NEEDS_AUTH, map[string]string{"server": name},
 			"server %q %s", name, what)

@@ -222,6 +222,9 @@ func (s *Server) Warnings() []string {
 		if m.Key == "oauth" {
 			continue // read by ParseOAuth (oauth.go); its errors fail the server
 		}
+		if m.Key == "tools" && isJSONArray(m.Value) {
+			continue // a declared tool list (declared.go), checked by Validate
+		}
 		w := fmt.Sprintf("%s.%s: unknown key, ignored (kept when the file is rewritten)", p, m.Key)
 		if h, ok := unknownKeyHints[m.Key]; ok {
 			w += "; " + h

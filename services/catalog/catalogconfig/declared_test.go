@@ -38,6 +38,9 @@ func TestDeclaredTools(t *testing.T) {
 	if rows2, err := back.Servers[0].DeclaredTools(); err != nil || len(rows2) != 2 || string(rows2[1].InputSchema) != string(rows[1].InputSchema) || !strings.Contains(string(out), `"input_schema"`) {
 		t.Fatalf("written back: %s %v", out, err)
 	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Fatalf("a declared tool list warned as unknown: %v", w)
+	}
 	if c := s.Clone(); len(c.Extra) != len(s.Extra) {
 		t.Fatal("Clone lost the declared tools")
 	}
