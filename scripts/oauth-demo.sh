@@ -90,6 +90,7 @@ connect_url() { # connect_url WHO ARGS...: the URL printed by servers connect
   TOOLPLANE_TOKEN=$tok bin/toolplane --grpc-addr "$grpc" servers connect "$@" | tail -1
 }
 
+demo() {
 echo "## fixture: MCP server $mcp, authorization server $as"
 show cat extensions_config.json; sed -e "s|$REPORTS_CLIENT_SECRET|\${REPORTS_CLIENT_SECRET}|" "$work/extensions_config.json"
 show cat toolplane.yaml; sed -e "s|$work/||g" "$work/toolplane.yaml"
@@ -120,3 +121,22 @@ tp bob servers connect docs
 tp alice servers disconnect tracker
 tp alice threads call "$th" tracker_whoami '{}'
 tp admin servers disconnect docs --admin
+}
+
+demo | tee "$work/out"
+# The walk-through is a check too (CI): each line below must be in it.
+fail=0
+expect() { grep -qF -- "$1" "$work/out" || { echo "oauth-demo: FAIL: missing: $1" >&2; fail=1; }; }
+expect "reports  HTTP  READY"
+expect "Toolplane: docs is connected."
+expect '"text":"admin@example.com"'
+expect "status: ERROR (RUNTIME tool.needs_auth)"
+expect "Toolplane: tracker is connected."
+expect "alice@example.com"
+expect '{"server":"tracker", "session_scope":"SESSION_SCOPE_PER_USER", "grant_type":"authorization_code", "connected":false}'
+expect 'PermissionDenied: server "docs" is shared'
+expect "disconnected tracker"
+[ "$(grep -c 'tool.needs_auth' "$work/out")" -ge 2 ] || { echo "oauth-demo: FAIL: the call after disconnecting was not tool.needs_auth" >&2; fail=1; }
+[ "$(awk '/tracker_whoami .\{\}./ {getline; print}' "$work/out" | grep -c SUCCESS)" -eq 1 ] || { echo "oauth-demo: FAIL: want exactly one successful tracker_whoami (after connecting)" >&2; fail=1; }
+[ $fail -eq 0 ] && echo "oauth-demo: ok" >&2
+exit $fail
