@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/services/catalog/catalogoauth/oauthtest"
@@ -167,9 +168,31 @@ func TestConnectionsRelay(t *testing.T) {
 			t.Errorf("%s disconnects the shared server through the runtime: %v", who, err)
 		}
 	}
-	if _, err := bob.ConnectMyServer(ctx, &runtimev1.ConnectMyServerRequest{Name: "nope"}); status.Code(err) != codes.NotFound {
-		t.Errorf("unknown server: %v", err)
+	unknown := func() error {
+		_, err := bob.ConnectMyServer(ctx, &runtimev1.ConnectMyServerRequest{Name: "nope"})
+		return err
+	}()
+	if status.Code(unknown) != codes.NotFound {
+		t.Errorf("unknown server: %v", unknown)
 	}
+	// A server the user may not list is absent from the list and NOT_FOUND
+	// exactly like an unknown one; its own token can still be deleted.
+	s.az.DenyList(authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER, "tracker")
+	if got := connected(t, bob); len(got) != 1 || got["tracker"] {
+		t.Fatalf("bob's list with tracker denied: %v", got)
+	}
+	_, err = bob.ConnectMyServer(ctx, &runtimev1.ConnectMyServerRequest{Name: "tracker"})
+	if status.Code(err) != codes.NotFound || strings.Replace(status.Convert(err).Message(), "tracker", "nope", 1) != status.Convert(unknown).Message() {
+		t.Errorf("denied server: %v (unknown: %v)", err, unknown)
+	}
+	if _, err := bob.DisconnectMyServer(ctx, &runtimev1.DisconnectMyServerRequest{Name: "tracker"}); err != nil {
+		t.Errorf("disconnect of a denied server: %v", err)
+	}
+	s.az.SetDown(true)
+	if _, err := bob.ListMyConnections(ctx, &runtimev1.ListMyConnectionsRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("list with authz down (fail closed): %v", err)
+	}
+	s.az.SetDown(false)
 	if _, err := bob.ConnectMyServer(ctx, &runtimev1.ConnectMyServerRequest{}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "name") {
 		t.Errorf("empty name: %v", err)
 	}

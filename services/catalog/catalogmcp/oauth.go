@@ -116,7 +116,7 @@ func newOAuthState(raw catalogconfig.Server, cfg catalogconfig.Server, lookup fu
 
 // authorizedPoll is how often a NEEDS_AUTH server whose tokens are in a
 // store shared by replicas looks for a login completed on another replica.
-var authorizedPoll = 2 * time.Second
+var authorizedPoll = 5 * time.Second
 
 // waitAuthorized waits until the shared connection may have a token: a
 // login completed here (authorized) or, with a shared store, a token

@@ -48,6 +48,11 @@ func (e *NeedsAuthError) Unwrap() error { return ErrNeedsAuth }
 // are 43 bytes; anything longer is no login of ours).
 const MaxStateBytes = 128
 
+// MaxPendingLogins bounds the pending logins a store keeps per connection
+// (a new one drops the oldest), so repeated ConnectServer calls cannot
+// grow the store.
+const MaxPendingLogins = 8
+
 // ErrNoClient is returned by Store.GetClient when no client is registered.
 var ErrNoClient = errors.New("no registered client")
 

@@ -202,6 +202,10 @@ func (c *connStore) SavePending(ctx context.Context, state string, p *catalogoau
 	id, sealed := c.o.keys.Seal(plain, catalogstore.PendingAAD(state, c.server, c.tenant, c.subject))
 	b := &pgx.Batch{}
 	b.Queue(`DELETE FROM catalog.oauth_pending WHERE expires_at < now()`)
+	// At most MaxPendingLogins per connection: the oldest goes.
+	b.Queue(`DELETE FROM catalog.oauth_pending WHERE state IN (SELECT state FROM catalog.oauth_pending
+		WHERE server = $1 AND tenant = $2 AND subject = $3 ORDER BY expires_at DESC OFFSET $4)`,
+		c.server, c.tenant, c.subject, catalogoauth.MaxPendingLogins-1)
 	b.Queue(`INSERT INTO catalog.oauth_pending (state, server, tenant, subject, key_id, sealed, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		state, c.server, c.tenant, c.subject, id, sealed, p.Expires.UTC())
 	if err := c.o.pool.SendBatch(ctx, b).Close(); err != nil {

@@ -122,6 +122,12 @@ func (c *connStore) SavePending(ctx context.Context, state string, p *catalogoau
 		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_pending WHERE expires_at < ?`, time.Now().UnixMilli()); err != nil {
 			return err
 		}
+		// At most MaxPendingLogins per connection: the oldest goes.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_pending WHERE state IN (SELECT state FROM oauth_pending
+			WHERE server = ? AND tenant = ? AND subject = ? ORDER BY expires_at DESC LIMIT -1 OFFSET ?)`,
+			c.server, c.tenant, c.subject, catalogoauth.MaxPendingLogins-1); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_pending (state, server, tenant, subject, key_id, sealed, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			state, c.server, c.tenant, c.subject, id, sealed, p.Expires.UnixMilli())
 		return err

@@ -7,6 +7,7 @@ package oauthstoretest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,6 +170,33 @@ func Run(t *testing.T, newDB func(t *testing.T) Open) {
 		wg.Wait()
 		if wins.Load() != 1 {
 			t.Fatalf("%d replicas took one login", wins.Load())
+		}
+		// At most MaxPendingLogins per connection: the oldest are dropped,
+		// other connections' are kept.
+		if err := pending(o.For("tracker", "t1", "bob")).SavePending(ctx, "bob-1", p); err != nil {
+			t.Fatal(err)
+		}
+		for i := range catalogoauth.MaxPendingLogins + 3 {
+			q := *p
+			q.Expires = p.Expires.Add(time.Duration(i) * time.Second)
+			if err := pending(a).SavePending(ctx, fmt.Sprintf("flood-%02d", i), &q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kept := 0
+		for i := range catalogoauth.MaxPendingLogins + 3 {
+			if _, _, _, ok, _ := o.LoginOwner(ctx, fmt.Sprintf("flood-%02d", i)); ok {
+				kept++
+				if i < 3 {
+					t.Errorf("flood-%02d (among the oldest) kept", i)
+				}
+			}
+		}
+		if kept != catalogoauth.MaxPendingLogins {
+			t.Fatalf("%d pending logins kept for one connection, want %d", kept, catalogoauth.MaxPendingLogins)
+		}
+		if _, _, _, ok, _ := o.LoginOwner(ctx, "bob-1"); !ok {
+			t.Fatal("another connection's pending login was dropped")
 		}
 	})
 
