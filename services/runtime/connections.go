@@ -99,15 +99,17 @@ func (s *Server) ListMyConnections(ctx context.Context, _ *runtimev1.ListMyConne
 }
 
 // ConnectServer calls the upstream under the runtime's policy (not
-// retried: it may register a client at the authorization server).
+// retried: it may register a client at the authorization server). The
+// catalog talks to the authorization server (discovery, registration), so
+// the deadline is the tool-call timeout, not upstream_timeout.
 func (c catalogClient) ConnectServer(ctx context.Context, in *catalogv1.ConnectServerRequest, o ...grpc.CallOption) (*catalogv1.ConnectServerResponse, error) {
-	return invoke(ctx, c.u, "catalog", "ConnectServer", false, c.u.timeout, c.CatalogServiceClient.ConnectServer, in, o...)
+	return invoke(ctx, c.u, "catalog", "ConnectServer", false, c.u.callTimeout, c.CatalogServiceClient.ConnectServer, in, o...)
 }
 
 // DisconnectServer calls the upstream under the runtime's policy (not
-// retried: the revocation is sent once).
+// retried: the revocation is sent once; deadline as ConnectServer).
 func (c catalogClient) DisconnectServer(ctx context.Context, in *catalogv1.DisconnectServerRequest, o ...grpc.CallOption) (*catalogv1.DisconnectServerResponse, error) {
-	return invoke(ctx, c.u, "catalog", "DisconnectServer", false, c.u.timeout, c.CatalogServiceClient.DisconnectServer, in, o...)
+	return invoke(ctx, c.u, "catalog", "DisconnectServer", false, c.u.callTimeout, c.CatalogServiceClient.DisconnectServer, in, o...)
 }
 
 // ListConnections calls the upstream under the runtime's policy (idempotent read, retried on UNAVAILABLE).
