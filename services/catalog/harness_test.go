@@ -53,6 +53,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	catalogmcp.BackoffInitial = 300 * time.Millisecond
+	catalogmcp.AuthorizedPoll = 300 * time.Millisecond
 	code := pgtest.Main(m) // m.Run, then stops the PostgreSQL cluster if a test started one
 	os.RemoveAll(dir)
 	os.Exit(code)

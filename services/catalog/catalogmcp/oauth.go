@@ -114,9 +114,10 @@ func newOAuthState(raw catalogconfig.Server, cfg catalogconfig.Server, lookup fu
 	return st, nil
 }
 
-// authorizedPoll is how often a NEEDS_AUTH server whose tokens are in a
-// store shared by replicas looks for a login completed on another replica.
-var authorizedPoll = 5 * time.Second
+// AuthorizedPoll is how often a NEEDS_AUTH server whose tokens are in a
+// store shared by replicas looks for a login completed on another replica
+// (a variable for tests).
+var AuthorizedPoll = 5 * time.Second
 
 // waitAuthorized waits until the shared connection may have a token: a
 // login completed here (authorized) or, with a shared store, a token
@@ -130,7 +131,7 @@ func (o *oauthState) waitAuthorized(ctx context.Context) bool {
 	c, err := o.client("", "")
 	if o.opts.LoginOwner != nil && err == nil {
 		held, exp, _ = c.TokenInfo(ctx)
-		t := time.NewTicker(authorizedPoll)
+		t := time.NewTicker(AuthorizedPoll)
 		defer t.Stop()
 		poll = t.C
 	}
