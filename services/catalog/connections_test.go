@@ -152,16 +152,25 @@ func TestConnectServerRPCs(t *testing.T) {
 // TestDeclaredToolsFromPath: a per_user OAuth server declaring its tools
 // in a JSONL file (`path`) lists them while NEEDS_AUTH with no discovery
 // connection, so they are searchable; a call is FAILED_PRECONDITION
-// ERROR_REASON_NEEDS_AUTH naming the server, not UNAVAILABLE.
+// ERROR_REASON_NEEDS_AUTH naming the server, not UNAVAILABLE; once an
+// admin authorises the discovery connection, the server's real list
+// replaces the declared one.
 func TestDeclaredToolsFromPath(t *testing.T) {
 	fx := oauthtest.New()
 	t.Cleanup(fx.Close)
+	var cb atomic.Pointer[http.Handler]
+	cbSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*cb.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(cbSrv.Close)
 	jsonl := filepath.Join(t.TempDir(), "tracker.jsonl")
-	if err := os.WriteFile(jsonl, []byte(`{"name": "whoami", "description": "Tell which tracker account the token belongs to", "input_schema": {"type": "object"}}`+"\n"), 0o600); err != nil {
+	rows := `{"name": "whoami", "description": "Tell which tracker account the token belongs to", "input_schema": {"type": "object"}}` + "\n" +
+		`{"name": "declared_only", "description": "A tool the server does not have", "input_schema": {"type": "object"}}` + "\n"
+	if err := os.WriteFile(jsonl, []byte(rows), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h := start(t, extJSON(fmt.Sprintf(`"tracker": {"type": "http", "url": %q, "session_scope": "per_user", "path": %q}`, fx.URL(), jsonl)),
-		func(c *Config, _ *svckit.Env) { c.OAuth = OAuthConfig{PublicURL: "http://127.0.0.1:1"} })
+		func(c *Config, _ *svckit.Env) { c.OAuth = OAuthConfig{PublicURL: cbSrv.URL} })
+	route := h.srv.HTTPRoutes()["GET /oauth/callback"]
+	cb.Store(&route)
 	ctx := ctxT(t)
 	if st := h.server("tracker").GetState(); st != catalogv1.ServerState_SERVER_STATE_NEEDS_AUTH {
 		t.Fatalf("state %v", st)
@@ -174,4 +183,29 @@ func TestDeclaredToolsFromPath(t *testing.T) {
 	if codeOf(err) != codes.FailedPrecondition || reasonOf(err) != "ERROR_REASON_NEEDS_AUTH" || !strings.Contains(err.Error(), "ask the user to connect tracker") {
 		t.Fatalf("call before connecting: %v", err)
 	}
+	names := func() map[string]bool {
+		lt, err := h.svc.ListTools(ctx, &catalogv1.ListToolsRequest{Server: "tracker", PageSize: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, x := range lt.GetTools() {
+			m[x.GetName()] = true
+		}
+		return m
+	}
+	if got := names(); !got["tracker_declared_only"] || !got["tracker_whoami"] {
+		t.Fatalf("declared list: %v", got)
+	}
+	r, err := h.admin.ConnectServer(ctx, &catalogv1.ConnectServerRequest{Name: "tracker", Discovery: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, body, err := oauthtest.Browse(ctx, r.GetAuthorizationUrl(), "discovery@example"); err != nil || st != 200 {
+		t.Fatalf("browser: %d %q %v", st, body, err)
+	}
+	eventually(t, 10*time.Second, "the real tool list replaces the declared one", func() bool {
+		got := names()
+		return got["tracker_whoami"] && !got["tracker_declared_only"]
+	})
 }
