@@ -23,6 +23,7 @@ import (
 	"github.com/toolplane/toolplane/services/runtime"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeanthropic"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodel"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/providerflow"
 	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
 )
 
@@ -205,6 +206,13 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 		}
 		seen := 0
 		for _, ts := range resp.GetTools() {
+			if p == runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES && ts.GetName() == "tool_search" {
+				// Native tool search: the client-executed tool_search tool.
+				if f := ts.GetBound().AsMap(); f["type"] != "tool_search" || f["execution"] != "client" {
+					t.Errorf("openai_responses tool_search form %v", f)
+				}
+				continue
+			}
 			if errs := runtimeschema.Check(id, ts.GetBound().AsMap()); len(errs) > 0 {
 				t.Errorf("%v %s: %v", p, ts.GetName(), errs)
 			}
@@ -213,7 +221,7 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 			}
 		}
 		want := 3 // the promoted ones
-		if p == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES {
+		if p == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES || p == runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES {
 			want = 4 // and fx_report, deferred, with defer_loading
 		}
 		if seen != want {
@@ -230,6 +238,87 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 	if _, err := c.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: 99}); err == nil || !strings.Contains(err.Error(), "profile") {
 		t.Fatalf("unknown profile: %v", err)
 	}
+}
+
+// grpcBackend is providerflow's Backend over the runtime's gRPC client.
+type grpcBackend struct{ s *loopSuite }
+
+func (b grpcBackend) NewThread(context.Context) (string, error) { return b.s.thread(b.s.rt()), nil }
+func (b grpcBackend) Assemble(ctx context.Context, th string, p runtimev1.ToolProfile) (*runtimev1.AssembleToolsResponse, error) {
+	return b.s.rt().AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: p, UserMessage: "look up 42"})
+}
+func (b grpcBackend) Execute(ctx context.Context, th string, p runtimev1.ToolProfile, call *runtimev1.ToolCall) (*runtimev1.ToolResult, error) {
+	r, err := b.s.rt().ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: p, ToolCall: call})
+	return r.GetResult(), err
+}
+
+// TestProviderFlows: an application calling each provider itself
+// (AssembleTools + ExecuteToolCall, providerflow) against the strict fake of
+// that provider: the tool search in the provider's native form, the
+// promoted root-union tool called with wrapped arguments that reach the MCP
+// tool unwrapped, and the promotion recorded in the thread whatever the
+// profile (a later openai_chat assembly binds the tool).
+func TestProviderFlows(t *testing.T) {
+	s := startAwkwardLoop(t, nil)
+	ctx := context.Background()
+	sc := providerflow.Script{Prompt: "look up 42", Query: "select:fx_lookup", Tool: "fx_lookup", Args: `{"input":{"id":"42"}}`}
+	largest := 0
+	for _, p := range providerflow.Providers {
+		tr, err := providerflow.Run(ctx, grpcBackend{s}, p, sc)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		largest = max(largest, tr.LargestRequest)
+		if tr.ToolResult != `args={"id":"42"}` || tr.Answer != `The tool said: args={"id":"42"}` {
+			t.Fatalf("%s: tool result %q, answer %q", p, tr.ToolResult, tr.Answer)
+		}
+		var out map[string]any
+		_ = json.Unmarshal(tr.SearchOutput, &out)
+		switch p {
+		case "openai_responses":
+			tools, _ := out["tools"].([]any)
+			if out["type"] != "tool_search_output" || out["call_id"] != "call_ts_0" || out["execution"] != "client" || len(tools) != 1 {
+				t.Fatalf("tool_search_output %s", tr.SearchOutput)
+			}
+			f := tools[0].(map[string]any)
+			if f["name"] != "fx_lookup" || f["defer_loading"] != true || f["parameters"].(map[string]any)["type"] != "object" {
+				t.Fatalf("loaded function %v", f)
+			}
+			if !slices.Contains(tr.Bound, "fx_lookup (deferred)") || !slices.Contains(tr.Bound, "tool_search") {
+				t.Fatalf("first request's tools %v", tr.Bound)
+			}
+		case "openai_chat":
+			// tool_search shows the schema the model can call (the
+			// profile's form: the root union wrapped), not the catalog's.
+			var text string
+			var found []map[string]any
+			_ = json.Unmarshal(tr.SearchOutput, &text)
+			if err := json.Unmarshal([]byte(text), &found); err != nil || len(found) != 1 {
+				t.Fatalf("tool_search text %q: %v", text, err)
+			}
+			params, _ := found[0]["parameters"].(map[string]any)
+			if _, wrapped := params["properties"].(map[string]any)["input"]; !wrapped || params["type"] != "object" || params["anyOf"] != nil {
+				t.Fatalf("tool_search shows %v, want the bound (wrapped) schema", params)
+			}
+		case "anthropic_messages":
+			if string(tr.SearchOutput) != `{"content":[{"tool_name":"fx_lookup","type":"tool_reference"}]}` {
+				t.Fatalf("tool_reference output %s", tr.SearchOutput)
+			}
+		}
+		// The promotion is in the thread: an openai_chat assembly binds it.
+		asm, err := s.rt().AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: tr.Thread, Profile: runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_CHAT})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ts := range asm.GetTools() {
+			names = append(names, ts.GetName())
+		}
+		if !slices.Contains(names, "fx_lookup") {
+			t.Fatalf("%s: promotion not recorded; openai_chat binds %v", p, names)
+		}
+	}
+	t.Logf("largest provider request in the flows: %d bytes", largest)
 }
 
 var nextPage = regexp.MustCompile(`\n\[read_file returns at most (\d+) characters per call: this is lines (\d+)-(\d+)\. Call read_file with start_line=(\d+) to read on\.\]$`)

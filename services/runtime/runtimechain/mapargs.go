@@ -91,12 +91,43 @@ func boundByName(v *runtimeassembly.View, id runtimeschema.ID, name string) *run
 	return nil
 }
 
-// toolReferences gives a tool_search result its Messages API form under
-// native deferral (runtimeassembly.NativeDeferral): one tool_reference
-// block per promoted tool, by the name the model sees ("Tool search tool",
-// custom client-side search returns tool_reference blocks).
+// toolReferences gives a tool_search result its provider-native form under
+// native deferral (runtimeassembly.NativeDeferral), by the names the model
+// sees:
+//
+//   - anthropic_messages: one tool_reference block per promoted tool
+//     ("Tool search tool", custom client-side search returns tool_reference
+//     blocks), {"content": [...]};
+//   - openai_responses: the tool_search_output item answering the
+//     tool_search_call (call_id = the call's id) with the loaded functions
+//     in their openai_responses form — always, also when nothing was found
+//     or the search failed, because every client-executed tool_search_call
+//     needs its output (runtimeassembly.ResponsesToolSearchOutput).
 func toolReferences(c *Call, o *Outcome) {
-	if !runtimeassembly.NativeDeferral(c.Profile, c.View) || len(o.Promoted.GetNames()) == 0 {
+	if !runtimeassembly.NativeDeferral(c.Profile, c.View) {
+		return
+	}
+	if c.Profile == runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES {
+		var loaded []map[string]any
+		for _, n := range o.Promoted.GetNames() {
+			t := c.View.Base.Deferred[n]
+			if t == nil {
+				continue
+			}
+			b, err := runtimeassembly.BindTool(t, runtimeschema.OpenAIResponses)
+			if err != nil {
+				continue // left out of the profile: not loadable
+			}
+			f := b.Render()
+			f["defer_loading"] = true
+			loaded = append(loaded, f)
+		}
+		if s, err := structpb.NewStruct(runtimeassembly.ResponsesToolSearchOutput(c.CallID, loaded)); err == nil {
+			o.ProviderOutput = s
+		}
+		return
+	}
+	if len(o.Promoted.GetNames()) == 0 {
 		return
 	}
 	var blocks []any
