@@ -59,7 +59,7 @@ func awkwardMCP(t *testing.T) string {
 	return ts.URL + "/mcp"
 }
 
-func startAwkwardLoop(t *testing.T, models []runtime.ModelConfig) *loopSuite {
+func startAwkwardLoop(t *testing.T, models []runtime.ModelConfig, mutate ...func(*app.Config)) *loopSuite {
 	t.Helper()
 	lc := runtime.LoopConfig{Models: models}
 	runtime.SetLoopConfigForTest(&lc)
@@ -67,7 +67,12 @@ func startAwkwardLoop(t *testing.T, models []runtime.ModelConfig) *loopSuite {
 	dir := t.TempDir()
 	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json"),
 		// The fixture server is on loopback, which catalog.egress refuses by default.
-		mutate: func(c *app.Config) { c.Catalog.Egress.Allow = []string{"127.0.0.0/8", "::1"} }}
+		mutate: func(c *app.Config) {
+			c.Catalog.Egress.Allow = []string{"127.0.0.0/8", "::1"}
+			for _, m := range mutate {
+				m(c)
+			}
+		}}
 	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"fx": map[string]any{"type": "http", "url": awkwardMCP(t)}}})
 	if err := os.WriteFile(s.ext, ext, 0o600); err != nil {
 		t.Fatal(err)
@@ -319,6 +324,56 @@ func TestProviderFlows(t *testing.T) {
 		}
 	}
 	t.Logf("largest provider request in the flows: %d bytes", largest)
+}
+
+// TestArgumentsCheckedAgainstBoundSchema: a call whose arguments fail the
+// schema the model saw is refused naming the JSON pointer, and the tool is
+// not run; runtime.limits.tool_arguments.validate_schema: false lets it
+// through to the MCP server.
+func TestArgumentsCheckedAgainstBoundSchema(t *testing.T) {
+	call := func(s *loopSuite, p runtimev1.ToolProfile, args string) *runtimev1.ToolResult {
+		t.Helper()
+		c := s.rt()
+		ctx := context.Background()
+		th := s.thread(c)
+		if _, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, ToolCall: &runtimev1.ToolCall{Id: "s", Name: "tool_search", RawArguments: `{"query":"select:fx_lookup"}`}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: p, ToolCall: &runtimev1.ToolCall{Id: "c", Name: "fx_lookup", RawArguments: args}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetResult()
+	}
+	text := func(r *runtimev1.ToolResult) string { return r.GetContent()[0].GetText() }
+	s := startAwkwardLoop(t, nil)
+	for p, want := range map[runtimev1.ToolProfile]string{
+		runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES: "at /input/id: got number, want string",
+		runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES:   "at /input",
+		// Gemini's form is checked after mapping, against the tool's own schema.
+		runtimev1.ToolProfile_TOOL_PROFILE_GEMINI: "at /id: got number, want string",
+	} {
+		r := call(s, p, `{"input":{"id":7}}`)
+		if r.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR || r.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS ||
+			!strings.Contains(text(r), "do not match its input schema "+want) || strings.Contains(text(r), "args=") {
+			t.Errorf("%v: %v", p, r)
+		}
+	}
+	// A valid call passes, under every profile and the v0.1.0 shape.
+	if r := call(s, runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES, `{"input":{"id":"7"}}`); text(r) != `args={"id":"7"}` {
+		t.Fatalf("valid call: %v", r)
+	}
+	if r := call(s, runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED, `{"id":"7"}`); text(r) != `args={"id":"7"}` {
+		t.Fatalf("the tool's own shape: %v", r)
+	}
+	if r := call(s, runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED, `{"id":7}`); !strings.Contains(text(r), "at /id: got number, want string") {
+		t.Fatalf("the tool's own shape, wrong type: %v", r)
+	}
+	off := false
+	s2 := startAwkwardLoop(t, nil, func(c *app.Config) { c.Runtime.Limits.ToolArguments.ValidateSchema = &off })
+	if r := call(s2, runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES, `{"input":{"id":7}}`); text(r) != `args={"id":7}` {
+		t.Fatalf("validate_schema: false: %v", r)
+	}
 }
 
 var nextPage = regexp.MustCompile(`\n\[read_file returns at most (\d+) characters per call: this is lines (\d+)-(\d+)\. Call read_file with start_line=(\d+) to read on\.\]$`)

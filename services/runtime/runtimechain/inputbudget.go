@@ -25,6 +25,10 @@ type ArgumentLimits struct {
 	// MaxElements bounds the number of values (object members and array
 	// items, at every depth).
 	MaxElements int
+	// ValidateSchema: the map_arguments step checks a catalog tool's
+	// arguments against the input schema the model saw
+	// (runtime.limits.tool_arguments.validate_schema).
+	ValidateSchema bool
 }
 
 // Default argument limits (runtime.limits.tool_arguments).

@@ -19,7 +19,18 @@ import (
 // nulls strict mode made up for optional properties are removed, objects
 // carried as JSON text are decoded (runtimeschema.Bound.MapArguments).
 // Arguments that cannot be mapped are a BUSINESS error the model can fix.
-type MapArguments struct{}
+//
+// With Validate, a catalog tool's arguments are first checked against the
+// input schema the model saw — the profile's bound parameters (JSON Schema
+// 2020-12) — and a mismatch is a BUSINESS error naming the JSON pointer of
+// the failing value; the tool is not called. Gemini's OpenAPI-subset form
+// and a caller sending the tool's own shape are checked after mapping,
+// against the tool's own schema. Built-in tools check their
+// own arguments (docs/decisions/0093-arguments-checked-against-the-bound-schema.md).
+type MapArguments struct {
+	// Validate is runtime.limits.tool_arguments.validate_schema.
+	Validate bool
+}
 
 // Name implements Step.
 func (MapArguments) Name() string { return "map_arguments" }
@@ -30,7 +41,7 @@ func (MapArguments) Description() string {
 }
 
 // Run implements Step.
-func (MapArguments) Run(ctx context.Context, c *Call, next Next) (*Outcome, error) {
+func (m MapArguments) Run(ctx context.Context, c *Call, next Next) (*Outcome, error) {
 	if c.IsToolSearch() {
 		o, err := next(ctx, c)
 		if err == nil && o != nil {
@@ -52,15 +63,32 @@ func (MapArguments) Run(ctx context.Context, c *Call, next Next) (*Outcome, erro
 		}
 		c.BoundName, c.Name = c.Name, t.Name
 	}
+	check := m.Validate && t.Source != runtimeassembly.SourceBuiltin
 	b, err := runtimeassembly.BindTool(t, id)
 	if err != nil {
-		return next(ctx, c) // left out of the binding: the model saw no other shape
+		// Left out of the binding: the model saw no other shape.
+		if check {
+			if err := runtimeschema.ValidateOwnArguments(runtimeassembly.SchemaTool(t), c.Args); err != nil {
+				return schemaMismatch(c, err), nil
+			}
+		}
+		return next(ctx, c)
 	}
 	if k := b.WrapKey(); k != "" {
 		if _, given := c.Args[k]; !given {
 			// A caller that sends the tool's own shape (a v0.1.0 client
 			// calling the tool directly) is passed through.
+			if check {
+				if err := runtimeschema.ValidateOwnArguments(runtimeassembly.SchemaTool(t), c.Args); err != nil {
+					return schemaMismatch(c, err), nil
+				}
+			}
 			return next(ctx, c)
+		}
+	}
+	if check && id != runtimeschema.Gemini {
+		if err := b.ValidateArguments(c.Args); err != nil {
+			return schemaMismatch(c, err), nil
 		}
 	}
 	args, err := b.MapArguments(c.Args)
@@ -68,12 +96,24 @@ func (MapArguments) Run(ctx context.Context, c *Call, next Next) (*Outcome, erro
 		return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS,
 			Text: fmt.Sprintf("Error: Tool '%s' %s. Send the arguments in the shape of the tool's schema.", c.Name, TruncDetail(err.Error()))}, nil
 	}
+	if check && id == runtimeschema.Gemini {
+		if err := runtimeschema.ValidateOwnArguments(runtimeassembly.SchemaTool(t), args); err != nil {
+			return schemaMismatch(c, err), nil
+		}
+	}
 	pb, err := structpb.NewStruct(args)
 	if err != nil {
 		return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS, Text: fmt.Sprintf("Error: Tool '%s' arguments: %s.", c.Name, TruncDetail(err.Error()))}, nil
 	}
 	c.Args, c.ArgsPB = args, pb
 	return next(ctx, c)
+}
+
+// schemaMismatch is the refusal of arguments that fail the tool's input
+// schema: the JSON pointer and the reason, for the model to fix.
+func schemaMismatch(c *Call, err error) *Outcome {
+	return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS, Text: fmt.Sprintf(
+		"Error: Tool '%s' arguments do not match its input schema %s. The tool was not run; send arguments that match the schema.", c.Name, TruncDetail(err.Error()))}
 }
 
 // boundByName finds the tool of the view whose bound name under profile
