@@ -23,6 +23,7 @@ import (
 	"github.com/toolplane/toolplane/services/runtime"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeanthropic"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodel"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeresponses"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/providerflow"
 	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
 )
@@ -243,6 +244,74 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 	if _, err := c.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: 99}); err == nil || !strings.Contains(err.Error(), "profile") {
 		t.Fatalf("unknown profile: %v", err)
 	}
+}
+
+// TestRunTurnResponses: RunTurn on the OpenAI Responses adapter against the
+// strict Responses fake: native tool search (deferred functions with
+// defer_loading, a client-executed tool_search answered by the
+// tool_search_output item), the promoted root-union tool called with
+// wrapped arguments that reach the MCP tool unwrapped, and the tools array
+// unchanged by the promotion.
+func TestRunTurnResponses(t *testing.T) {
+	fk := fakeresponses.New(
+		fakeresponses.Reply{ToolSearch: `{"query":"select:fx_lookup,fx_noprops"}`},
+		fakeresponses.Reply{Calls: []fakeresponses.Call{{Name: "fx_lookup", Args: `{"input":{"id":"42"}}`}, {Name: "fx_noprops", Args: `{}`}}},
+		fakeresponses.Reply{From: func(r fakeresponses.Request) fakeresponses.Reply {
+			return fakeresponses.Reply{Text: "Found: " + r.LastOutput(), InputTokens: 10, OutputTokens: 3}
+		}},
+	)
+	defer fk.Close()
+	s := startAwkwardLoop(t, []runtime.ModelConfig{{Name: "resp", Provider: runtime.ProviderOpenAIResponses, BaseURL: fk.BaseURL()}})
+	c := s.rt()
+	ctx := context.Background()
+	th := s.thread(c)
+	st, err := c.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "look up 42", Model: "resp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, st)
+	if lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("events %v (fake problems %v)", evs, fk.Problems())
+	}
+	if p := fk.Problems(); len(p) > 0 {
+		t.Fatalf("the Responses fake refused requests: %v", p)
+	}
+	reqs := fk.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	deferred := map[string]bool{}
+	search := false
+	for _, tool := range reqs[0].Tools {
+		if tool.DeferLoading {
+			deferred[tool.Name] = true
+		}
+		search = search || (tool.Type == "tool_search" && tool.Execution == "client")
+	}
+	if !search || !deferred["fx_lookup"] || !deferred["fx_noprops"] || !deferred["fx_report"] {
+		t.Fatalf("first request's tools: search %v, deferred %v", search, deferred)
+	}
+	tj := func(r fakeresponses.Request) string { b, _ := json.Marshal(r.Tools); return string(b) }
+	if tj(reqs[0]) != tj(reqs[1]) || tj(reqs[1]) != tj(reqs[2]) {
+		t.Fatalf("the tools array changed with the promotion:\n%s\n%s", tj(reqs[0]), tj(reqs[2]))
+	}
+	if got := strings.Join(reqs[1].Loaded(), ","); got != "fx_lookup,fx_noprops" {
+		t.Fatalf("tool_search_output loaded %q", got)
+	}
+	ms, err := c.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: th})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, m := range ms.GetMessages() {
+		if m.GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_TOOL && m.GetName() != "tool_search" {
+			results = append(results, m.GetName()+" "+m.GetContent())
+		}
+	}
+	if strings.Join(results, " | ") != `fx_lookup args={"id":"42"} | fx_noprops args={}` {
+		t.Fatalf("tool results %q, want the union's arguments unwrapped", results)
+	}
+	t.Logf("largest Responses request: %d bytes", max(reqs[0].Bytes, reqs[1].Bytes, reqs[2].Bytes))
 }
 
 // grpcBackend is providerflow's Backend over the runtime's gRPC client.

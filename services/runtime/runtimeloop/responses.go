@@ -204,7 +204,7 @@ func (m *ResponsesModel) body(req *ModelRequest) (map[string]any, error) {
 		deferredSet[n] = true
 	}
 	tools := make([]any, 0, len(req.Tools))
-	for _, t := range req.Tools {
+	for _, t := range stableToolOrder(req.Tools, req.Deferred) {
 		f, err := responsesToolOf(t)
 		if err != nil {
 			return nil, err
