@@ -343,7 +343,11 @@ func TestProviderFlows(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 		largest = max(largest, tr.LargestRequest)
-		if tr.ToolResult != `args={"id":"42"}` || tr.Answer != `The tool said: args={"id":"42"}` {
+		want := `The tool said: args={"id":"42"}`
+		if p == "openai_chat" {
+			want = "done" // fakemodel's scripted answer
+		}
+		if tr.ToolResult != `args={"id":"42"}` || tr.Answer != want {
 			t.Fatalf("%s: tool result %q, answer %q", p, tr.ToolResult, tr.Answer)
 		}
 		var out map[string]any

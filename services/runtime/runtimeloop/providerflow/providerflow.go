@@ -82,6 +82,52 @@ type Transcript struct {
 	Answer string
 	// LargestRequest is the largest request body in bytes.
 	LargestRequest int
+	// Log is the flow step by step, one line each (what the walk-through prints).
+	Log []string
+}
+
+func (tr *Transcript) say(format string, args ...any) {
+	tr.Log = append(tr.Log, fmt.Sprintf(format, args...))
+}
+
+// clip shortens a JSON text for the log.
+func clip(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "…"
+}
+
+// toolForm is the request's form of the named tool, for the log; the
+// description of tool_search is elided (it is long and the same everywhere).
+func toolForm(tools []any, name string) string {
+	for _, t := range tools {
+		m, _ := t.(map[string]any)
+		fn, _ := m["function"].(map[string]any)
+		if m["name"] == name || (fn != nil && fn["name"] == name) || (name == "tool_search" && m["type"] == "tool_search") {
+			if name == "tool_search" {
+				c := map[string]any{}
+				for k, v := range m {
+					c[k] = v
+				}
+				if _, ok := c["description"]; ok {
+					c["description"] = "…"
+				}
+				if fn != nil {
+					f := map[string]any{}
+					for k, v := range fn {
+						f[k] = v
+					}
+					f["description"] = "…"
+					c["function"] = f
+				}
+				m = c
+			}
+			b, _ := json.Marshal(m)
+			return string(b)
+		}
+	}
+	return "(not in the request)"
 }
 
 // Providers are the flows Run knows, in order.
@@ -214,8 +260,12 @@ func runAnthropic(ctx context.Context, b Backend, sc Script) (*Transcript, error
 	if err != nil {
 		return nil, err
 	}
-	body := map[string]any{"model": "claude-fake", "max_tokens": 1024, "system": system(asm), "tools": boundForms(asm, tr),
+	tools := boundForms(asm, tr)
+	body := map[string]any{"model": "claude-fake", "max_tokens": 1024, "system": system(asm), "tools": tools,
 		"messages": []any{map[string]any{"role": "user", "content": sc.Prompt}}}
+	tr.logAssembly(asm, profile)
+	tr.say("request tools[%s] = %s", sc.Tool, toolForm(tools, sc.Tool))
+	tr.say("request tools[tool_search] = %s", toolForm(tools, "tool_search"))
 	hdr := map[string]string{"x-api-key": "fake", "anthropic-version": "2023-06-01"}
 	url := fake.BaseURL() + "v1/messages"
 	messages := body["messages"].([]any)
@@ -237,6 +287,7 @@ func runAnthropic(ctx context.Context, b Backend, sc Script) (*Transcript, error
 					tr.Answer += t
 				}
 			}
+			tr.say("model → %q", tr.Answer)
 			return tr, nil
 		}
 		messages = append(messages, map[string]any{"role": "assistant", "content": msg.Content})
@@ -252,6 +303,8 @@ func runAnthropic(ctx context.Context, b Backend, sc Script) (*Transcript, error
 			if err != nil {
 				return tr, err
 			}
+			ib, _ := json.Marshal(in)
+			tr.say("model → tool_use %s %s", name, ib)
 			res, err := b.Execute(ctx, th, profile, &runtimev1.ToolCall{Id: id, Name: name, Arguments: args})
 			if err != nil {
 				return tr, err
@@ -259,6 +312,7 @@ func runAnthropic(ctx context.Context, b Backend, sc Script) (*Transcript, error
 			if err := checkSuccess(name, res); err != nil {
 				return tr, err
 			}
+			tr.logResult(name, res)
 			block := map[string]any{"type": "tool_result", "tool_use_id": id}
 			if po := res.GetProviderOutput(); po != nil && name == "tool_search" {
 				// The native result: the tool_reference blocks load the
@@ -305,7 +359,11 @@ func runResponses(ctx context.Context, b Backend, sc Script) (*Transcript, error
 		return nil, err
 	}
 	input := []any{map[string]any{"role": "user", "content": sc.Prompt}}
-	body := map[string]any{"model": "gpt-fake", "instructions": system(asm), "tools": boundForms(asm, tr), "input": input}
+	tools := boundForms(asm, tr)
+	body := map[string]any{"model": "gpt-fake", "instructions": system(asm), "tools": tools, "input": input}
+	tr.logAssembly(asm, profile)
+	tr.say("request tools[%s] = %s", sc.Tool, toolForm(tools, sc.Tool))
+	tr.say("request tools[tool_search] = %s", toolForm(tools, "tool_search"))
 	hdr := map[string]string{"Authorization": "Bearer fake"}
 	url := fake.BaseURL() + "responses"
 	for turn := 0; turn < 3; turn++ {
@@ -339,6 +397,8 @@ func runResponses(ctx context.Context, b Backend, sc Script) (*Transcript, error
 				if err != nil {
 					return tr, err
 				}
+				ib, _ := json.Marshal(in)
+				tr.say("model → tool_search_call call_id=%s arguments=%s", callID, ib)
 				res, err := b.Execute(ctx, th, profile, &runtimev1.ToolCall{Id: callID, Name: "tool_search", Arguments: args})
 				if err != nil {
 					return tr, err
@@ -348,11 +408,13 @@ func runResponses(ctx context.Context, b Backend, sc Script) (*Transcript, error
 					return tr, fmt.Errorf("openai_responses: tool_search returned no tool_search_output (status %v: %s)", res.GetStatus(), resultText(res))
 				}
 				tr.SearchOutput, _ = json.Marshal(po.AsMap())
+				tr.say("ExecuteToolCall(tool_search) provider_output = %s", tr.SearchOutput)
 				input = append(input, po.AsMap())
 			case "function_call":
 				calls++
 				name, _ := item["name"].(string)
 				raw, _ := item["arguments"].(string)
+				tr.say("model → function_call %s %s", name, raw)
 				res, err := b.Execute(ctx, th, profile, &runtimev1.ToolCall{Id: callID, Name: name, RawArguments: raw})
 				if err != nil {
 					return tr, err
@@ -361,10 +423,12 @@ func runResponses(ctx context.Context, b Backend, sc Script) (*Transcript, error
 					return tr, err
 				}
 				tr.ToolResult = resultText(res)
+				tr.say("ExecuteToolCall(%s) = %q", name, tr.ToolResult)
 				input = append(input, map[string]any{"type": "function_call_output", "call_id": callID, "output": resultText(res)})
 			}
 		}
 		if calls == 0 {
+			tr.say("model → %q", tr.Answer)
 			return tr, nil
 		}
 		body["input"] = input
@@ -405,6 +469,10 @@ func runChat(ctx context.Context, b Backend, sc Script) (*Transcript, error) {
 		}
 		if turn == 0 {
 			tr.Bound, tr.Notes = toolsSeen, asm.GetReport().GetNotes()
+			tr.logAssembly(asm, profile)
+			tr.say("request tools[tool_search] = %s", toolForm(tools, "tool_search"))
+		} else if turn == 1 {
+			tr.say("re-assembled: request tools[%s] = %s", sc.Tool, toolForm(tools, sc.Tool))
 		}
 		msgs := append([]any{map[string]any{"role": "system", "content": system(asm)}}, messages...)
 		out, err := post(ctx, url, hdr, map[string]any{"model": "gpt-fake", "messages": msgs, "tools": tools}, tr)
@@ -425,9 +493,7 @@ func runChat(ctx context.Context, b Backend, sc Script) (*Transcript, error) {
 		m := resp.Choices[0].Message
 		if len(m.ToolCalls) == 0 {
 			tr.Answer = m.Content
-			if tr.Answer == "done" {
-				tr.Answer = "The tool said: " + tr.ToolResult
-			}
+			tr.say("model → %q", tr.Answer)
 			return tr, nil
 		}
 		messages = append(messages, map[string]any{"role": "assistant", "content": nil, "tool_calls": m.ToolCalls})
@@ -436,6 +502,7 @@ func runChat(ctx context.Context, b Backend, sc Script) (*Transcript, error) {
 			fn, _ := tc["function"].(map[string]any)
 			name, _ := fn["name"].(string)
 			raw, _ := fn["arguments"].(string)
+			tr.say("model → tool_call %s %s", name, raw)
 			res, err := b.Execute(ctx, th, profile, &runtimev1.ToolCall{Id: id, Name: name, RawArguments: raw})
 			if err != nil {
 				return tr, err
@@ -443,6 +510,7 @@ func runChat(ctx context.Context, b Backend, sc Script) (*Transcript, error) {
 			if err := checkSuccess(name, res); err != nil {
 				return tr, err
 			}
+			tr.logResult(name, res)
 			if name == "tool_search" {
 				tr.SearchOutput, _ = json.Marshal(resultText(res))
 			} else if name == sc.Tool {
@@ -452,6 +520,30 @@ func runChat(ctx context.Context, b Backend, sc Script) (*Transcript, error) {
 		}
 	}
 	return tr, fmt.Errorf("openai_chat: no final answer after 3 requests")
+}
+
+func (tr *Transcript) logAssembly(asm *runtimev1.AssembleToolsResponse, p runtimev1.ToolProfile) {
+	deferred := 0
+	for _, n := range tr.Bound {
+		if strings.HasSuffix(n, " (deferred)") {
+			deferred++
+		}
+	}
+	tr.say("AssembleTools(profile=%s): %d tools bound, %d of them with defer_loading; %d names deferred", p, len(asm.GetTools()), deferred, len(asm.GetDeferred()))
+	for _, n := range asm.GetReport().GetNotes() {
+		if strings.HasPrefix(n, "anthropic_messages:") || strings.HasPrefix(n, "openai_responses:") {
+			tr.say("report note: %s", n)
+		}
+	}
+}
+
+func (tr *Transcript) logResult(name string, res *runtimev1.ToolResult) {
+	if po := res.GetProviderOutput(); po != nil {
+		b, _ := json.Marshal(po.AsMap())
+		tr.say("ExecuteToolCall(%s) provider_output = %s", name, b)
+		return
+	}
+	tr.say("ExecuteToolCall(%s) = %s", name, clip([]byte(fmt.Sprintf("%q", resultText(res))), 200))
 }
 
 func mustJSON(v any) string {
