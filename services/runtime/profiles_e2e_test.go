@@ -442,6 +442,14 @@ func TestArgumentsCheckedAgainstBoundSchema(t *testing.T) {
 	if r := call(s, runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED, `{"id":7}`); !strings.Contains(text(r), "at /id: got number, want string") {
 		t.Fatalf("the tool's own shape, wrong type: %v", r)
 	}
+	// Not promoted: refused as such, the arguments not checked first.
+	c := s.rt()
+	th := s.thread(c)
+	r, err := c.ExecuteToolCall(context.Background(), &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES,
+		ToolCall: &runtimev1.ToolCall{Id: "c", Name: "fx_lookup", RawArguments: `{"input":{"id":7}}`}})
+	if err != nil || r.GetResult().GetReasonCode() != "deferred.not_promoted" {
+		t.Fatalf("unpromoted call: %v %v", r, err)
+	}
 	off := false
 	s2 := startAwkwardLoop(t, nil, func(c *app.Config) { c.Runtime.Limits.ToolArguments.ValidateSchema = &off })
 	if r := call(s2, runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES, `{"input":{"id":7}}`); text(r) != `args={"id":7}` {

@@ -63,7 +63,10 @@ func (m MapArguments) Run(ctx context.Context, c *Call, next Next) (*Outcome, er
 		}
 		c.BoundName, c.Name = c.Name, t.Name
 	}
-	check := m.Validate && t.Source != runtimeassembly.SourceBuiltin
+	// A deferred tool that is not promoted is refused further in
+	// (deferred.not_promoted): its arguments are not checked first.
+	unpromoted := c.View.Base.Deferred[t.Name] != nil && !c.View.Promoted[t.Name]
+	check := m.Validate && t.Source != runtimeassembly.SourceBuiltin && !unpromoted
 	b, err := runtimeassembly.BindTool(t, id)
 	if err != nil {
 		// Left out of the binding: the model saw no other shape.
