@@ -32,15 +32,20 @@ func (e *ArgumentError) Error() string {
 	return fmt.Sprintf("at %s: %s", p, e.Reason)
 }
 
-// maxCompiled bounds the compiled-schema cache (entries; the cache is
-// emptied when full — schemas are few and stable per catalog hash).
-const maxCompiled = 2048
+// The compiled-schema cache is bounded by entries and by the bytes of the
+// schemas' JSON text (a compiled schema is a small multiple of it); it is
+// emptied when full — schemas are few and stable per catalog hash.
+const (
+	maxCompiled      = 2048
+	maxCompiledBytes = 32 << 20
+)
 
 var compiled = struct {
 	sync.Mutex
 	m map[[32]byte]*jsonschema.Schema
 	// bad remembers schemas that do not compile (not validated).
-	bad map[[32]byte]bool
+	bad   map[[32]byte]bool
+	bytes int
 }{m: map[[32]byte]*jsonschema.Schema{}, bad: map[[32]byte]bool{}}
 
 // noLoader refuses every external $ref: validation never reaches the
@@ -77,9 +82,10 @@ func schemaFor(params map[string]any) *jsonschema.Schema {
 	}
 	compiled.Lock()
 	defer compiled.Unlock()
-	if len(compiled.m)+len(compiled.bad) >= maxCompiled {
-		compiled.m, compiled.bad = map[[32]byte]*jsonschema.Schema{}, map[[32]byte]bool{}
+	if len(compiled.m)+len(compiled.bad) >= maxCompiled || compiled.bytes+len(raw) > maxCompiledBytes {
+		compiled.m, compiled.bad, compiled.bytes = map[[32]byte]*jsonschema.Schema{}, map[[32]byte]bool{}, 0
 	}
+	compiled.bytes += len(raw)
 	if err != nil {
 		compiled.bad[key] = true
 		return nil
