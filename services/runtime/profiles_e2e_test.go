@@ -397,6 +397,15 @@ func TestProviderFlows(t *testing.T) {
 		}
 	}
 	t.Logf("largest provider request in the flows: %d bytes", largest)
+	// A tool_search refused before the search ran (arguments not JSON) is
+	// still answered with a tool_search_output, loading nothing.
+	th := s.thread(s.rt())
+	r, err := s.rt().ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES,
+		ToolCall: &runtimev1.ToolCall{Id: "call_x", Name: "tool_search", RawArguments: `{not json`}})
+	po := r.GetResult().GetProviderOutput().AsMap()
+	if err != nil || r.GetResult().GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR || po["type"] != "tool_search_output" || po["call_id"] != "call_x" || len(po["tools"].([]any)) != 0 {
+		t.Fatalf("refused tool_search: %v %v", r, err)
+	}
 }
 
 // TestArgumentsCheckedAgainstBoundSchema: a call whose arguments fail the

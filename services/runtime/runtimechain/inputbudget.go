@@ -179,7 +179,7 @@ func (InputBudget) Description() string {
 // Run implements Step.
 func (s InputBudget) Run(ctx context.Context, c *Call, next Next) (*Outcome, error) {
 	if err := CheckArguments(s.Limits, c.RawArguments, c.ArgsPB); err != nil {
-		return PolicyErr("input_budget.exceeded", "Guardrail denied: tool '%s' was not run (input_budget.exceeded): %s. Send smaller arguments.", c.Name, err.Error()), nil
+		return searchAnswered(c, PolicyErr("input_budget.exceeded", "Guardrail denied: tool '%s' was not run (input_budget.exceeded): %s. Send smaller arguments.", c.Name, err.Error())), nil
 	}
 	return next(ctx, c)
 }

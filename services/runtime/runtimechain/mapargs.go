@@ -134,6 +134,16 @@ func boundByName(v *runtimeassembly.View, id runtimeschema.ID, name string) *run
 	return nil
 }
 
+// searchAnswered gives a tool_search refused before map_arguments (its
+// arguments too large or not JSON) its provider-native form too: under
+// openai_responses the call still needs its tool_search_output.
+func searchAnswered(c *Call, o *Outcome) *Outcome {
+	if c.IsToolSearch() {
+		toolReferences(c, o)
+	}
+	return o
+}
+
 // toolReferences gives a tool_search result its provider-native form under
 // native deferral (runtimeassembly.NativeDeferral), by the names the model
 // sees:
