@@ -53,6 +53,10 @@ deps: ## install the pinned npm MCP servers the tests and the example use (into 
 test: deps ## unit, handler, store and contract tests with -race
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./...
 
+.PHONY: test-corpus
+test-corpus: deps ## the provider profiles over the whole real schema corpus (go test runs a stratified sample under -race)
+	TOOLPLANE_CORPUS_FULL=1 $(GO) test -count=1 -run 'TestCorpus' -v ./services/runtime/runtimeschema/ | grep -v '^=== RUN'
+
 .PHONY: test-e2e
 test-e2e: deps ## end-to-end tests: the real binary on loopback ports, both topologies
 	CGO_ENABLED=1 $(GO) test -race -count=1 -tags e2e -timeout 20m ./tests/e2e/...

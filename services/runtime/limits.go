@@ -30,6 +30,10 @@ type ToolArgumentLimits struct {
 	MaxDepth int `yaml:"max_depth"`
 	// MaxElements bounds the number of values at every depth (default 100000).
 	MaxElements int `yaml:"max_elements"`
+	// ValidateSchema checks a call's arguments against the input schema
+	// the model saw before the call (default true;
+	// docs/decisions/0093-arguments-checked-against-the-bound-schema.md).
+	ValidateSchema *bool `yaml:"validate_schema"`
 }
 
 // WorkspaceLimits is `runtime.limits.workspace`.
@@ -52,6 +56,10 @@ func (c *Config) setLimitDefaults() {
 	}
 	if l.ToolArguments.MaxElements == 0 {
 		l.ToolArguments.MaxElements = runtimechain.DefaultArgumentMaxElements
+	}
+	if l.ToolArguments.ValidateSchema == nil {
+		on := true
+		l.ToolArguments.ValidateSchema = &on
 	}
 	if l.MessageMaxBytes == 0 {
 		l.MessageMaxBytes = 1 << 20
@@ -94,7 +102,8 @@ func (c *Config) limits() LimitsConfig {
 
 func (c *Config) argumentLimits() runtimechain.ArgumentLimits {
 	a := c.limits().ToolArguments
-	return runtimechain.ArgumentLimits{MaxBytes: a.MaxBytes, MaxDepth: a.MaxDepth, MaxElements: a.MaxElements}
+	return runtimechain.ArgumentLimits{MaxBytes: a.MaxBytes, MaxDepth: a.MaxDepth, MaxElements: a.MaxElements,
+		ValidateSchema: a.ValidateSchema == nil || *a.ValidateSchema}
 }
 
 // limitErr is INVALID_ARGUMENT for an exceeded bound: the BadRequest names

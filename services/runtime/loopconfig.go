@@ -46,6 +46,9 @@ type LoopConfig struct {
 const (
 	ProviderOpenAI    = "openai"
 	ProviderAnthropic = "anthropic"
+	// ProviderOpenAIResponses is the OpenAI Responses API
+	// (docs/decisions/0092-model-adapters.md).
+	ProviderOpenAIResponses = "openai_responses"
 )
 
 // ModelConfig is one `runtime.loop.models` entry.
@@ -56,7 +59,8 @@ type ModelConfig struct {
 	// Model is the provider's model id (default: name).
 	Model string `yaml:"model"`
 	// Provider is the API the model is reached with: "openai" (an
-	// OpenAI-compatible Chat Completions endpoint; the default) or
+	// OpenAI-compatible Chat Completions endpoint; the default),
+	// "openai_responses" (the OpenAI Responses API, not streamed) or
 	// "anthropic" (the Anthropic Messages API). It decides the profile
 	// the tools are bound in (docs/architecture.md §3.1, §3.3).
 	Provider string `yaml:"provider"`
@@ -204,8 +208,8 @@ func (c *LoopConfig) Validate() error {
 			return fmt.Errorf("%s.name: duplicate model %q", key, m.Name)
 		}
 		seen[m.Name] = true
-		if m.Provider != ProviderOpenAI && m.Provider != ProviderAnthropic {
-			return fmt.Errorf("%s.provider: %q must be %q or %q", key, m.Provider, ProviderOpenAI, ProviderAnthropic)
+		if m.Provider != ProviderOpenAI && m.Provider != ProviderAnthropic && m.Provider != ProviderOpenAIResponses {
+			return fmt.Errorf("%s.provider: %q must be %q, %q or %q", key, m.Provider, ProviderOpenAI, ProviderOpenAIResponses, ProviderAnthropic)
 		}
 		if m.Provider == ProviderAnthropic && m.Temperature != nil {
 			return fmt.Errorf("%s.temperature: not supported with provider %q", key, ProviderAnthropic)

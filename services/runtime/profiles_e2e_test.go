@@ -23,6 +23,8 @@ import (
 	"github.com/toolplane/toolplane/services/runtime"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeanthropic"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodel"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeresponses"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/providerflow"
 	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
 )
 
@@ -58,7 +60,7 @@ func awkwardMCP(t *testing.T) string {
 	return ts.URL + "/mcp"
 }
 
-func startAwkwardLoop(t *testing.T, models []runtime.ModelConfig) *loopSuite {
+func startAwkwardLoop(t *testing.T, models []runtime.ModelConfig, mutate ...func(*app.Config)) *loopSuite {
 	t.Helper()
 	lc := runtime.LoopConfig{Models: models}
 	runtime.SetLoopConfigForTest(&lc)
@@ -66,7 +68,12 @@ func startAwkwardLoop(t *testing.T, models []runtime.ModelConfig) *loopSuite {
 	dir := t.TempDir()
 	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json"),
 		// The fixture server is on loopback, which catalog.egress refuses by default.
-		mutate: func(c *app.Config) { c.Catalog.Egress.Allow = []string{"127.0.0.0/8", "::1"} }}
+		mutate: func(c *app.Config) {
+			c.Catalog.Egress.Allow = []string{"127.0.0.0/8", "::1"}
+			for _, m := range mutate {
+				m(c)
+			}
+		}}
 	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"fx": map[string]any{"type": "http", "url": awkwardMCP(t)}}})
 	if err := os.WriteFile(s.ext, ext, 0o600); err != nil {
 		t.Fatal(err)
@@ -205,6 +212,13 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 		}
 		seen := 0
 		for _, ts := range resp.GetTools() {
+			if p == runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES && ts.GetName() == "tool_search" {
+				// Native tool search: the client-executed tool_search tool.
+				if f := ts.GetBound().AsMap(); f["type"] != "tool_search" || f["execution"] != "client" {
+					t.Errorf("openai_responses tool_search form %v", f)
+				}
+				continue
+			}
 			if errs := runtimeschema.Check(id, ts.GetBound().AsMap()); len(errs) > 0 {
 				t.Errorf("%v %s: %v", p, ts.GetName(), errs)
 			}
@@ -213,7 +227,7 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 			}
 		}
 		want := 3 // the promoted ones
-		if p == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES {
+		if p == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES || p == runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES {
 			want = 4 // and fx_report, deferred, with defer_loading
 		}
 		if seen != want {
@@ -229,6 +243,226 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 	}
 	if _, err := c.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: 99}); err == nil || !strings.Contains(err.Error(), "profile") {
 		t.Fatalf("unknown profile: %v", err)
+	}
+}
+
+// TestRunTurnResponses: RunTurn on the OpenAI Responses adapter against the
+// strict Responses fake: native tool search (deferred functions with
+// defer_loading, a client-executed tool_search answered by the
+// tool_search_output item), the promoted root-union tool called with
+// wrapped arguments that reach the MCP tool unwrapped, and the tools array
+// unchanged by the promotion.
+func TestRunTurnResponses(t *testing.T) {
+	fk := fakeresponses.New(
+		fakeresponses.Reply{ToolSearch: `{"query":"select:fx_lookup,fx_noprops"}`},
+		fakeresponses.Reply{Calls: []fakeresponses.Call{{Name: "fx_lookup", Args: `{"input":{"id":"42"}}`}, {Name: "fx_noprops", Args: `{}`}}},
+		fakeresponses.Reply{From: func(r fakeresponses.Request) fakeresponses.Reply {
+			return fakeresponses.Reply{Text: "Found: " + r.LastOutput(), InputTokens: 10, OutputTokens: 3}
+		}},
+	)
+	defer fk.Close()
+	s := startAwkwardLoop(t, []runtime.ModelConfig{{Name: "resp", Provider: runtime.ProviderOpenAIResponses, BaseURL: fk.BaseURL()}})
+	c := s.rt()
+	ctx := context.Background()
+	th := s.thread(c)
+	st, err := c.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "look up 42", Model: "resp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, st)
+	if lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("events %v (fake problems %v)", evs, fk.Problems())
+	}
+	if p := fk.Problems(); len(p) > 0 {
+		t.Fatalf("the Responses fake refused requests: %v", p)
+	}
+	reqs := fk.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	deferred := map[string]bool{}
+	search := false
+	for _, tool := range reqs[0].Tools {
+		if tool.DeferLoading {
+			deferred[tool.Name] = true
+		}
+		search = search || (tool.Type == "tool_search" && tool.Execution == "client")
+	}
+	if !search || !deferred["fx_lookup"] || !deferred["fx_noprops"] || !deferred["fx_report"] {
+		t.Fatalf("first request's tools: search %v, deferred %v", search, deferred)
+	}
+	tj := func(r fakeresponses.Request) string { b, _ := json.Marshal(r.Tools); return string(b) }
+	if tj(reqs[0]) != tj(reqs[1]) || tj(reqs[1]) != tj(reqs[2]) {
+		t.Fatalf("the tools array changed with the promotion:\n%s\n%s", tj(reqs[0]), tj(reqs[2]))
+	}
+	if got := strings.Join(reqs[1].Loaded(), ","); got != "fx_lookup,fx_noprops" {
+		t.Fatalf("tool_search_output loaded %q", got)
+	}
+	ms, err := c.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: th})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, m := range ms.GetMessages() {
+		if m.GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_TOOL && m.GetName() != "tool_search" {
+			results = append(results, m.GetName()+" "+m.GetContent())
+		}
+	}
+	if strings.Join(results, " | ") != `fx_lookup args={"id":"42"} | fx_noprops args={}` {
+		t.Fatalf("tool results %q, want the union's arguments unwrapped", results)
+	}
+	t.Logf("largest Responses request: %d bytes", max(reqs[0].Bytes, reqs[1].Bytes, reqs[2].Bytes))
+}
+
+// grpcBackend is providerflow's Backend over the runtime's gRPC client.
+type grpcBackend struct{ s *loopSuite }
+
+func (b grpcBackend) NewThread(context.Context) (string, error) { return b.s.thread(b.s.rt()), nil }
+func (b grpcBackend) Assemble(ctx context.Context, th string, p runtimev1.ToolProfile) (*runtimev1.AssembleToolsResponse, error) {
+	return b.s.rt().AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: p, UserMessage: "look up 42"})
+}
+func (b grpcBackend) Execute(ctx context.Context, th string, p runtimev1.ToolProfile, call *runtimev1.ToolCall) (*runtimev1.ToolResult, error) {
+	r, err := b.s.rt().ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: p, ToolCall: call})
+	return r.GetResult(), err
+}
+
+// TestProviderFlows: an application calling each provider itself
+// (AssembleTools + ExecuteToolCall, providerflow) against the strict fake of
+// that provider: the tool search in the provider's native form, the
+// promoted root-union tool called with wrapped arguments that reach the MCP
+// tool unwrapped, and the promotion recorded in the thread whatever the
+// profile (a later openai_chat assembly binds the tool).
+func TestProviderFlows(t *testing.T) {
+	s := startAwkwardLoop(t, nil)
+	ctx := context.Background()
+	sc := providerflow.Script{Prompt: "look up 42", Query: "select:fx_lookup", Tool: "fx_lookup", Args: `{"input":{"id":"42"}}`}
+	largest := 0
+	for _, p := range providerflow.Providers {
+		tr, err := providerflow.Run(ctx, grpcBackend{s}, p, sc)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		largest = max(largest, tr.LargestRequest)
+		want := `The tool said: args={"id":"42"}`
+		if p == "openai_chat" {
+			want = "done" // fakemodel's scripted answer
+		}
+		if tr.ToolResult != `args={"id":"42"}` || tr.Answer != want {
+			t.Fatalf("%s: tool result %q, answer %q", p, tr.ToolResult, tr.Answer)
+		}
+		var out map[string]any
+		_ = json.Unmarshal(tr.SearchOutput, &out)
+		switch p {
+		case "openai_responses":
+			tools, _ := out["tools"].([]any)
+			if out["type"] != "tool_search_output" || out["call_id"] != "call_ts_0" || out["execution"] != "client" || len(tools) != 1 {
+				t.Fatalf("tool_search_output %s", tr.SearchOutput)
+			}
+			f := tools[0].(map[string]any)
+			if f["name"] != "fx_lookup" || f["defer_loading"] != true || f["parameters"].(map[string]any)["type"] != "object" {
+				t.Fatalf("loaded function %v", f)
+			}
+			if !slices.Contains(tr.Bound, "fx_lookup (deferred)") || !slices.Contains(tr.Bound, "tool_search") {
+				t.Fatalf("first request's tools %v", tr.Bound)
+			}
+		case "openai_chat":
+			// tool_search shows the schema the model can call (the
+			// profile's form: the root union wrapped), not the catalog's.
+			var text string
+			var found []map[string]any
+			_ = json.Unmarshal(tr.SearchOutput, &text)
+			if err := json.Unmarshal([]byte(text), &found); err != nil || len(found) != 1 {
+				t.Fatalf("tool_search text %q: %v", text, err)
+			}
+			params, _ := found[0]["parameters"].(map[string]any)
+			if _, wrapped := params["properties"].(map[string]any)["input"]; !wrapped || params["type"] != "object" || params["anyOf"] != nil {
+				t.Fatalf("tool_search shows %v, want the bound (wrapped) schema", params)
+			}
+		case "anthropic_messages":
+			if string(tr.SearchOutput) != `{"content":[{"tool_name":"fx_lookup","type":"tool_reference"}]}` {
+				t.Fatalf("tool_reference output %s", tr.SearchOutput)
+			}
+		}
+		// The promotion is in the thread: an openai_chat assembly binds it.
+		asm, err := s.rt().AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: tr.Thread, Profile: runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_CHAT})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ts := range asm.GetTools() {
+			names = append(names, ts.GetName())
+		}
+		if !slices.Contains(names, "fx_lookup") {
+			t.Fatalf("%s: promotion not recorded; openai_chat binds %v", p, names)
+		}
+	}
+	t.Logf("largest provider request in the flows: %d bytes", largest)
+	// A tool_search refused before the search ran (arguments not JSON) is
+	// still answered with a tool_search_output, loading nothing.
+	th := s.thread(s.rt())
+	r, err := s.rt().ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES,
+		ToolCall: &runtimev1.ToolCall{Id: "call_x", Name: "tool_search", RawArguments: `{not json`}})
+	po := r.GetResult().GetProviderOutput().AsMap()
+	if err != nil || r.GetResult().GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR || po["type"] != "tool_search_output" || po["call_id"] != "call_x" || len(po["tools"].([]any)) != 0 {
+		t.Fatalf("refused tool_search: %v %v", r, err)
+	}
+}
+
+// TestArgumentsCheckedAgainstBoundSchema: a call whose arguments fail the
+// schema the model saw is refused naming the JSON pointer, and the tool is
+// not run; runtime.limits.tool_arguments.validate_schema: false lets it
+// through to the MCP server.
+func TestArgumentsCheckedAgainstBoundSchema(t *testing.T) {
+	call := func(s *loopSuite, p runtimev1.ToolProfile, args string) *runtimev1.ToolResult {
+		t.Helper()
+		c := s.rt()
+		ctx := context.Background()
+		th := s.thread(c)
+		if _, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, ToolCall: &runtimev1.ToolCall{Id: "s", Name: "tool_search", RawArguments: `{"query":"select:fx_lookup"}`}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: p, ToolCall: &runtimev1.ToolCall{Id: "c", Name: "fx_lookup", RawArguments: args}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetResult()
+	}
+	text := func(r *runtimev1.ToolResult) string { return r.GetContent()[0].GetText() }
+	s := startAwkwardLoop(t, nil)
+	for p, want := range map[runtimev1.ToolProfile]string{
+		runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES: "at /input/id: got number, want string",
+		runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES:   "at /input",
+		// Gemini's form is checked after mapping, against the tool's own schema.
+		runtimev1.ToolProfile_TOOL_PROFILE_GEMINI: "at /id: got number, want string",
+	} {
+		r := call(s, p, `{"input":{"id":7}}`)
+		if r.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR || r.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS ||
+			!strings.Contains(text(r), "do not match its input schema "+want) || strings.Contains(text(r), "args=") {
+			t.Errorf("%v: %v", p, r)
+		}
+	}
+	// A valid call passes, under every profile and the v0.1.0 shape.
+	if r := call(s, runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES, `{"input":{"id":"7"}}`); text(r) != `args={"id":"7"}` {
+		t.Fatalf("valid call: %v", r)
+	}
+	if r := call(s, runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED, `{"id":"7"}`); text(r) != `args={"id":"7"}` {
+		t.Fatalf("the tool's own shape: %v", r)
+	}
+	if r := call(s, runtimev1.ToolProfile_TOOL_PROFILE_UNSPECIFIED, `{"id":7}`); !strings.Contains(text(r), "at /id: got number, want string") {
+		t.Fatalf("the tool's own shape, wrong type: %v", r)
+	}
+	// Not promoted: refused as such, the arguments not checked first.
+	c := s.rt()
+	th := s.thread(c)
+	r, err := c.ExecuteToolCall(context.Background(), &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES,
+		ToolCall: &runtimev1.ToolCall{Id: "c", Name: "fx_lookup", RawArguments: `{"input":{"id":7}}`}})
+	if err != nil || r.GetResult().GetReasonCode() != "deferred.not_promoted" {
+		t.Fatalf("unpromoted call: %v %v", r, err)
+	}
+	off := false
+	s2 := startAwkwardLoop(t, nil, func(c *app.Config) { c.Runtime.Limits.ToolArguments.ValidateSchema = &off })
+	if r := call(s2, runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES, `{"input":{"id":7}}`); text(r) != `args={"id":7}` {
+		t.Fatalf("validate_schema: false: %v", r)
 	}
 }
 

@@ -77,6 +77,9 @@ func (ls *loopState) get() (*runtimeloop.Engine, error) {
 		case ProviderAnthropic:
 			cl, err = runtimeloop.NewAnthropicModel(runtimeloop.AnthropicSpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
 				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens})
+		case ProviderOpenAIResponses:
+			cl, err = runtimeloop.NewResponsesModel(runtimeloop.ResponsesSpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key,
+				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature})
 		default:
 			cl, err = runtimeloop.NewOpenAIModel(runtimeloop.OpenAISpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
 				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature})

@@ -868,7 +868,19 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 			resp.Tools = append(resp.Tools, ts)
 			n++
 		}
-		report.Notes = append(report.Notes, fmt.Sprintf("anthropic_messages: %d deferred tools bound with defer_loading; tool_search answers with tool_reference blocks", n))
+		if profile == runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES {
+			for _, ts := range resp.Tools {
+				if ts.GetName() != ToolSearchName {
+					continue
+				}
+				if s, err := structpb.NewStruct(ResponsesToolSearch(BuiltinDef(ToolSearchName))); err == nil {
+					ts.Bound = s
+				}
+			}
+			report.Notes = append(report.Notes, fmt.Sprintf("openai_responses: %d deferred functions bound with defer_loading; tool_search is client-executed (execution: client) and its result is the tool_search_output item in ToolResult.provider_output", n))
+		} else {
+			report.Notes = append(report.Notes, fmt.Sprintf("anthropic_messages: %d deferred tools bound with defer_loading; tool_search answers with tool_reference blocks", n))
+		}
 	} else if profile == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES && len(b.DeferredNames) > AnthropicDeferredMax {
 		report.Notes = append(report.Notes, fmt.Sprintf("anthropic_messages: %d deferred tools, over the %d the Messages API accepts with defer_loading: names in the prompt, tool_search returns definitions", len(b.DeferredNames), AnthropicDeferredMax))
 	}

@@ -84,13 +84,85 @@ func Bind(t *Tool, profile runtimev1.ToolProfile) (*runtimev1.ToolSchema, error)
 // a tool_search that returns definitions.
 const AnthropicDeferredMax = 10000
 
-// NativeDeferral reports whether the anthropic_messages profile binds the
-// view's deferred tools natively: every deferred tool that is not promoted
-// goes out with defer_loading: true and tool_search answers with
-// tool_reference blocks, so a promotion leaves the tool definitions — the
-// cached prompt prefix — unchanged (docs/architecture.md §3.1).
+// NativeDeferral reports whether the profile binds the view's deferred
+// tools natively, with the provider's own tool search:
+//
+//   - anthropic_messages: every deferred tool that is not promoted goes out
+//     with defer_loading: true and tool_search answers with tool_reference
+//     blocks, so a promotion leaves the tool definitions — the cached prompt
+//     prefix — unchanged (docs/architecture.md §3.1); above
+//     AnthropicDeferredMax deferred tools the profile falls back to names in
+//     the prompt;
+//   - openai_responses: every deferred function that is not promoted goes
+//     out with defer_loading: true, tool_search is the client-executed
+//     tool_search tool (ResponsesToolSearch) and its result is the
+//     tool_search_output item carrying the loaded functions (OpenAI,
+//     "Tool search", https://developers.openai.com/api/docs/guides/tools-tool-search
+//     §Client-executed tool search; the OpenAI API reference's
+//     ToolSearchToolParam, ResponseToolSearchOutputItemParam). The guide
+//     states no bound on deferred functions.
 func NativeDeferral(profile runtimev1.ToolProfile, v *View) bool {
-	return profile == runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES && v.Base.HasDeferred() && len(v.Base.DeferredNames) <= AnthropicDeferredMax
+	if v == nil || !v.Base.HasDeferred() {
+		return false
+	}
+	switch profile {
+	case runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES:
+		return len(v.Base.DeferredNames) <= AnthropicDeferredMax
+	case runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES:
+		return true
+	}
+	return false
+}
+
+// ResponsesToolSearch is tool_search's Responses API form under native
+// deferral: {"type": "tool_search", "execution": "client", "description",
+// "parameters"} (ToolSearchToolParam: "Description shown to the model for a
+// client-executed tool search tool", "Parameter schema for a client-executed
+// tool search tool"). The model answers it with a tool_search_call item
+// whose arguments follow parameters; ExecuteToolCall of that call (name
+// tool_search, id the call_id) returns the tool_search_output item
+// (ResponsesToolSearchOutput).
+func ResponsesToolSearch(t *Tool) map[string]any {
+	params := map[string]any{"type": "object", "properties": map[string]any{}}
+	if t.Params != nil {
+		params = t.Params.AsMap()
+	}
+	return map[string]any{"type": "tool_search", "execution": "client", "description": t.Description, "parameters": params}
+}
+
+// ResponsesToolSearchOutput is the tool_search_output input item that
+// answers the tool_search_call callID (ResponseToolSearchOutputItemParam:
+// type, call_id, execution "client", status, tools — "The loaded tool
+// definitions returned by the tool search output"). loaded are the
+// functions in their openai_responses form, each with defer_loading: true
+// as the request's tools declare it; an empty search loads none but still
+// answers the call (every client tool_search_call needs its output).
+func ResponsesToolSearchOutput(callID string, loaded []map[string]any) map[string]any {
+	tools := make([]any, 0, len(loaded))
+	for _, f := range loaded {
+		tools = append(tools, f)
+	}
+	return map[string]any{"type": "tool_search_output", "call_id": callID, "execution": "client", "status": "completed", "tools": tools}
+}
+
+// SearchForm is how tool_search shows a found tool to the model: its name,
+// description and input schema as the call's profile binds them (what the
+// model can call), not the catalog's raw schema. A tool the profile cannot
+// bind is shown with the reason it is left out.
+func SearchForm(t *Tool, profile runtimev1.ToolProfile) map[string]any {
+	id, ok := ProfileID(profile)
+	if !ok {
+		id = runtimeschema.OpenAIChat
+	}
+	b, err := BindTool(t, id)
+	if err != nil {
+		return map[string]any{"name": t.Name, "description": t.Description, "left_out": leftOutReason(err)}
+	}
+	out := map[string]any{"name": b.Name, "description": b.Description}
+	if b.Parameters != nil { // gemini binds a tool without arguments without parameters
+		out["parameters"] = b.Parameters
+	}
+	return out
 }
 
 // UnpromotedDeferred lists the view's deferred tools that are not promoted

@@ -29,11 +29,11 @@ func (DecodeArguments) Run(ctx context.Context, c *Call, next Next) (*Outcome, e
 	if c.ArgsPB == nil && strings.TrimSpace(c.RawArguments) != "" {
 		var probe map[string]any
 		if err := json.Unmarshal([]byte(c.RawArguments), &probe); err != nil {
-			return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS, Text: fmt.Sprintf("Error: Tool '%s' arguments are not a valid JSON object: %s. Send the arguments as one JSON object.", c.Name, TruncDetail(err.Error()))}, nil
+			return searchAnswered(c, &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS, Text: fmt.Sprintf("Error: Tool '%s' arguments are not a valid JSON object: %s. Send the arguments as one JSON object.", c.Name, TruncDetail(err.Error()))}), nil
 		}
 		pb, err := structpb.NewStruct(probe)
 		if err != nil {
-			return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS, Text: fmt.Sprintf("Error: Tool '%s' arguments are not a valid JSON object: %s.", c.Name, TruncDetail(err.Error()))}, nil
+			return searchAnswered(c, &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_BUSINESS, Text: fmt.Sprintf("Error: Tool '%s' arguments are not a valid JSON object: %s.", c.Name, TruncDetail(err.Error()))}), nil
 		}
 		c.ArgsPB = pb
 	}

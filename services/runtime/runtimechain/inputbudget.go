@@ -25,6 +25,10 @@ type ArgumentLimits struct {
 	// MaxElements bounds the number of values (object members and array
 	// items, at every depth).
 	MaxElements int
+	// ValidateSchema: the map_arguments step checks a catalog tool's
+	// arguments against the input schema the model saw
+	// (runtime.limits.tool_arguments.validate_schema).
+	ValidateSchema bool
 }
 
 // Default argument limits (runtime.limits.tool_arguments).
@@ -175,7 +179,7 @@ func (InputBudget) Description() string {
 // Run implements Step.
 func (s InputBudget) Run(ctx context.Context, c *Call, next Next) (*Outcome, error) {
 	if err := CheckArguments(s.Limits, c.RawArguments, c.ArgsPB); err != nil {
-		return PolicyErr("input_budget.exceeded", "Guardrail denied: tool '%s' was not run (input_budget.exceeded): %s. Send smaller arguments.", c.Name, err.Error()), nil
+		return searchAnswered(c, PolicyErr("input_budget.exceeded", "Guardrail denied: tool '%s' was not run (input_budget.exceeded): %s. Send smaller arguments.", c.Name, err.Error())), nil
 	}
 	return next(ctx, c)
 }

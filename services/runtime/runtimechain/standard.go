@@ -76,7 +76,7 @@ func Standard(d Deps) *Chain {
 		Assembly{Views: d.Views},
 		InputBudget{Limits: d.Arguments},
 		DecodeArguments{},
-		MapArguments{},
+		MapArguments{Validate: d.Arguments.ValidateSchema},
 		Authorization{Authz: d.Authorizer},
 		ReadBeforeWrite{Workspace: d.Workspace},
 		ErrorNormalisation{},

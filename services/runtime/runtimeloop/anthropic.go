@@ -169,7 +169,8 @@ func (m *AnthropicModel) params(req *ModelRequest) (anthropic.MessageNewParams, 
 	// that switched provider) goes out loaded.
 	tools := make([]*anthropic.ToolParam, 0, len(req.Tools))
 	deferrable := map[string]bool{}
-	for _, t := range req.Tools {
+	ordered := stableToolOrder(req.Tools, req.Deferred)
+	for _, t := range ordered {
 		tp, err := anthropicToolOf(t)
 		if err != nil {
 			return p, err
@@ -186,7 +187,7 @@ func (m *AnthropicModel) params(req *ModelRequest) (anthropic.MessageNewParams, 
 			referenced[ref] = true
 		}
 	}
-	for i, t := range req.Tools {
+	for i, t := range ordered {
 		if deferredSet[t.GetName()] && referenced[tools[i].Name] {
 			tools[i].DeferLoading = anthropic.Bool(true)
 		}

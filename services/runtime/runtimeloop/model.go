@@ -2,6 +2,7 @@ package runtimeloop
 
 import (
 	"context"
+	"sort"
 	"strings"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
@@ -91,4 +92,25 @@ func safetyFinish(reason string) bool {
 		return true
 	}
 	return false
+}
+
+// stableToolOrder orders the tools of a request with native tool search so
+// that a promotion does not reorder them (the tools array is the cached
+// prompt prefix): the tools outside the deferred set keep their order, the
+// deferred set's tools — promoted or not — follow in name order.
+func stableToolOrder(tools []*runtimev1.ToolSchema, deferred []string) []*runtimev1.ToolSchema {
+	set := make(map[string]bool, len(deferred))
+	for _, n := range deferred {
+		set[n] = true
+	}
+	var fixed, def []*runtimev1.ToolSchema
+	for _, t := range tools {
+		if set[t.GetName()] {
+			def = append(def, t)
+		} else {
+			fixed = append(fixed, t)
+		}
+	}
+	sort.SliceStable(def, func(i, j int) bool { return def[i].GetName() < def[j].GetName() })
+	return append(fixed, def...)
 }

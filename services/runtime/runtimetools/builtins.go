@@ -70,11 +70,9 @@ func (s *Dispatcher) toolSearch(ctx context.Context, ec *runtimechain.Call) (*ru
 				continue
 			}
 			names = append(names, t.Name)
-			params := map[string]any{"type": "object", "properties": map[string]any{}}
-			if t.Params != nil {
-				params = t.Params.AsMap()
-			}
-			schemas = append(schemas, map[string]any{"name": t.Name, "description": t.Description, "parameters": params})
+			// The schema as the call's profile binds it — what the model
+			// can call — never the catalog's raw one (docs/architecture.md §3.1).
+			schemas = append(schemas, runtimeassembly.SearchForm(t, ec.Profile))
 		}
 		// Each promotion records the definition hash it was made with
 		// (docs/architecture.md §3.1).

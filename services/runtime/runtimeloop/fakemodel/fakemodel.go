@@ -6,7 +6,8 @@
 // every request and checks that the conversation it receives is one a
 // provider would accept (every assistant tool call answered by a tool
 // message, no orphan tool message, provider-safe tool names); a request that
-// breaks those rules gets HTTP 400, as a real provider would answer.
+// breaks those rules gets HTTP 400, as a real provider would answer; so
+// does a bound tool whose parameters are not an object schema at the root.
 package fakemodel
 
 import (
@@ -196,9 +197,21 @@ func validate(r Request) string {
 	if len(open) > 0 {
 		return "conversation ends with unanswered tool calls"
 	}
-	for _, t := range r.Tools {
+	for i, t := range r.Tools {
 		if !toolName.MatchString(t.Function.Name) {
 			return fmt.Sprintf("invalid bound tool name %q", t.Function.Name)
+		}
+		// Chat Completions function parameters are "a JSON Schema object":
+		// a root of another type or a root union is answered 400.
+		if p := t.Function.Parameters; p != nil {
+			if p["type"] != "object" {
+				return fmt.Sprintf("tools[%d].function.parameters: Invalid schema for function '%s': schema must be a JSON Schema of 'type: \"object\"', got 'type: %v'.", i, t.Function.Name, p["type"])
+			}
+			for _, k := range []string{"anyOf", "oneOf", "allOf", "not", "enum"} {
+				if _, ok := p[k]; ok {
+					return fmt.Sprintf("tools[%d].function.parameters: Invalid schema for function '%s': '%s' is not permitted at the top level.", i, t.Function.Name, k)
+				}
+			}
 		}
 	}
 	return ""

@@ -1770,7 +1770,9 @@ type ToolResult struct {
 	// The result in the provider's native form when it has one, for the
 	// profile of the request: for tool_search under anthropic_messages, the
 	// tool_result content of tool_reference blocks ({"content": [{"type":
-	// "tool_reference", "tool_name"}]}); unset otherwise.
+	// "tool_reference", "tool_name"}]}); under openai_responses, the
+	// tool_search_output input item ({"type": "tool_search_output",
+	// "call_id", "execution": "client", "status", "tools"}); unset otherwise.
 	ProviderOutput *structpb.Struct `protobuf:"bytes,10,opt,name=provider_output,json=providerOutput,proto3" json:"provider_output,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

@@ -867,7 +867,9 @@ export type ToolResult = Message$1<"toolplane.runtime.v1.ToolResult"> & {
    * The result in the provider's native form when it has one, for the
    * profile of the request: for tool_search under anthropic_messages, the
    * tool_result content of tool_reference blocks ({"content": [{"type":
-   * "tool_reference", "tool_name"}]}); unset otherwise.
+   * "tool_reference", "tool_name"}]}); under openai_responses, the
+   * tool_search_output input item ({"type": "tool_search_output",
+   * "call_id", "execution": "client", "status", "tools"}); unset otherwise.
    *
    * @generated from field: google.protobuf.Struct provider_output = 10;
    */
