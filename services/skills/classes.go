@@ -18,5 +18,6 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.skills.v1.SkillsService/DescribeSkills":     auth.ClassPublic,
 		"/toolplane.skills.v1.SkillsService/ResolveSkillPolicy": auth.ClassService,
 		"/toolplane.skills.v1.SkillsService/ReadSkillFile":      auth.ClassPublic,
+		"/toolplane.skills.v1.SkillsService/ManageSkill":        auth.ClassPublic,
 	}
 }

@@ -34,6 +34,17 @@ type Config struct {
 	// Empty (the default): DataDir/skills/blobs on sqlite, PostgreSQL bytea
 	// when storage.dsn is set (docs/decisions/0080-postgresql-stores.md).
 	BlobDir string `yaml:"blob_dir"`
+	// Evolution configures ManageSkill, the agent's skill_manage tool
+	// (docs/deerflow.md §4.14).
+	Evolution EvolutionConfig `yaml:"evolution"`
+}
+
+// EvolutionConfig is DeerFlow's `skill_evolution`: agents may create and
+// change their user's custom skills through ManageSkill.
+type EvolutionConfig struct {
+	// Enabled lets ManageSkill change custom skills and makes the runtime
+	// bind skill_manage. Default false.
+	Enabled bool `yaml:"enabled"`
 }
 
 // LimitsConfig bounds skill packages.

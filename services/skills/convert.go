@@ -126,7 +126,8 @@ func (s *Server) skillProto(sk skillsstore.Skill, enabled bool, u user) *skillsv
 
 func historyProto(ev skillsstore.HistoryEntry) *skillsv1.HistoryEntry {
 	out := &skillsv1.HistoryEntry{Version: int32(ev.Version), Author: ev.Author, Time: timestamppb.New(ev.Time),
-		Action: ev.Action, Digest: ev.Digest, ScanDecision: ev.ScanDecision, FindingCounts: map[string]int32{}}
+		Action: ev.Action, Digest: ev.Digest, ScanDecision: ev.ScanDecision, FindingCounts: map[string]int32{},
+		ThreadId: ev.ThreadID, FilePath: ev.FilePath}
 	for k, v := range ev.Counts {
 		out.FindingCounts[k] = int32(v)
 	}

@@ -255,7 +255,13 @@ func (s *Server) undoBlobs(created []string) {
 // install validates, scans and stores a new skill atomically: on any failure
 // nothing is left (no row, no blob written by this call).
 func (s *Server) install(ctx context.Context, cat skillsstore.Category, owner, author string, pkg *skillsarchive.Package, folder string) (skillsstore.Skill, skillsscan.Report, error) {
-	doc, rep, err := s.check(ctx, "install", pkg, folder)
+	return s.installAs(ctx, cat, owner, pkg, folder, skillsstore.HistoryEntry{Action: "install", Author: author})
+}
+
+// installAs is install recording ev (its scan decision and counts filled
+// in) as the first history event.
+func (s *Server) installAs(ctx context.Context, cat skillsstore.Category, owner string, pkg *skillsarchive.Package, folder string, ev skillsstore.HistoryEntry) (skillsstore.Skill, skillsscan.Report, error) {
+	doc, rep, err := s.check(ctx, ev.Action, pkg, folder)
 	if err != nil {
 		return skillsstore.Skill{}, rep, err
 	}
@@ -271,9 +277,8 @@ func (s *Server) install(ctx context.Context, cat skillsstore.Category, owner, a
 	if err != nil {
 		return skillsstore.Skill{}, rep, err
 	}
-	dec, counts := decision(rep)
-	sk, err := s.store.Create(ctx, cat, owner, name, content,
-		skillsstore.HistoryEntry{Action: "install", Author: author, ScanDecision: dec, Counts: counts})
+	ev.ScanDecision, ev.Counts = decision(rep)
+	sk, err := s.store.Create(ctx, cat, owner, name, content, ev)
 	if err != nil {
 		s.undoBlobs(created)
 		if errors.Is(err, skillsstore.ErrAlreadyExists) {

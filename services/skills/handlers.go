@@ -49,7 +49,7 @@ func (s *Server) ListSkills(ctx context.Context, req *skillsv1.ListSkillsRequest
 	if err != nil {
 		return nil, s.fail(ctx, "ListSkills", err)
 	}
-	out := &skillsv1.ListSkillsResponse{}
+	out := &skillsv1.ListSkillsResponse{EvolutionEnabled: s.cfg.Evolution.Enabled}
 	for _, sk := range sks {
 		en := st.enabled(sk)
 		if req.GetEnabledOnly() && !en {

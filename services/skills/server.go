@@ -54,6 +54,8 @@ type Server struct {
 	// mu serialises every write (install, edit, rollback, delete, GC) so
 	// that blobs written for a failed write can be removed safely.
 	mu sync.Mutex
+	// manageLocks serialise ManageSkill per (user, skill) (manage.go).
+	manageLocks skillLocks
 	// docs caches parsed SKILL.md by blob digest (immutable content).
 	docs *lru.Cache[string, *parsedDoc]
 	// indexes caches DescribeSkills search indexes by document-set hash.

@@ -185,6 +185,8 @@ func (s *Server) validate(req any) *grpcx.Violation {
 				return bad(fmt.Sprintf("always_available[%d]", i), grpcx.ViolationRequired, "must not be blank")
 			}
 		}
+	case *skillsv1.ManageSkillRequest:
+		return checkManage(r)
 	case *skillsv1.ReadSkillFileRequest:
 		if v := checkName("name", r.GetName()); v != nil {
 			return v
@@ -193,6 +195,58 @@ func (s *Server) validate(req any) *grpcx.Violation {
 			return bad("path", grpcx.ViolationTooLong, "longer than %d bytes", maxPathBytes)
 		}
 		if why := pathProblem(r.GetPath()); why != "" {
+			return bad("path", grpcx.ViolationInvalid, "%s", why)
+		}
+	}
+	return nil
+}
+
+// checkManage checks a ManageSkill request: the fields its action needs,
+// paths (SKILL.md is changed only by create, edit and patch; support files
+// only under references/, templates/, scripts/, assets/) and sizes.
+func checkManage(r *skillsv1.ManageSkillRequest) *grpcx.Violation {
+	if _, ok := actionNames[r.GetAction()]; !ok {
+		return bad("action", grpcx.ViolationInvalid, "must be one of create, edit, patch, write_file, remove_file, delete")
+	}
+	if v := checkName("name", r.GetName()); v != nil {
+		return v
+	}
+	for _, f := range []struct {
+		field string
+		n     int
+	}{{"content", len(r.GetContent())}, {"find", len(r.GetFind())}, {"replace", len(r.GetReplace())}} {
+		if f.n > maxManageContentBytes {
+			return bad(f.field, grpcx.ViolationTooLong, "%d bytes; the limit is %d", f.n, maxManageContentBytes)
+		}
+	}
+	if len(r.GetPath()) > maxPathBytes {
+		return bad("path", grpcx.ViolationTooLong, "longer than %d bytes", maxPathBytes)
+	}
+	switch r.GetAction() {
+	case skillsv1.SkillAction_SKILL_ACTION_CREATE, skillsv1.SkillAction_SKILL_ACTION_EDIT:
+		if strings.TrimSpace(r.GetContent()) == "" {
+			return bad("content", grpcx.ViolationRequired, "required: the full SKILL.md")
+		}
+		if r.GetPath() != "" && r.GetPath() != "SKILL.md" {
+			return bad("path", grpcx.ViolationInvalid, "create and edit write SKILL.md; use write_file for support files")
+		}
+	case skillsv1.SkillAction_SKILL_ACTION_PATCH:
+		if r.GetFind() == "" {
+			return bad("find", grpcx.ViolationRequired, "required: the exact text to replace")
+		}
+		if r.ExpectedCount != nil && (r.GetExpectedCount() < 1 || r.GetExpectedCount() > maxExpectedCount) {
+			return bad("expected_count", grpcx.ViolationOutOfRange, "must be 1..%d", maxExpectedCount)
+		}
+		if p := r.GetPath(); p != "" && p != "SKILL.md" {
+			if why := supportPathProblem(p); why != "" {
+				return bad("path", grpcx.ViolationInvalid, "%s", why)
+			}
+		}
+	case skillsv1.SkillAction_SKILL_ACTION_WRITE_FILE, skillsv1.SkillAction_SKILL_ACTION_REMOVE_FILE:
+		if r.GetPath() == "" {
+			return bad("path", grpcx.ViolationRequired, "required: a file under references/, templates/, scripts/ or assets/")
+		}
+		if why := supportPathProblem(r.GetPath()); why != "" {
 			return bad("path", grpcx.ViolationInvalid, "%s", why)
 		}
 	}

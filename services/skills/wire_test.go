@@ -35,7 +35,13 @@ func (p policy) Validate(m string, req any) error { return p.s.Validate(m, req) 
 // dialer per token.
 func startWire(t *testing.T) (*Server, func(token string) skillsv1.SkillsServiceClient) {
 	t.Helper()
-	s, err := New(context.Background(), Config{}, svckit.Env{DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	return startWireWith(t, Config{})
+}
+
+// startWireWith is startWire with a configuration.
+func startWireWith(t *testing.T, cfg Config) (*Server, func(token string) skillsv1.SkillsServiceClient) {
+	t.Helper()
+	s, err := New(context.Background(), cfg, svckit.Env{DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

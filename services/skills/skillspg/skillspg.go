@@ -154,8 +154,8 @@ func record(ctx context.Context, tx pgx.Tx, id int64, ev skillsstore.HistoryEntr
 			return err
 		}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO skills.skill_history (skill_id, version, action, author, at, digest, scan_decision, counts)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)`, id, ev.Version, ev.Action, ev.Author, ev.Time.UnixNano(), ev.Digest, ev.ScanDecision, string(counts))
+	_, err := tx.Exec(ctx, `INSERT INTO skills.skill_history (skill_id, version, action, author, at, digest, scan_decision, counts, thread_id, file_path)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10)`, id, ev.Version, ev.Action, ev.Author, ev.Time.UnixNano(), ev.Digest, ev.ScanDecision, string(counts), ev.ThreadID, ev.FilePath)
 	if pgstore.IsForeignKeyViolation(err) {
 		return skillsstore.ErrNotFound
 	}
@@ -255,7 +255,7 @@ func (s *Store) Record(ctx context.Context, id int64, ev skillsstore.HistoryEntr
 
 // History implements skillsstore.Store.
 func (s *Store) History(ctx context.Context, id int64) ([]skillsstore.HistoryEntry, error) {
-	rows, err := s.pool.Query(ctx, `SELECT version, action, author, at, digest, scan_decision, counts FROM skills.skill_history WHERE skill_id = $1 ORDER BY id DESC`, id)
+	rows, err := s.pool.Query(ctx, `SELECT version, action, author, at, digest, scan_decision, counts, thread_id, file_path FROM skills.skill_history WHERE skill_id = $1 ORDER BY id DESC`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (s *Store) History(ctx context.Context, id int64) ([]skillsstore.HistoryEnt
 		var ev skillsstore.HistoryEntry
 		var at int64
 		var counts []byte
-		if err := rows.Scan(&ev.Version, &ev.Action, &ev.Author, &at, &ev.Digest, &ev.ScanDecision, &counts); err != nil {
+		if err := rows.Scan(&ev.Version, &ev.Action, &ev.Author, &at, &ev.Digest, &ev.ScanDecision, &counts, &ev.ThreadID, &ev.FilePath); err != nil {
 			return nil, err
 		}
 		ev.Time = time.Unix(0, at).UTC()

@@ -570,6 +570,12 @@ func fileClasses(f skillsarchive.File) map[string]bool {
 	case interp == "node" || interp == "deno" || interp == "bun" || interp == "nodejs":
 		cls[ClassJavaScript] = true
 	}
+	// A program of no recognised language (an executable file, or any file
+	// under scripts/) is scanned as a shell script: it is run, not read
+	// (docs/deerflow.md §4.14).
+	if (f.Executable || strings.HasPrefix(f.Path, "scripts/")) && !cls[ClassShell] && !cls[ClassPython] && !cls[ClassJavaScript] {
+		cls[ClassShell] = true
+	}
 	return cls
 }
 

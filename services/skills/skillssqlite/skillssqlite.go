@@ -128,8 +128,8 @@ func record(ctx context.Context, tx *sql.Tx, id int64, ev skillsstore.HistoryEnt
 	if ev.Counts == nil {
 		counts = []byte("{}")
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO skill_history (skill_id, version, action, author, at, digest, scan_decision, counts)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, ev.Version, ev.Action, ev.Author, ev.Time.UnixNano(), ev.Digest, ev.ScanDecision, string(counts))
+	_, err = tx.ExecContext(ctx, `INSERT INTO skill_history (skill_id, version, action, author, at, digest, scan_decision, counts, thread_id, file_path)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, ev.Version, ev.Action, ev.Author, ev.Time.UnixNano(), ev.Digest, ev.ScanDecision, string(counts), ev.ThreadID, ev.FilePath)
 	return err
 }
 
@@ -223,7 +223,7 @@ func (s *Store) Record(ctx context.Context, id int64, ev skillsstore.HistoryEntr
 
 // History implements skillsstore.Store.
 func (s *Store) History(ctx context.Context, id int64) ([]skillsstore.HistoryEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT version, action, author, at, digest, scan_decision, counts FROM skill_history WHERE skill_id = ? ORDER BY id DESC`, id)
+	rows, err := s.db.QueryContext(ctx, `SELECT version, action, author, at, digest, scan_decision, counts, thread_id, file_path FROM skill_history WHERE skill_id = ? ORDER BY id DESC`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func (s *Store) History(ctx context.Context, id int64) ([]skillsstore.HistoryEnt
 		var ev skillsstore.HistoryEntry
 		var at int64
 		var counts string
-		if err := rows.Scan(&ev.Version, &ev.Action, &ev.Author, &at, &ev.Digest, &ev.ScanDecision, &counts); err != nil {
+		if err := rows.Scan(&ev.Version, &ev.Action, &ev.Author, &at, &ev.Digest, &ev.ScanDecision, &counts, &ev.ThreadID, &ev.FilePath); err != nil {
 			return nil, err
 		}
 		ev.Time = time.Unix(0, at).UTC()

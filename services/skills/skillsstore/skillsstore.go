@@ -69,9 +69,12 @@ type HistoryEntry struct {
 	// Version is the content version the event produced or concerned.
 	Version int
 	// Action: install, edit, rollback, rollback_refused, enable,
-	// enable_refused, disable, upgrade (public skills re-shipped).
+	// enable_refused, disable, upgrade (public skills re-shipped); from
+	// ManageSkill also create, patch, write_file, remove_file and
+	// manage_refused (a change the scan blocked).
 	Action string
-	// Author is the user key of whoever acted ("system" for shipped skills).
+	// Author is the user key of whoever acted ("system" for shipped skills,
+	// "agent" for a ManageSkill change made by an agent's tool call).
 	Author string
 	Time   time.Time
 	// Digest is the package digest concerned.
@@ -80,6 +83,10 @@ type HistoryEntry struct {
 	ScanDecision string
 	// Counts are findings per severity name.
 	Counts map[string]int
+	// ThreadID is the agent thread a ManageSkill change came from ("" otherwise).
+	ThreadID string
+	// FilePath is the file a ManageSkill change concerned ("" = the whole skill).
+	FilePath string
 }
 
 // Store is the skills metadata store. Implementations are safe for concurrent use.

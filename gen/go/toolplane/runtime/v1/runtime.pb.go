@@ -1367,7 +1367,13 @@ type Agent struct {
 	// Subagents allowed (enables the `task` tool).
 	SubagentsEnabled bool `protobuf:"varint,8,opt,name=subagents_enabled,json=subagentsEnabled,proto3" json:"subagents_enabled,omitempty"`
 	// Last update.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The user who owns the agent (output only): set for agents an agent
+	// created with setup_agent; unset for agents written with UpsertAgent,
+	// which are shared. An owned agent is visible to and usable by its owner
+	// only, and only its owner's threads may change it with update_agent
+	// (docs/decisions/0151-owned-agents.md).
+	Owner         *AgentOwner `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1465,6 +1471,68 @@ func (x *Agent) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Agent) GetOwner() *AgentOwner {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+// AgentOwner names the user who owns an agent.
+type AgentOwner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant of the owner ("default" when the principal has none).
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Subject of the owner.
+	Subject       string `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentOwner) Reset() {
+	*x = AgentOwner{}
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentOwner) ProtoMessage() {}
+
+func (x *AgentOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentOwner.ProtoReflect.Descriptor instead.
+func (*AgentOwner) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AgentOwner) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *AgentOwner) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
 // ToolSchema is one tool to bind in a model request.
 type ToolSchema struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1488,7 +1556,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1568,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1581,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -1564,7 +1632,7 @@ type PromptSection struct {
 
 func (x *PromptSection) Reset() {
 	*x = PromptSection{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1644,7 @@ func (x *PromptSection) String() string {
 func (*PromptSection) ProtoMessage() {}
 
 func (x *PromptSection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1657,7 @@ func (x *PromptSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptSection.ProtoReflect.Descriptor instead.
 func (*PromptSection) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PromptSection) GetName() string {
@@ -1641,7 +1709,7 @@ type AssemblyReport struct {
 
 func (x *AssemblyReport) Reset() {
 	*x = AssemblyReport{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1721,7 @@ func (x *AssemblyReport) String() string {
 func (*AssemblyReport) ProtoMessage() {}
 
 func (x *AssemblyReport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1734,7 @@ func (x *AssemblyReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssemblyReport.ProtoReflect.Descriptor instead.
 func (*AssemblyReport) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AssemblyReport) GetDroppedDuplicates() []string {
@@ -1780,7 +1848,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1860,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1873,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolResult) GetToolCallId() string {
@@ -1905,7 +1973,7 @@ type Run struct {
 
 func (x *Run) Reset() {
 	*x = Run{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +1985,7 @@ func (x *Run) String() string {
 func (*Run) ProtoMessage() {}
 
 func (x *Run) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +1998,7 @@ func (x *Run) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Run.ProtoReflect.Descriptor instead.
 func (*Run) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{16}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Run) GetRunId() string {
@@ -2024,7 +2092,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2104,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2117,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{17}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunEvent) GetRunId() string {
@@ -2318,7 +2386,7 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	" \x01(\v2\x17.google.protobuf.StructR\x0eproviderOutput\"U\n" +
 	"\x12ToolSearchSettings\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12%\n" +
-	"\x0eexempt_servers\x18\x02 \x03(\tR\rexemptServers\"\xa4\x03\n" +
+	"\x0eexempt_servers\x18\x02 \x03(\tR\rexemptServers\"\xdc\x03\n" +
 	"\x05Agent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12>\n" +
@@ -2331,7 +2399,13 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"toolSearch\x12+\n" +
 	"\x11subagents_enabled\x18\b \x01(\bR\x10subagentsEnabled\x12;\n" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xcf\x01\n" +
+	"updateTime\x126\n" +
+	"\x05owner\x18\n" +
+	" \x01(\v2 .toolplane.runtime.v1.AgentOwnerR\x05owner\">\n" +
+	"\n" +
+	"AgentOwner\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\"\xcf\x01\n" +
 	"\n" +
 	"ToolSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
@@ -2457,7 +2531,7 @@ func file_toolplane_runtime_v1_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_toolplane_runtime_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_toolplane_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_toolplane_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_toolplane_runtime_v1_runtime_proto_goTypes = []any{
 	(ErrorKind)(0),                // 0: toolplane.runtime.v1.ErrorKind
 	(ToolProfile)(0),              // 1: toolplane.runtime.v1.ToolProfile
@@ -2478,68 +2552,70 @@ var file_toolplane_runtime_v1_runtime_proto_goTypes = []any{
 	(*Message)(nil),               // 16: toolplane.runtime.v1.Message
 	(*ToolSearchSettings)(nil),    // 17: toolplane.runtime.v1.ToolSearchSettings
 	(*Agent)(nil),                 // 18: toolplane.runtime.v1.Agent
-	(*ToolSchema)(nil),            // 19: toolplane.runtime.v1.ToolSchema
-	(*PromptSection)(nil),         // 20: toolplane.runtime.v1.PromptSection
-	(*AssemblyReport)(nil),        // 21: toolplane.runtime.v1.AssemblyReport
-	(*ToolResult)(nil),            // 22: toolplane.runtime.v1.ToolResult
-	(*Run)(nil),                   // 23: toolplane.runtime.v1.Run
-	(*RunEvent)(nil),              // 24: toolplane.runtime.v1.RunEvent
-	nil,                           // 25: toolplane.runtime.v1.Thread.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 28: toolplane.type.v1.StringList
-	(*v1.ContentBlock)(nil),       // 29: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),       // 30: toolplane.type.v1.Notification
+	(*AgentOwner)(nil),            // 19: toolplane.runtime.v1.AgentOwner
+	(*ToolSchema)(nil),            // 20: toolplane.runtime.v1.ToolSchema
+	(*PromptSection)(nil),         // 21: toolplane.runtime.v1.PromptSection
+	(*AssemblyReport)(nil),        // 22: toolplane.runtime.v1.AssemblyReport
+	(*ToolResult)(nil),            // 23: toolplane.runtime.v1.ToolResult
+	(*Run)(nil),                   // 24: toolplane.runtime.v1.Run
+	(*RunEvent)(nil),              // 25: toolplane.runtime.v1.RunEvent
+	nil,                           // 26: toolplane.runtime.v1.Thread.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 29: toolplane.type.v1.StringList
+	(*v1.ContentBlock)(nil),       // 30: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),       // 31: toolplane.type.v1.Notification
 }
 var file_toolplane_runtime_v1_runtime_proto_depIdxs = []int32{
 	8,  // 0: toolplane.runtime.v1.Promoted.tools:type_name -> toolplane.runtime.v1.PromotedTool
 	5,  // 1: toolplane.runtime.v1.ActiveSkill.source:type_name -> toolplane.runtime.v1.SkillActivationSource
-	26, // 2: toolplane.runtime.v1.ActiveSkill.time:type_name -> google.protobuf.Timestamp
+	27, // 2: toolplane.runtime.v1.ActiveSkill.time:type_name -> google.protobuf.Timestamp
 	7,  // 3: toolplane.runtime.v1.Thread.promoted:type_name -> toolplane.runtime.v1.Promoted
 	10, // 4: toolplane.runtime.v1.Thread.active_skills:type_name -> toolplane.runtime.v1.ActiveSkill
 	11, // 5: toolplane.runtime.v1.Thread.artifacts:type_name -> toolplane.runtime.v1.Artifact
 	12, // 6: toolplane.runtime.v1.Thread.todos:type_name -> toolplane.runtime.v1.Todo
 	13, // 7: toolplane.runtime.v1.Thread.token_usage:type_name -> toolplane.runtime.v1.TokenUsage
-	26, // 8: toolplane.runtime.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
-	26, // 9: toolplane.runtime.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	25, // 10: toolplane.runtime.v1.Thread.metadata:type_name -> toolplane.runtime.v1.Thread.MetadataEntry
-	27, // 11: toolplane.runtime.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	27, // 8: toolplane.runtime.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	27, // 9: toolplane.runtime.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
+	26, // 10: toolplane.runtime.v1.Thread.metadata:type_name -> toolplane.runtime.v1.Thread.MetadataEntry
+	28, // 11: toolplane.runtime.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
 	4,  // 12: toolplane.runtime.v1.Message.role:type_name -> toolplane.runtime.v1.MessageRole
 	15, // 13: toolplane.runtime.v1.Message.tool_calls:type_name -> toolplane.runtime.v1.ToolCall
 	2,  // 14: toolplane.runtime.v1.Message.status:type_name -> toolplane.runtime.v1.ToolCallStatus
-	26, // 15: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
-	27, // 16: toolplane.runtime.v1.Message.provider_output:type_name -> google.protobuf.Struct
-	28, // 17: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
-	28, // 18: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
+	27, // 15: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
+	28, // 16: toolplane.runtime.v1.Message.provider_output:type_name -> google.protobuf.Struct
+	29, // 17: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
+	29, // 18: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
 	17, // 19: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
-	26, // 20: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
-	27, // 21: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
-	27, // 22: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
-	27, // 23: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
-	9,  // 24: toolplane.runtime.v1.AssemblyReport.dropped_promotions:type_name -> toolplane.runtime.v1.DroppedPromotion
-	2,  // 25: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
-	0,  // 26: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
-	29, // 27: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
-	11, // 28: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
-	7,  // 29: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
-	27, // 30: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
-	27, // 31: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
-	3,  // 32: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
-	26, // 33: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
-	26, // 34: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
-	13, // 35: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	15, // 36: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
-	22, // 37: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
-	7,  // 38: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
-	16, // 39: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
-	13, // 40: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	30, // 41: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
-	3,  // 42: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	27, // 20: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
+	19, // 21: toolplane.runtime.v1.Agent.owner:type_name -> toolplane.runtime.v1.AgentOwner
+	28, // 22: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
+	28, // 23: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
+	28, // 24: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
+	9,  // 25: toolplane.runtime.v1.AssemblyReport.dropped_promotions:type_name -> toolplane.runtime.v1.DroppedPromotion
+	2,  // 26: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
+	0,  // 27: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
+	30, // 28: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
+	11, // 29: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
+	7,  // 30: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
+	28, // 31: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
+	28, // 32: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
+	3,  // 33: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
+	27, // 34: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
+	27, // 35: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
+	13, // 36: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	15, // 37: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
+	23, // 38: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
+	7,  // 39: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
+	16, // 40: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
+	13, // 41: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	31, // 42: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
+	3,  // 43: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_runtime_v1_runtime_proto_init() }
@@ -2547,7 +2623,7 @@ func file_toolplane_runtime_v1_runtime_proto_init() {
 	if File_toolplane_runtime_v1_runtime_proto != nil {
 		return
 	}
-	file_toolplane_runtime_v1_runtime_proto_msgTypes[17].OneofWrappers = []any{
+	file_toolplane_runtime_v1_runtime_proto_msgTypes[18].OneofWrappers = []any{
 		(*RunEvent_TextDelta)(nil),
 		(*RunEvent_ToolCallStarted)(nil),
 		(*RunEvent_ToolCallFinished)(nil),
@@ -2565,7 +2641,7 @@ func file_toolplane_runtime_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_runtime_v1_runtime_proto_rawDesc), len(file_toolplane_runtime_v1_runtime_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -25,6 +25,285 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// UploadThreadFileRequest is one message of an upload stream.
+type UploadThreadFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The part.
+	//
+	// Types that are valid to be assigned to Part:
+	//
+	//	*UploadThreadFileRequest_Header
+	//	*UploadThreadFileRequest_Chunk
+	Part          isUploadThreadFileRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadThreadFileRequest) Reset() {
+	*x = UploadThreadFileRequest{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadThreadFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadThreadFileRequest) ProtoMessage() {}
+
+func (x *UploadThreadFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadThreadFileRequest.ProtoReflect.Descriptor instead.
+func (*UploadThreadFileRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *UploadThreadFileRequest) GetPart() isUploadThreadFileRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *UploadThreadFileRequest) GetHeader() *UploadHeader {
+	if x != nil {
+		if x, ok := x.Part.(*UploadThreadFileRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *UploadThreadFileRequest) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*UploadThreadFileRequest_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+type isUploadThreadFileRequest_Part interface {
+	isUploadThreadFileRequest_Part()
+}
+
+type UploadThreadFileRequest_Header struct {
+	// First message: which thread and file.
+	Header *UploadHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type UploadThreadFileRequest_Chunk struct {
+	// Following messages: the file's bytes, in order (any size up to the message limit).
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+func (*UploadThreadFileRequest_Header) isUploadThreadFileRequest_Part() {}
+
+func (*UploadThreadFileRequest_Chunk) isUploadThreadFileRequest_Part() {}
+
+// UploadHeader names the upload.
+type UploadHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Thread id (the caller's thread).
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// File name: a base name (no '/', '\\', NUL, leading '.'), at most 255 bytes.
+	Filename string `protobuf:"bytes,2,opt,name=filename,proto3" json:"filename,omitempty"`
+	// MIME type as sent by the client; empty = detected from the content.
+	MimeType      string `protobuf:"bytes,3,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadHeader) Reset() {
+	*x = UploadHeader{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadHeader) ProtoMessage() {}
+
+func (x *UploadHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
+func (*UploadHeader) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UploadHeader) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *UploadHeader) GetFilename() string {
+	if x != nil {
+		return x.Filename
+	}
+	return ""
+}
+
+func (x *UploadHeader) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+// UploadThreadFileResponse describes the stored file.
+type UploadThreadFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored file.
+	File          *UploadedFile `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadThreadFileResponse) Reset() {
+	*x = UploadThreadFileResponse{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadThreadFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadThreadFileResponse) ProtoMessage() {}
+
+func (x *UploadThreadFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadThreadFileResponse.ProtoReflect.Descriptor instead.
+func (*UploadThreadFileResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *UploadThreadFileResponse) GetFile() *UploadedFile {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
+// UploadedFile is a file in a thread's uploads folder.
+type UploadedFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Virtual path, /mnt/user-data/uploads/<filename>.
+	VirtualPath string `protobuf:"bytes,1,opt,name=virtual_path,json=virtualPath,proto3" json:"virtual_path,omitempty"`
+	// Size in bytes.
+	SizeBytes int64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Hex SHA-256 of the content.
+	Sha256 string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// MIME type (as sent, else detected).
+	MimeType string `protobuf:"bytes,4,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// True when an earlier file of the same name was replaced.
+	Replaced      bool `protobuf:"varint,5,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadedFile) Reset() {
+	*x = UploadedFile{}
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadedFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadedFile) ProtoMessage() {}
+
+func (x *UploadedFile) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadedFile.ProtoReflect.Descriptor instead.
+func (*UploadedFile) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UploadedFile) GetVirtualPath() string {
+	if x != nil {
+		return x.VirtualPath
+	}
+	return ""
+}
+
+func (x *UploadedFile) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *UploadedFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *UploadedFile) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *UploadedFile) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
+}
+
 // CreateThreadRequest creates a thread.
 type CreateThreadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -38,7 +317,7 @@ type CreateThreadRequest struct {
 
 func (x *CreateThreadRequest) Reset() {
 	*x = CreateThreadRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[0]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +329,7 @@ func (x *CreateThreadRequest) String() string {
 func (*CreateThreadRequest) ProtoMessage() {}
 
 func (x *CreateThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[0]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +342,7 @@ func (x *CreateThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateThreadRequest.ProtoReflect.Descriptor instead.
 func (*CreateThreadRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{0}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateThreadRequest) GetAgent() string {
@@ -91,7 +370,7 @@ type CreateThreadResponse struct {
 
 func (x *CreateThreadResponse) Reset() {
 	*x = CreateThreadResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[1]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +382,7 @@ func (x *CreateThreadResponse) String() string {
 func (*CreateThreadResponse) ProtoMessage() {}
 
 func (x *CreateThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[1]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,7 +395,7 @@ func (x *CreateThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateThreadResponse.ProtoReflect.Descriptor instead.
 func (*CreateThreadResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{1}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateThreadResponse) GetThread() *Thread {
@@ -139,7 +418,7 @@ type ListThreadsRequest struct {
 
 func (x *ListThreadsRequest) Reset() {
 	*x = ListThreadsRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[2]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -151,7 +430,7 @@ func (x *ListThreadsRequest) String() string {
 func (*ListThreadsRequest) ProtoMessage() {}
 
 func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[2]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -164,7 +443,7 @@ func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{2}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListThreadsRequest) GetPageSize() int32 {
@@ -194,7 +473,7 @@ type ListThreadsResponse struct {
 
 func (x *ListThreadsResponse) Reset() {
 	*x = ListThreadsResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[3]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +485,7 @@ func (x *ListThreadsResponse) String() string {
 func (*ListThreadsResponse) ProtoMessage() {}
 
 func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[3]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +498,7 @@ func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{3}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListThreadsResponse) GetThreads() []*Thread {
@@ -247,7 +526,7 @@ type GetThreadRequest struct {
 
 func (x *GetThreadRequest) Reset() {
 	*x = GetThreadRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[4]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +538,7 @@ func (x *GetThreadRequest) String() string {
 func (*GetThreadRequest) ProtoMessage() {}
 
 func (x *GetThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[4]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +551,7 @@ func (x *GetThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{4}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetThreadRequest) GetThreadId() string {
@@ -293,7 +572,7 @@ type GetThreadResponse struct {
 
 func (x *GetThreadResponse) Reset() {
 	*x = GetThreadResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[5]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +584,7 @@ func (x *GetThreadResponse) String() string {
 func (*GetThreadResponse) ProtoMessage() {}
 
 func (x *GetThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[5]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +597,7 @@ func (x *GetThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadResponse.ProtoReflect.Descriptor instead.
 func (*GetThreadResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{5}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetThreadResponse) GetThread() *Thread {
@@ -339,7 +618,7 @@ type DeleteThreadRequest struct {
 
 func (x *DeleteThreadRequest) Reset() {
 	*x = DeleteThreadRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[6]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +630,7 @@ func (x *DeleteThreadRequest) String() string {
 func (*DeleteThreadRequest) ProtoMessage() {}
 
 func (x *DeleteThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[6]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +643,7 @@ func (x *DeleteThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteThreadRequest.ProtoReflect.Descriptor instead.
 func (*DeleteThreadRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{6}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteThreadRequest) GetThreadId() string {
@@ -383,7 +662,7 @@ type DeleteThreadResponse struct {
 
 func (x *DeleteThreadResponse) Reset() {
 	*x = DeleteThreadResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[7]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +674,7 @@ func (x *DeleteThreadResponse) String() string {
 func (*DeleteThreadResponse) ProtoMessage() {}
 
 func (x *DeleteThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[7]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +687,7 @@ func (x *DeleteThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteThreadResponse.ProtoReflect.Descriptor instead.
 func (*DeleteThreadResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{7}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{11}
 }
 
 // ListMessagesRequest pages messages.
@@ -426,7 +705,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[8]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +717,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[8]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +730,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{8}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListMessagesRequest) GetThreadId() string {
@@ -488,7 +767,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[9]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +779,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[9]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +792,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{9}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -546,7 +825,7 @@ type AssembleToolsRequest struct {
 
 func (x *AssembleToolsRequest) Reset() {
 	*x = AssembleToolsRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[10]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +837,7 @@ func (x *AssembleToolsRequest) String() string {
 func (*AssembleToolsRequest) ProtoMessage() {}
 
 func (x *AssembleToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[10]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +850,7 @@ func (x *AssembleToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssembleToolsRequest.ProtoReflect.Descriptor instead.
 func (*AssembleToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{10}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AssembleToolsRequest) GetThreadId() string {
@@ -622,7 +901,7 @@ type AssembleToolsResponse struct {
 
 func (x *AssembleToolsResponse) Reset() {
 	*x = AssembleToolsResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[11]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +913,7 @@ func (x *AssembleToolsResponse) String() string {
 func (*AssembleToolsResponse) ProtoMessage() {}
 
 func (x *AssembleToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[11]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +926,7 @@ func (x *AssembleToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssembleToolsResponse.ProtoReflect.Descriptor instead.
 func (*AssembleToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{11}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AssembleToolsResponse) GetTools() []*ToolSchema {
@@ -731,7 +1010,7 @@ type ExecuteToolCallRequest struct {
 
 func (x *ExecuteToolCallRequest) Reset() {
 	*x = ExecuteToolCallRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[12]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +1022,7 @@ func (x *ExecuteToolCallRequest) String() string {
 func (*ExecuteToolCallRequest) ProtoMessage() {}
 
 func (x *ExecuteToolCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[12]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +1035,7 @@ func (x *ExecuteToolCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteToolCallRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteToolCallRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{12}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExecuteToolCallRequest) GetThreadId() string {
@@ -798,7 +1077,7 @@ type ExecuteToolCallResponse struct {
 
 func (x *ExecuteToolCallResponse) Reset() {
 	*x = ExecuteToolCallResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[13]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1089,7 @@ func (x *ExecuteToolCallResponse) String() string {
 func (*ExecuteToolCallResponse) ProtoMessage() {}
 
 func (x *ExecuteToolCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[13]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1102,7 @@ func (x *ExecuteToolCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteToolCallResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteToolCallResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{13}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExecuteToolCallResponse) GetResult() *ToolResult {
@@ -850,7 +1129,7 @@ type ExecuteToolCallStreamRequest struct {
 
 func (x *ExecuteToolCallStreamRequest) Reset() {
 	*x = ExecuteToolCallStreamRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[14]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1141,7 @@ func (x *ExecuteToolCallStreamRequest) String() string {
 func (*ExecuteToolCallStreamRequest) ProtoMessage() {}
 
 func (x *ExecuteToolCallStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[14]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1154,7 @@ func (x *ExecuteToolCallStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteToolCallStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteToolCallStreamRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{14}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExecuteToolCallStreamRequest) GetThreadId() string {
@@ -922,7 +1201,7 @@ type ExecuteToolCallStreamResponse struct {
 
 func (x *ExecuteToolCallStreamResponse) Reset() {
 	*x = ExecuteToolCallStreamResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[15]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1213,7 @@ func (x *ExecuteToolCallStreamResponse) String() string {
 func (*ExecuteToolCallStreamResponse) ProtoMessage() {}
 
 func (x *ExecuteToolCallStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[15]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1226,7 @@ func (x *ExecuteToolCallStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteToolCallStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteToolCallStreamResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{15}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExecuteToolCallStreamResponse) GetEvent() isExecuteToolCallStreamResponse_Event {
@@ -1010,7 +1289,7 @@ type RunTurnRequest struct {
 
 func (x *RunTurnRequest) Reset() {
 	*x = RunTurnRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[16]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1301,7 @@ func (x *RunTurnRequest) String() string {
 func (*RunTurnRequest) ProtoMessage() {}
 
 func (x *RunTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[16]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1314,7 @@ func (x *RunTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTurnRequest.ProtoReflect.Descriptor instead.
 func (*RunTurnRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{16}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunTurnRequest) GetThreadId() string {
@@ -1077,7 +1356,7 @@ type RunTurnResponse struct {
 
 func (x *RunTurnResponse) Reset() {
 	*x = RunTurnResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[17]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1368,7 @@ func (x *RunTurnResponse) String() string {
 func (*RunTurnResponse) ProtoMessage() {}
 
 func (x *RunTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[17]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1381,7 @@ func (x *RunTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTurnResponse.ProtoReflect.Descriptor instead.
 func (*RunTurnResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{17}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RunTurnResponse) GetEvent() *RunEvent {
@@ -1123,7 +1402,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[18]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1414,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[18]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1427,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{18}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListRunsRequest) GetThreadId() string {
@@ -1169,7 +1448,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[19]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1460,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[19]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1473,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{19}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -1217,7 +1496,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[20]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1508,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[20]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1521,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{20}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelRunRequest) GetThreadId() string {
@@ -1270,7 +1549,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[21]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1561,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[21]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1574,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{21}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelRunResponse) GetRun() *Run {
@@ -1320,7 +1599,7 @@ type ResumeRunRequest struct {
 
 func (x *ResumeRunRequest) Reset() {
 	*x = ResumeRunRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[22]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1611,7 @@ func (x *ResumeRunRequest) String() string {
 func (*ResumeRunRequest) ProtoMessage() {}
 
 func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[22]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1624,7 @@ func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{22}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResumeRunRequest) GetThreadId() string {
@@ -1380,7 +1659,7 @@ type ResumeRunResponse struct {
 
 func (x *ResumeRunResponse) Reset() {
 	*x = ResumeRunResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[23]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1671,7 @@ func (x *ResumeRunResponse) String() string {
 func (*ResumeRunResponse) ProtoMessage() {}
 
 func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[23]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1684,7 @@ func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunResponse.ProtoReflect.Descriptor instead.
 func (*ResumeRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{23}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResumeRunResponse) GetEvent() *RunEvent {
@@ -1424,7 +1703,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[24]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1715,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[24]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1728,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{24}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{28}
 }
 
 // ListAgentsResponse lists agents.
@@ -1463,7 +1742,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[25]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1754,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[25]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1767,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{25}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -1509,7 +1788,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[26]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1800,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[26]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1813,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{26}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetAgentRequest) GetName() string {
@@ -1555,7 +1834,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[27]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1846,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[27]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1859,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{27}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetAgentResponse) GetAgent() *Agent {
@@ -1601,7 +1880,7 @@ type UpsertAgentRequest struct {
 
 func (x *UpsertAgentRequest) Reset() {
 	*x = UpsertAgentRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[28]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1892,7 @@ func (x *UpsertAgentRequest) String() string {
 func (*UpsertAgentRequest) ProtoMessage() {}
 
 func (x *UpsertAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[28]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1905,7 @@ func (x *UpsertAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpsertAgentRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{28}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpsertAgentRequest) GetAgent() *Agent {
@@ -1647,7 +1926,7 @@ type UpsertAgentResponse struct {
 
 func (x *UpsertAgentResponse) Reset() {
 	*x = UpsertAgentResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[29]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1938,7 @@ func (x *UpsertAgentResponse) String() string {
 func (*UpsertAgentResponse) ProtoMessage() {}
 
 func (x *UpsertAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[29]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1951,7 @@ func (x *UpsertAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertAgentResponse.ProtoReflect.Descriptor instead.
 func (*UpsertAgentResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{29}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpsertAgentResponse) GetAgent() *Agent {
@@ -1693,7 +1972,7 @@ type DeleteAgentRequest struct {
 
 func (x *DeleteAgentRequest) Reset() {
 	*x = DeleteAgentRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[30]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1984,7 @@ func (x *DeleteAgentRequest) String() string {
 func (*DeleteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[30]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1997,7 @@ func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{30}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteAgentRequest) GetName() string {
@@ -1737,7 +2016,7 @@ type DeleteAgentResponse struct {
 
 func (x *DeleteAgentResponse) Reset() {
 	*x = DeleteAgentResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[31]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +2028,7 @@ func (x *DeleteAgentResponse) String() string {
 func (*DeleteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[31]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +2041,7 @@ func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{31}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{35}
 }
 
 // ConnectMyServerRequest names the MCP server to connect.
@@ -1776,7 +2055,7 @@ type ConnectMyServerRequest struct {
 
 func (x *ConnectMyServerRequest) Reset() {
 	*x = ConnectMyServerRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[32]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +2067,7 @@ func (x *ConnectMyServerRequest) String() string {
 func (*ConnectMyServerRequest) ProtoMessage() {}
 
 func (x *ConnectMyServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[32]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +2080,7 @@ func (x *ConnectMyServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectMyServerRequest.ProtoReflect.Descriptor instead.
 func (*ConnectMyServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{32}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConnectMyServerRequest) GetName() string {
@@ -1825,7 +2104,7 @@ type ConnectMyServerResponse struct {
 
 func (x *ConnectMyServerResponse) Reset() {
 	*x = ConnectMyServerResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[33]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2116,7 @@ func (x *ConnectMyServerResponse) String() string {
 func (*ConnectMyServerResponse) ProtoMessage() {}
 
 func (x *ConnectMyServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[33]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2129,7 @@ func (x *ConnectMyServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectMyServerResponse.ProtoReflect.Descriptor instead.
 func (*ConnectMyServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{33}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConnectMyServerResponse) GetAuthorizationUrl() string {
@@ -1878,7 +2157,7 @@ type DisconnectMyServerRequest struct {
 
 func (x *DisconnectMyServerRequest) Reset() {
 	*x = DisconnectMyServerRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[34]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2169,7 @@ func (x *DisconnectMyServerRequest) String() string {
 func (*DisconnectMyServerRequest) ProtoMessage() {}
 
 func (x *DisconnectMyServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[34]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2182,7 @@ func (x *DisconnectMyServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectMyServerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectMyServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{34}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DisconnectMyServerRequest) GetName() string {
@@ -1922,7 +2201,7 @@ type DisconnectMyServerResponse struct {
 
 func (x *DisconnectMyServerResponse) Reset() {
 	*x = DisconnectMyServerResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[35]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2213,7 @@ func (x *DisconnectMyServerResponse) String() string {
 func (*DisconnectMyServerResponse) ProtoMessage() {}
 
 func (x *DisconnectMyServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[35]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2226,7 @@ func (x *DisconnectMyServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectMyServerResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectMyServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{35}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{39}
 }
 
 // ListMyConnectionsRequest has no fields.
@@ -1959,7 +2238,7 @@ type ListMyConnectionsRequest struct {
 
 func (x *ListMyConnectionsRequest) Reset() {
 	*x = ListMyConnectionsRequest{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[36]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2250,7 @@ func (x *ListMyConnectionsRequest) String() string {
 func (*ListMyConnectionsRequest) ProtoMessage() {}
 
 func (x *ListMyConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[36]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2263,7 @@ func (x *ListMyConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMyConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListMyConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{36}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{40}
 }
 
 // ListMyConnectionsResponse lists the caller's OAuth connections.
@@ -1998,7 +2277,7 @@ type ListMyConnectionsResponse struct {
 
 func (x *ListMyConnectionsResponse) Reset() {
 	*x = ListMyConnectionsResponse{}
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[37]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2289,7 @@ func (x *ListMyConnectionsResponse) String() string {
 func (*ListMyConnectionsResponse) ProtoMessage() {}
 
 func (x *ListMyConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[37]
+	mi := &file_toolplane_runtime_v1_runtime_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2302,7 @@ func (x *ListMyConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMyConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListMyConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{37}
+	return file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListMyConnectionsResponse) GetConnections() []*v11.Connection {
@@ -2037,7 +2316,24 @@ var File_toolplane_runtime_v1_runtime_service_proto protoreflect.FileDescriptor
 
 const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"\n" +
-	"*toolplane/runtime/v1/runtime_service.proto\x12\x14toolplane.runtime.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a*toolplane/catalog/v1/catalog_service.proto\x1a\"toolplane/runtime/v1/runtime.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xbd\x01\n" +
+	"*toolplane/runtime/v1/runtime_service.proto\x12\x14toolplane.runtime.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a*toolplane/catalog/v1/catalog_service.proto\x1a\"toolplane/runtime/v1/runtime.proto\x1a\x1ctoolplane/type/v1/type.proto\"w\n" +
+	"\x17UploadThreadFileRequest\x12<\n" +
+	"\x06header\x18\x01 \x01(\v2\".toolplane.runtime.v1.UploadHeaderH\x00R\x06header\x12\x16\n" +
+	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x06\n" +
+	"\x04part\"d\n" +
+	"\fUploadHeader\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x1a\n" +
+	"\bfilename\x18\x02 \x01(\tR\bfilename\x12\x1b\n" +
+	"\tmime_type\x18\x03 \x01(\tR\bmimeType\"R\n" +
+	"\x18UploadThreadFileResponse\x126\n" +
+	"\x04file\x18\x01 \x01(\v2\".toolplane.runtime.v1.UploadedFileR\x04file\"\xa1\x01\n" +
+	"\fUploadedFile\x12!\n" +
+	"\fvirtual_path\x18\x01 \x01(\tR\vvirtualPath\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12\x1b\n" +
+	"\tmime_type\x18\x04 \x01(\tR\bmimeType\x12\x1a\n" +
+	"\breplaced\x18\x05 \x01(\bR\breplaced\"\xbd\x01\n" +
 	"\x13CreateThreadRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12S\n" +
 	"\bmetadata\x18\x02 \x03(\v27.toolplane.runtime.v1.CreateThreadRequest.MetadataEntryR\bmetadata\x1a;\n" +
@@ -2146,7 +2442,7 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"\x1aDisconnectMyServerResponse\"\x1a\n" +
 	"\x18ListMyConnectionsRequest\"_\n" +
 	"\x19ListMyConnectionsResponse\x12B\n" +
-	"\vconnections\x18\x01 \x03(\v2 .toolplane.catalog.v1.ConnectionR\vconnections2\xf3\x0f\n" +
+	"\vconnections\x18\x01 \x03(\v2 .toolplane.catalog.v1.ConnectionR\vconnections2\xe8\x10\n" +
 	"\x0eRuntimeService\x12e\n" +
 	"\fCreateThread\x12).toolplane.runtime.v1.CreateThreadRequest\x1a*.toolplane.runtime.v1.CreateThreadResponse\x12g\n" +
 	"\vListThreads\x12(.toolplane.runtime.v1.ListThreadsRequest\x1a).toolplane.runtime.v1.ListThreadsResponse\"\x03\x90\x02\x01\x12a\n" +
@@ -2167,7 +2463,8 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"\vDeleteAgent\x12(.toolplane.runtime.v1.DeleteAgentRequest\x1a).toolplane.runtime.v1.DeleteAgentResponse\"\x03\x90\x02\x02\x12n\n" +
 	"\x0fConnectMyServer\x12,.toolplane.runtime.v1.ConnectMyServerRequest\x1a-.toolplane.runtime.v1.ConnectMyServerResponse\x12|\n" +
 	"\x12DisconnectMyServer\x12/.toolplane.runtime.v1.DisconnectMyServerRequest\x1a0.toolplane.runtime.v1.DisconnectMyServerResponse\"\x03\x90\x02\x02\x12y\n" +
-	"\x11ListMyConnections\x12..toolplane.runtime.v1.ListMyConnectionsRequest\x1a/.toolplane.runtime.v1.ListMyConnectionsResponse\"\x03\x90\x02\x01BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/runtime/v1;runtimev1b\x06proto3"
+	"\x11ListMyConnections\x12..toolplane.runtime.v1.ListMyConnectionsRequest\x1a/.toolplane.runtime.v1.ListMyConnectionsResponse\"\x03\x90\x02\x01\x12s\n" +
+	"\x10UploadThreadFile\x12-.toolplane.runtime.v1.UploadThreadFileRequest\x1a..toolplane.runtime.v1.UploadThreadFileResponse(\x01BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/runtime/v1;runtimev1b\x06proto3"
 
 var (
 	file_toolplane_runtime_v1_runtime_service_proto_rawDescOnce sync.Once
@@ -2181,136 +2478,144 @@ func file_toolplane_runtime_v1_runtime_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_runtime_v1_runtime_service_proto_rawDescData
 }
 
-var file_toolplane_runtime_v1_runtime_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_toolplane_runtime_v1_runtime_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_toolplane_runtime_v1_runtime_service_proto_goTypes = []any{
-	(*CreateThreadRequest)(nil),           // 0: toolplane.runtime.v1.CreateThreadRequest
-	(*CreateThreadResponse)(nil),          // 1: toolplane.runtime.v1.CreateThreadResponse
-	(*ListThreadsRequest)(nil),            // 2: toolplane.runtime.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),           // 3: toolplane.runtime.v1.ListThreadsResponse
-	(*GetThreadRequest)(nil),              // 4: toolplane.runtime.v1.GetThreadRequest
-	(*GetThreadResponse)(nil),             // 5: toolplane.runtime.v1.GetThreadResponse
-	(*DeleteThreadRequest)(nil),           // 6: toolplane.runtime.v1.DeleteThreadRequest
-	(*DeleteThreadResponse)(nil),          // 7: toolplane.runtime.v1.DeleteThreadResponse
-	(*ListMessagesRequest)(nil),           // 8: toolplane.runtime.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),          // 9: toolplane.runtime.v1.ListMessagesResponse
-	(*AssembleToolsRequest)(nil),          // 10: toolplane.runtime.v1.AssembleToolsRequest
-	(*AssembleToolsResponse)(nil),         // 11: toolplane.runtime.v1.AssembleToolsResponse
-	(*ExecuteToolCallRequest)(nil),        // 12: toolplane.runtime.v1.ExecuteToolCallRequest
-	(*ExecuteToolCallResponse)(nil),       // 13: toolplane.runtime.v1.ExecuteToolCallResponse
-	(*ExecuteToolCallStreamRequest)(nil),  // 14: toolplane.runtime.v1.ExecuteToolCallStreamRequest
-	(*ExecuteToolCallStreamResponse)(nil), // 15: toolplane.runtime.v1.ExecuteToolCallStreamResponse
-	(*RunTurnRequest)(nil),                // 16: toolplane.runtime.v1.RunTurnRequest
-	(*RunTurnResponse)(nil),               // 17: toolplane.runtime.v1.RunTurnResponse
-	(*ListRunsRequest)(nil),               // 18: toolplane.runtime.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),              // 19: toolplane.runtime.v1.ListRunsResponse
-	(*CancelRunRequest)(nil),              // 20: toolplane.runtime.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),             // 21: toolplane.runtime.v1.CancelRunResponse
-	(*ResumeRunRequest)(nil),              // 22: toolplane.runtime.v1.ResumeRunRequest
-	(*ResumeRunResponse)(nil),             // 23: toolplane.runtime.v1.ResumeRunResponse
-	(*ListAgentsRequest)(nil),             // 24: toolplane.runtime.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),            // 25: toolplane.runtime.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),               // 26: toolplane.runtime.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),              // 27: toolplane.runtime.v1.GetAgentResponse
-	(*UpsertAgentRequest)(nil),            // 28: toolplane.runtime.v1.UpsertAgentRequest
-	(*UpsertAgentResponse)(nil),           // 29: toolplane.runtime.v1.UpsertAgentResponse
-	(*DeleteAgentRequest)(nil),            // 30: toolplane.runtime.v1.DeleteAgentRequest
-	(*DeleteAgentResponse)(nil),           // 31: toolplane.runtime.v1.DeleteAgentResponse
-	(*ConnectMyServerRequest)(nil),        // 32: toolplane.runtime.v1.ConnectMyServerRequest
-	(*ConnectMyServerResponse)(nil),       // 33: toolplane.runtime.v1.ConnectMyServerResponse
-	(*DisconnectMyServerRequest)(nil),     // 34: toolplane.runtime.v1.DisconnectMyServerRequest
-	(*DisconnectMyServerResponse)(nil),    // 35: toolplane.runtime.v1.DisconnectMyServerResponse
-	(*ListMyConnectionsRequest)(nil),      // 36: toolplane.runtime.v1.ListMyConnectionsRequest
-	(*ListMyConnectionsResponse)(nil),     // 37: toolplane.runtime.v1.ListMyConnectionsResponse
-	nil,                                   // 38: toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
-	(*Thread)(nil),                        // 39: toolplane.runtime.v1.Thread
-	(*Message)(nil),                       // 40: toolplane.runtime.v1.Message
-	(ToolProfile)(0),                      // 41: toolplane.runtime.v1.ToolProfile
-	(*ToolSchema)(nil),                    // 42: toolplane.runtime.v1.ToolSchema
-	(*PromptSection)(nil),                 // 43: toolplane.runtime.v1.PromptSection
-	(*AssemblyReport)(nil),                // 44: toolplane.runtime.v1.AssemblyReport
-	(*ActiveSkill)(nil),                   // 45: toolplane.runtime.v1.ActiveSkill
-	(*ToolCall)(nil),                      // 46: toolplane.runtime.v1.ToolCall
-	(*ToolResult)(nil),                    // 47: toolplane.runtime.v1.ToolResult
-	(*v1.Notification)(nil),               // 48: toolplane.type.v1.Notification
-	(*structpb.Struct)(nil),               // 49: google.protobuf.Struct
-	(*RunEvent)(nil),                      // 50: toolplane.runtime.v1.RunEvent
-	(*Run)(nil),                           // 51: toolplane.runtime.v1.Run
-	(*Agent)(nil),                         // 52: toolplane.runtime.v1.Agent
-	(*timestamppb.Timestamp)(nil),         // 53: google.protobuf.Timestamp
-	(*v11.Connection)(nil),                // 54: toolplane.catalog.v1.Connection
+	(*UploadThreadFileRequest)(nil),       // 0: toolplane.runtime.v1.UploadThreadFileRequest
+	(*UploadHeader)(nil),                  // 1: toolplane.runtime.v1.UploadHeader
+	(*UploadThreadFileResponse)(nil),      // 2: toolplane.runtime.v1.UploadThreadFileResponse
+	(*UploadedFile)(nil),                  // 3: toolplane.runtime.v1.UploadedFile
+	(*CreateThreadRequest)(nil),           // 4: toolplane.runtime.v1.CreateThreadRequest
+	(*CreateThreadResponse)(nil),          // 5: toolplane.runtime.v1.CreateThreadResponse
+	(*ListThreadsRequest)(nil),            // 6: toolplane.runtime.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),           // 7: toolplane.runtime.v1.ListThreadsResponse
+	(*GetThreadRequest)(nil),              // 8: toolplane.runtime.v1.GetThreadRequest
+	(*GetThreadResponse)(nil),             // 9: toolplane.runtime.v1.GetThreadResponse
+	(*DeleteThreadRequest)(nil),           // 10: toolplane.runtime.v1.DeleteThreadRequest
+	(*DeleteThreadResponse)(nil),          // 11: toolplane.runtime.v1.DeleteThreadResponse
+	(*ListMessagesRequest)(nil),           // 12: toolplane.runtime.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),          // 13: toolplane.runtime.v1.ListMessagesResponse
+	(*AssembleToolsRequest)(nil),          // 14: toolplane.runtime.v1.AssembleToolsRequest
+	(*AssembleToolsResponse)(nil),         // 15: toolplane.runtime.v1.AssembleToolsResponse
+	(*ExecuteToolCallRequest)(nil),        // 16: toolplane.runtime.v1.ExecuteToolCallRequest
+	(*ExecuteToolCallResponse)(nil),       // 17: toolplane.runtime.v1.ExecuteToolCallResponse
+	(*ExecuteToolCallStreamRequest)(nil),  // 18: toolplane.runtime.v1.ExecuteToolCallStreamRequest
+	(*ExecuteToolCallStreamResponse)(nil), // 19: toolplane.runtime.v1.ExecuteToolCallStreamResponse
+	(*RunTurnRequest)(nil),                // 20: toolplane.runtime.v1.RunTurnRequest
+	(*RunTurnResponse)(nil),               // 21: toolplane.runtime.v1.RunTurnResponse
+	(*ListRunsRequest)(nil),               // 22: toolplane.runtime.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),              // 23: toolplane.runtime.v1.ListRunsResponse
+	(*CancelRunRequest)(nil),              // 24: toolplane.runtime.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),             // 25: toolplane.runtime.v1.CancelRunResponse
+	(*ResumeRunRequest)(nil),              // 26: toolplane.runtime.v1.ResumeRunRequest
+	(*ResumeRunResponse)(nil),             // 27: toolplane.runtime.v1.ResumeRunResponse
+	(*ListAgentsRequest)(nil),             // 28: toolplane.runtime.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),            // 29: toolplane.runtime.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),               // 30: toolplane.runtime.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),              // 31: toolplane.runtime.v1.GetAgentResponse
+	(*UpsertAgentRequest)(nil),            // 32: toolplane.runtime.v1.UpsertAgentRequest
+	(*UpsertAgentResponse)(nil),           // 33: toolplane.runtime.v1.UpsertAgentResponse
+	(*DeleteAgentRequest)(nil),            // 34: toolplane.runtime.v1.DeleteAgentRequest
+	(*DeleteAgentResponse)(nil),           // 35: toolplane.runtime.v1.DeleteAgentResponse
+	(*ConnectMyServerRequest)(nil),        // 36: toolplane.runtime.v1.ConnectMyServerRequest
+	(*ConnectMyServerResponse)(nil),       // 37: toolplane.runtime.v1.ConnectMyServerResponse
+	(*DisconnectMyServerRequest)(nil),     // 38: toolplane.runtime.v1.DisconnectMyServerRequest
+	(*DisconnectMyServerResponse)(nil),    // 39: toolplane.runtime.v1.DisconnectMyServerResponse
+	(*ListMyConnectionsRequest)(nil),      // 40: toolplane.runtime.v1.ListMyConnectionsRequest
+	(*ListMyConnectionsResponse)(nil),     // 41: toolplane.runtime.v1.ListMyConnectionsResponse
+	nil,                                   // 42: toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
+	(*Thread)(nil),                        // 43: toolplane.runtime.v1.Thread
+	(*Message)(nil),                       // 44: toolplane.runtime.v1.Message
+	(ToolProfile)(0),                      // 45: toolplane.runtime.v1.ToolProfile
+	(*ToolSchema)(nil),                    // 46: toolplane.runtime.v1.ToolSchema
+	(*PromptSection)(nil),                 // 47: toolplane.runtime.v1.PromptSection
+	(*AssemblyReport)(nil),                // 48: toolplane.runtime.v1.AssemblyReport
+	(*ActiveSkill)(nil),                   // 49: toolplane.runtime.v1.ActiveSkill
+	(*ToolCall)(nil),                      // 50: toolplane.runtime.v1.ToolCall
+	(*ToolResult)(nil),                    // 51: toolplane.runtime.v1.ToolResult
+	(*v1.Notification)(nil),               // 52: toolplane.type.v1.Notification
+	(*structpb.Struct)(nil),               // 53: google.protobuf.Struct
+	(*RunEvent)(nil),                      // 54: toolplane.runtime.v1.RunEvent
+	(*Run)(nil),                           // 55: toolplane.runtime.v1.Run
+	(*Agent)(nil),                         // 56: toolplane.runtime.v1.Agent
+	(*timestamppb.Timestamp)(nil),         // 57: google.protobuf.Timestamp
+	(*v11.Connection)(nil),                // 58: toolplane.catalog.v1.Connection
 }
 var file_toolplane_runtime_v1_runtime_service_proto_depIdxs = []int32{
-	38, // 0: toolplane.runtime.v1.CreateThreadRequest.metadata:type_name -> toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
-	39, // 1: toolplane.runtime.v1.CreateThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
-	39, // 2: toolplane.runtime.v1.ListThreadsResponse.threads:type_name -> toolplane.runtime.v1.Thread
-	39, // 3: toolplane.runtime.v1.GetThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
-	40, // 4: toolplane.runtime.v1.ListMessagesResponse.messages:type_name -> toolplane.runtime.v1.Message
-	41, // 5: toolplane.runtime.v1.AssembleToolsRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
-	42, // 6: toolplane.runtime.v1.AssembleToolsResponse.tools:type_name -> toolplane.runtime.v1.ToolSchema
-	43, // 7: toolplane.runtime.v1.AssembleToolsResponse.prompt_sections:type_name -> toolplane.runtime.v1.PromptSection
-	44, // 8: toolplane.runtime.v1.AssembleToolsResponse.report:type_name -> toolplane.runtime.v1.AssemblyReport
-	45, // 9: toolplane.runtime.v1.AssembleToolsResponse.activated_skill:type_name -> toolplane.runtime.v1.ActiveSkill
-	46, // 10: toolplane.runtime.v1.ExecuteToolCallRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
-	41, // 11: toolplane.runtime.v1.ExecuteToolCallRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
-	47, // 12: toolplane.runtime.v1.ExecuteToolCallResponse.result:type_name -> toolplane.runtime.v1.ToolResult
-	46, // 13: toolplane.runtime.v1.ExecuteToolCallStreamRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
-	41, // 14: toolplane.runtime.v1.ExecuteToolCallStreamRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
-	48, // 15: toolplane.runtime.v1.ExecuteToolCallStreamResponse.notification:type_name -> toolplane.type.v1.Notification
-	47, // 16: toolplane.runtime.v1.ExecuteToolCallStreamResponse.result:type_name -> toolplane.runtime.v1.ToolResult
-	49, // 17: toolplane.runtime.v1.RunTurnRequest.options:type_name -> google.protobuf.Struct
-	50, // 18: toolplane.runtime.v1.RunTurnResponse.event:type_name -> toolplane.runtime.v1.RunEvent
-	51, // 19: toolplane.runtime.v1.ListRunsResponse.runs:type_name -> toolplane.runtime.v1.Run
-	51, // 20: toolplane.runtime.v1.CancelRunResponse.run:type_name -> toolplane.runtime.v1.Run
-	50, // 21: toolplane.runtime.v1.ResumeRunResponse.event:type_name -> toolplane.runtime.v1.RunEvent
-	52, // 22: toolplane.runtime.v1.ListAgentsResponse.agents:type_name -> toolplane.runtime.v1.Agent
-	52, // 23: toolplane.runtime.v1.GetAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
-	52, // 24: toolplane.runtime.v1.UpsertAgentRequest.agent:type_name -> toolplane.runtime.v1.Agent
-	52, // 25: toolplane.runtime.v1.UpsertAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
-	53, // 26: toolplane.runtime.v1.ConnectMyServerResponse.expires_at:type_name -> google.protobuf.Timestamp
-	54, // 27: toolplane.runtime.v1.ListMyConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
-	0,  // 28: toolplane.runtime.v1.RuntimeService.CreateThread:input_type -> toolplane.runtime.v1.CreateThreadRequest
-	2,  // 29: toolplane.runtime.v1.RuntimeService.ListThreads:input_type -> toolplane.runtime.v1.ListThreadsRequest
-	4,  // 30: toolplane.runtime.v1.RuntimeService.GetThread:input_type -> toolplane.runtime.v1.GetThreadRequest
-	6,  // 31: toolplane.runtime.v1.RuntimeService.DeleteThread:input_type -> toolplane.runtime.v1.DeleteThreadRequest
-	8,  // 32: toolplane.runtime.v1.RuntimeService.ListMessages:input_type -> toolplane.runtime.v1.ListMessagesRequest
-	10, // 33: toolplane.runtime.v1.RuntimeService.AssembleTools:input_type -> toolplane.runtime.v1.AssembleToolsRequest
-	12, // 34: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:input_type -> toolplane.runtime.v1.ExecuteToolCallRequest
-	14, // 35: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:input_type -> toolplane.runtime.v1.ExecuteToolCallStreamRequest
-	16, // 36: toolplane.runtime.v1.RuntimeService.RunTurn:input_type -> toolplane.runtime.v1.RunTurnRequest
-	18, // 37: toolplane.runtime.v1.RuntimeService.ListRuns:input_type -> toolplane.runtime.v1.ListRunsRequest
-	20, // 38: toolplane.runtime.v1.RuntimeService.CancelRun:input_type -> toolplane.runtime.v1.CancelRunRequest
-	22, // 39: toolplane.runtime.v1.RuntimeService.ResumeRun:input_type -> toolplane.runtime.v1.ResumeRunRequest
-	24, // 40: toolplane.runtime.v1.RuntimeService.ListAgents:input_type -> toolplane.runtime.v1.ListAgentsRequest
-	26, // 41: toolplane.runtime.v1.RuntimeService.GetAgent:input_type -> toolplane.runtime.v1.GetAgentRequest
-	28, // 42: toolplane.runtime.v1.RuntimeService.UpsertAgent:input_type -> toolplane.runtime.v1.UpsertAgentRequest
-	30, // 43: toolplane.runtime.v1.RuntimeService.DeleteAgent:input_type -> toolplane.runtime.v1.DeleteAgentRequest
-	32, // 44: toolplane.runtime.v1.RuntimeService.ConnectMyServer:input_type -> toolplane.runtime.v1.ConnectMyServerRequest
-	34, // 45: toolplane.runtime.v1.RuntimeService.DisconnectMyServer:input_type -> toolplane.runtime.v1.DisconnectMyServerRequest
-	36, // 46: toolplane.runtime.v1.RuntimeService.ListMyConnections:input_type -> toolplane.runtime.v1.ListMyConnectionsRequest
-	1,  // 47: toolplane.runtime.v1.RuntimeService.CreateThread:output_type -> toolplane.runtime.v1.CreateThreadResponse
-	3,  // 48: toolplane.runtime.v1.RuntimeService.ListThreads:output_type -> toolplane.runtime.v1.ListThreadsResponse
-	5,  // 49: toolplane.runtime.v1.RuntimeService.GetThread:output_type -> toolplane.runtime.v1.GetThreadResponse
-	7,  // 50: toolplane.runtime.v1.RuntimeService.DeleteThread:output_type -> toolplane.runtime.v1.DeleteThreadResponse
-	9,  // 51: toolplane.runtime.v1.RuntimeService.ListMessages:output_type -> toolplane.runtime.v1.ListMessagesResponse
-	11, // 52: toolplane.runtime.v1.RuntimeService.AssembleTools:output_type -> toolplane.runtime.v1.AssembleToolsResponse
-	13, // 53: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:output_type -> toolplane.runtime.v1.ExecuteToolCallResponse
-	15, // 54: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:output_type -> toolplane.runtime.v1.ExecuteToolCallStreamResponse
-	17, // 55: toolplane.runtime.v1.RuntimeService.RunTurn:output_type -> toolplane.runtime.v1.RunTurnResponse
-	19, // 56: toolplane.runtime.v1.RuntimeService.ListRuns:output_type -> toolplane.runtime.v1.ListRunsResponse
-	21, // 57: toolplane.runtime.v1.RuntimeService.CancelRun:output_type -> toolplane.runtime.v1.CancelRunResponse
-	23, // 58: toolplane.runtime.v1.RuntimeService.ResumeRun:output_type -> toolplane.runtime.v1.ResumeRunResponse
-	25, // 59: toolplane.runtime.v1.RuntimeService.ListAgents:output_type -> toolplane.runtime.v1.ListAgentsResponse
-	27, // 60: toolplane.runtime.v1.RuntimeService.GetAgent:output_type -> toolplane.runtime.v1.GetAgentResponse
-	29, // 61: toolplane.runtime.v1.RuntimeService.UpsertAgent:output_type -> toolplane.runtime.v1.UpsertAgentResponse
-	31, // 62: toolplane.runtime.v1.RuntimeService.DeleteAgent:output_type -> toolplane.runtime.v1.DeleteAgentResponse
-	33, // 63: toolplane.runtime.v1.RuntimeService.ConnectMyServer:output_type -> toolplane.runtime.v1.ConnectMyServerResponse
-	35, // 64: toolplane.runtime.v1.RuntimeService.DisconnectMyServer:output_type -> toolplane.runtime.v1.DisconnectMyServerResponse
-	37, // 65: toolplane.runtime.v1.RuntimeService.ListMyConnections:output_type -> toolplane.runtime.v1.ListMyConnectionsResponse
-	47, // [47:66] is the sub-list for method output_type
-	28, // [28:47] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	1,  // 0: toolplane.runtime.v1.UploadThreadFileRequest.header:type_name -> toolplane.runtime.v1.UploadHeader
+	3,  // 1: toolplane.runtime.v1.UploadThreadFileResponse.file:type_name -> toolplane.runtime.v1.UploadedFile
+	42, // 2: toolplane.runtime.v1.CreateThreadRequest.metadata:type_name -> toolplane.runtime.v1.CreateThreadRequest.MetadataEntry
+	43, // 3: toolplane.runtime.v1.CreateThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
+	43, // 4: toolplane.runtime.v1.ListThreadsResponse.threads:type_name -> toolplane.runtime.v1.Thread
+	43, // 5: toolplane.runtime.v1.GetThreadResponse.thread:type_name -> toolplane.runtime.v1.Thread
+	44, // 6: toolplane.runtime.v1.ListMessagesResponse.messages:type_name -> toolplane.runtime.v1.Message
+	45, // 7: toolplane.runtime.v1.AssembleToolsRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	46, // 8: toolplane.runtime.v1.AssembleToolsResponse.tools:type_name -> toolplane.runtime.v1.ToolSchema
+	47, // 9: toolplane.runtime.v1.AssembleToolsResponse.prompt_sections:type_name -> toolplane.runtime.v1.PromptSection
+	48, // 10: toolplane.runtime.v1.AssembleToolsResponse.report:type_name -> toolplane.runtime.v1.AssemblyReport
+	49, // 11: toolplane.runtime.v1.AssembleToolsResponse.activated_skill:type_name -> toolplane.runtime.v1.ActiveSkill
+	50, // 12: toolplane.runtime.v1.ExecuteToolCallRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
+	45, // 13: toolplane.runtime.v1.ExecuteToolCallRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	51, // 14: toolplane.runtime.v1.ExecuteToolCallResponse.result:type_name -> toolplane.runtime.v1.ToolResult
+	50, // 15: toolplane.runtime.v1.ExecuteToolCallStreamRequest.tool_call:type_name -> toolplane.runtime.v1.ToolCall
+	45, // 16: toolplane.runtime.v1.ExecuteToolCallStreamRequest.profile:type_name -> toolplane.runtime.v1.ToolProfile
+	52, // 17: toolplane.runtime.v1.ExecuteToolCallStreamResponse.notification:type_name -> toolplane.type.v1.Notification
+	51, // 18: toolplane.runtime.v1.ExecuteToolCallStreamResponse.result:type_name -> toolplane.runtime.v1.ToolResult
+	53, // 19: toolplane.runtime.v1.RunTurnRequest.options:type_name -> google.protobuf.Struct
+	54, // 20: toolplane.runtime.v1.RunTurnResponse.event:type_name -> toolplane.runtime.v1.RunEvent
+	55, // 21: toolplane.runtime.v1.ListRunsResponse.runs:type_name -> toolplane.runtime.v1.Run
+	55, // 22: toolplane.runtime.v1.CancelRunResponse.run:type_name -> toolplane.runtime.v1.Run
+	54, // 23: toolplane.runtime.v1.ResumeRunResponse.event:type_name -> toolplane.runtime.v1.RunEvent
+	56, // 24: toolplane.runtime.v1.ListAgentsResponse.agents:type_name -> toolplane.runtime.v1.Agent
+	56, // 25: toolplane.runtime.v1.GetAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
+	56, // 26: toolplane.runtime.v1.UpsertAgentRequest.agent:type_name -> toolplane.runtime.v1.Agent
+	56, // 27: toolplane.runtime.v1.UpsertAgentResponse.agent:type_name -> toolplane.runtime.v1.Agent
+	57, // 28: toolplane.runtime.v1.ConnectMyServerResponse.expires_at:type_name -> google.protobuf.Timestamp
+	58, // 29: toolplane.runtime.v1.ListMyConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
+	4,  // 30: toolplane.runtime.v1.RuntimeService.CreateThread:input_type -> toolplane.runtime.v1.CreateThreadRequest
+	6,  // 31: toolplane.runtime.v1.RuntimeService.ListThreads:input_type -> toolplane.runtime.v1.ListThreadsRequest
+	8,  // 32: toolplane.runtime.v1.RuntimeService.GetThread:input_type -> toolplane.runtime.v1.GetThreadRequest
+	10, // 33: toolplane.runtime.v1.RuntimeService.DeleteThread:input_type -> toolplane.runtime.v1.DeleteThreadRequest
+	12, // 34: toolplane.runtime.v1.RuntimeService.ListMessages:input_type -> toolplane.runtime.v1.ListMessagesRequest
+	14, // 35: toolplane.runtime.v1.RuntimeService.AssembleTools:input_type -> toolplane.runtime.v1.AssembleToolsRequest
+	16, // 36: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:input_type -> toolplane.runtime.v1.ExecuteToolCallRequest
+	18, // 37: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:input_type -> toolplane.runtime.v1.ExecuteToolCallStreamRequest
+	20, // 38: toolplane.runtime.v1.RuntimeService.RunTurn:input_type -> toolplane.runtime.v1.RunTurnRequest
+	22, // 39: toolplane.runtime.v1.RuntimeService.ListRuns:input_type -> toolplane.runtime.v1.ListRunsRequest
+	24, // 40: toolplane.runtime.v1.RuntimeService.CancelRun:input_type -> toolplane.runtime.v1.CancelRunRequest
+	26, // 41: toolplane.runtime.v1.RuntimeService.ResumeRun:input_type -> toolplane.runtime.v1.ResumeRunRequest
+	28, // 42: toolplane.runtime.v1.RuntimeService.ListAgents:input_type -> toolplane.runtime.v1.ListAgentsRequest
+	30, // 43: toolplane.runtime.v1.RuntimeService.GetAgent:input_type -> toolplane.runtime.v1.GetAgentRequest
+	32, // 44: toolplane.runtime.v1.RuntimeService.UpsertAgent:input_type -> toolplane.runtime.v1.UpsertAgentRequest
+	34, // 45: toolplane.runtime.v1.RuntimeService.DeleteAgent:input_type -> toolplane.runtime.v1.DeleteAgentRequest
+	36, // 46: toolplane.runtime.v1.RuntimeService.ConnectMyServer:input_type -> toolplane.runtime.v1.ConnectMyServerRequest
+	38, // 47: toolplane.runtime.v1.RuntimeService.DisconnectMyServer:input_type -> toolplane.runtime.v1.DisconnectMyServerRequest
+	40, // 48: toolplane.runtime.v1.RuntimeService.ListMyConnections:input_type -> toolplane.runtime.v1.ListMyConnectionsRequest
+	0,  // 49: toolplane.runtime.v1.RuntimeService.UploadThreadFile:input_type -> toolplane.runtime.v1.UploadThreadFileRequest
+	5,  // 50: toolplane.runtime.v1.RuntimeService.CreateThread:output_type -> toolplane.runtime.v1.CreateThreadResponse
+	7,  // 51: toolplane.runtime.v1.RuntimeService.ListThreads:output_type -> toolplane.runtime.v1.ListThreadsResponse
+	9,  // 52: toolplane.runtime.v1.RuntimeService.GetThread:output_type -> toolplane.runtime.v1.GetThreadResponse
+	11, // 53: toolplane.runtime.v1.RuntimeService.DeleteThread:output_type -> toolplane.runtime.v1.DeleteThreadResponse
+	13, // 54: toolplane.runtime.v1.RuntimeService.ListMessages:output_type -> toolplane.runtime.v1.ListMessagesResponse
+	15, // 55: toolplane.runtime.v1.RuntimeService.AssembleTools:output_type -> toolplane.runtime.v1.AssembleToolsResponse
+	17, // 56: toolplane.runtime.v1.RuntimeService.ExecuteToolCall:output_type -> toolplane.runtime.v1.ExecuteToolCallResponse
+	19, // 57: toolplane.runtime.v1.RuntimeService.ExecuteToolCallStream:output_type -> toolplane.runtime.v1.ExecuteToolCallStreamResponse
+	21, // 58: toolplane.runtime.v1.RuntimeService.RunTurn:output_type -> toolplane.runtime.v1.RunTurnResponse
+	23, // 59: toolplane.runtime.v1.RuntimeService.ListRuns:output_type -> toolplane.runtime.v1.ListRunsResponse
+	25, // 60: toolplane.runtime.v1.RuntimeService.CancelRun:output_type -> toolplane.runtime.v1.CancelRunResponse
+	27, // 61: toolplane.runtime.v1.RuntimeService.ResumeRun:output_type -> toolplane.runtime.v1.ResumeRunResponse
+	29, // 62: toolplane.runtime.v1.RuntimeService.ListAgents:output_type -> toolplane.runtime.v1.ListAgentsResponse
+	31, // 63: toolplane.runtime.v1.RuntimeService.GetAgent:output_type -> toolplane.runtime.v1.GetAgentResponse
+	33, // 64: toolplane.runtime.v1.RuntimeService.UpsertAgent:output_type -> toolplane.runtime.v1.UpsertAgentResponse
+	35, // 65: toolplane.runtime.v1.RuntimeService.DeleteAgent:output_type -> toolplane.runtime.v1.DeleteAgentResponse
+	37, // 66: toolplane.runtime.v1.RuntimeService.ConnectMyServer:output_type -> toolplane.runtime.v1.ConnectMyServerResponse
+	39, // 67: toolplane.runtime.v1.RuntimeService.DisconnectMyServer:output_type -> toolplane.runtime.v1.DisconnectMyServerResponse
+	41, // 68: toolplane.runtime.v1.RuntimeService.ListMyConnections:output_type -> toolplane.runtime.v1.ListMyConnectionsResponse
+	2,  // 69: toolplane.runtime.v1.RuntimeService.UploadThreadFile:output_type -> toolplane.runtime.v1.UploadThreadFileResponse
+	50, // [50:70] is the sub-list for method output_type
+	30, // [30:50] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_runtime_v1_runtime_service_proto_init() }
@@ -2319,7 +2624,11 @@ func file_toolplane_runtime_v1_runtime_service_proto_init() {
 		return
 	}
 	file_toolplane_runtime_v1_runtime_proto_init()
-	file_toolplane_runtime_v1_runtime_service_proto_msgTypes[15].OneofWrappers = []any{
+	file_toolplane_runtime_v1_runtime_service_proto_msgTypes[0].OneofWrappers = []any{
+		(*UploadThreadFileRequest_Header)(nil),
+		(*UploadThreadFileRequest_Chunk)(nil),
+	}
+	file_toolplane_runtime_v1_runtime_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*ExecuteToolCallStreamResponse_Notification)(nil),
 		(*ExecuteToolCallStreamResponse_Result)(nil),
 	}
@@ -2329,7 +2638,7 @@ func file_toolplane_runtime_v1_runtime_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_runtime_v1_runtime_service_proto_rawDesc), len(file_toolplane_runtime_v1_runtime_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

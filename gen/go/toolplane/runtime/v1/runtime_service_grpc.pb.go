@@ -38,6 +38,7 @@ const (
 	RuntimeService_ConnectMyServer_FullMethodName       = "/toolplane.runtime.v1.RuntimeService/ConnectMyServer"
 	RuntimeService_DisconnectMyServer_FullMethodName    = "/toolplane.runtime.v1.RuntimeService/DisconnectMyServer"
 	RuntimeService_ListMyConnections_FullMethodName     = "/toolplane.runtime.v1.RuntimeService/ListMyConnections"
+	RuntimeService_UploadThreadFile_FullMethodName      = "/toolplane.runtime.v1.RuntimeService/UploadThreadFile"
 )
 
 // RuntimeServiceClient is the client API for RuntimeService service.
@@ -99,6 +100,16 @@ type RuntimeServiceClient interface {
 	// whether the caller holds a token for each (a shared server reports its
 	// one connection). Never returns a token.
 	ListMyConnections(ctx context.Context, in *ListMyConnectionsRequest, opts ...grpc.CallOption) (*ListMyConnectionsResponse, error)
+	// UploadThreadFile stores one file in a thread's uploads folder
+	// (/mnt/user-data/uploads/<filename>): a header message, then the bytes in
+	// chunk messages. The file is staged and moved into place only when
+	// complete and accepted, never partially. Errors: INVALID_ARGUMENT (header
+	// missing or not first, file name), NOT_FOUND (thread), RESOURCE_EXHAUSTED
+	// (runtime.uploads.max_file_bytes, max_thread_bytes), FAILED_PRECONDITION
+	// (a script or skill archive with a blocking scan finding; the rule ids in
+	// the ErrorInfo metadata). The REST form is the multipart route
+	// POST /v1/threads/{thread_id}/uploads (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+	UploadThreadFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadThreadFileRequest, UploadThreadFileResponse], error)
 }
 
 type runtimeServiceClient struct {
@@ -326,6 +337,19 @@ func (c *runtimeServiceClient) ListMyConnections(ctx context.Context, in *ListMy
 	return out, nil
 }
 
+func (c *runtimeServiceClient) UploadThreadFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadThreadFileRequest, UploadThreadFileResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RuntimeService_ServiceDesc.Streams[3], RuntimeService_UploadThreadFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UploadThreadFileRequest, UploadThreadFileResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RuntimeService_UploadThreadFileClient = grpc.ClientStreamingClient[UploadThreadFileRequest, UploadThreadFileResponse]
+
 // RuntimeServiceServer is the server API for RuntimeService service.
 // All implementations must embed UnimplementedRuntimeServiceServer
 // for forward compatibility.
@@ -385,6 +409,16 @@ type RuntimeServiceServer interface {
 	// whether the caller holds a token for each (a shared server reports its
 	// one connection). Never returns a token.
 	ListMyConnections(context.Context, *ListMyConnectionsRequest) (*ListMyConnectionsResponse, error)
+	// UploadThreadFile stores one file in a thread's uploads folder
+	// (/mnt/user-data/uploads/<filename>): a header message, then the bytes in
+	// chunk messages. The file is staged and moved into place only when
+	// complete and accepted, never partially. Errors: INVALID_ARGUMENT (header
+	// missing or not first, file name), NOT_FOUND (thread), RESOURCE_EXHAUSTED
+	// (runtime.uploads.max_file_bytes, max_thread_bytes), FAILED_PRECONDITION
+	// (a script or skill archive with a blocking scan finding; the rule ids in
+	// the ErrorInfo metadata). The REST form is the multipart route
+	// POST /v1/threads/{thread_id}/uploads (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+	UploadThreadFile(grpc.ClientStreamingServer[UploadThreadFileRequest, UploadThreadFileResponse]) error
 	mustEmbedUnimplementedRuntimeServiceServer()
 }
 
@@ -451,6 +485,9 @@ func (UnimplementedRuntimeServiceServer) DisconnectMyServer(context.Context, *Di
 }
 func (UnimplementedRuntimeServiceServer) ListMyConnections(context.Context, *ListMyConnectionsRequest) (*ListMyConnectionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListMyConnections not implemented")
+}
+func (UnimplementedRuntimeServiceServer) UploadThreadFile(grpc.ClientStreamingServer[UploadThreadFileRequest, UploadThreadFileResponse]) error {
+	return status.Error(codes.Unimplemented, "method UploadThreadFile not implemented")
 }
 func (UnimplementedRuntimeServiceServer) mustEmbedUnimplementedRuntimeServiceServer() {}
 func (UnimplementedRuntimeServiceServer) testEmbeddedByValue()                        {}
@@ -794,6 +831,13 @@ func _RuntimeService_ListMyConnections_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RuntimeService_UploadThreadFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RuntimeServiceServer).UploadThreadFile(&grpc.GenericServerStream[UploadThreadFileRequest, UploadThreadFileResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RuntimeService_UploadThreadFileServer = grpc.ClientStreamingServer[UploadThreadFileRequest, UploadThreadFileResponse]
+
 // RuntimeService_ServiceDesc is the grpc.ServiceDesc for RuntimeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -881,6 +925,11 @@ var RuntimeService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "ResumeRun",
 			Handler:       _RuntimeService_ResumeRun_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "UploadThreadFile",
+			Handler:       _RuntimeService_UploadThreadFile_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "toolplane/runtime/v1/runtime_service.proto",

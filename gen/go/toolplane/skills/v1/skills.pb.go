@@ -284,6 +284,10 @@ const (
 	ErrorReason_ERROR_REASON_INVALID_REQUEST ErrorReason = 10
 	// An unexpected server failure, e.g. of the skill store (INTERNAL); the message carries only the request id, the cause is logged.
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 11
+	// skills.evolution.enabled is false: ManageSkill is refused (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_EVOLUTION_DISABLED ErrorReason = 12
+	// A patch found `find` a number of times other than required (FAILED_PRECONDITION); metadata "found" and "expected".
+	ErrorReason_ERROR_REASON_PATCH_MISMATCH ErrorReason = 13
 )
 
 // Enum value maps for ErrorReason.
@@ -301,6 +305,8 @@ var (
 		9:  "ERROR_REASON_PERMISSION_DENIED",
 		10: "ERROR_REASON_INVALID_REQUEST",
 		11: "ERROR_REASON_INTERNAL",
+		12: "ERROR_REASON_EVOLUTION_DISABLED",
+		13: "ERROR_REASON_PATCH_MISMATCH",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":         0,
@@ -315,6 +321,8 @@ var (
 		"ERROR_REASON_PERMISSION_DENIED":   9,
 		"ERROR_REASON_INVALID_REQUEST":     10,
 		"ERROR_REASON_INTERNAL":            11,
+		"ERROR_REASON_EVOLUTION_DISABLED":  12,
+		"ERROR_REASON_PATCH_MISMATCH":      13,
 	}
 )
 
@@ -827,7 +835,8 @@ type HistoryEntry struct {
 	Author string `protobuf:"bytes,2,opt,name=author,proto3" json:"author,omitempty"`
 	// When.
 	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
-	// What happened: install, edit, enable, disable, rollback, rollback_refused.
+	// What happened: install, edit, enable, disable, rollback, rollback_refused;
+	// from ManageSkill: create, edit, patch, write_file, remove_file, delete.
 	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
 	// Content digest of this version.
 	Digest string `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
@@ -835,6 +844,10 @@ type HistoryEntry struct {
 	ScanDecision string `protobuf:"bytes,6,opt,name=scan_decision,json=scanDecision,proto3" json:"scan_decision,omitempty"`
 	// Number of findings by severity at the time.
 	FindingCounts map[string]int32 `protobuf:"bytes,7,rep,name=finding_counts,json=findingCounts,proto3" json:"finding_counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Thread the change was made from (ManageSkill by an agent); empty otherwise.
+	ThreadId string `protobuf:"bytes,8,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// File the change concerned (ManageSkill write_file, remove_file, patch); empty = the whole skill.
+	FilePath      string `protobuf:"bytes,9,opt,name=file_path,json=filePath,proto3" json:"file_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -916,6 +929,20 @@ func (x *HistoryEntry) GetFindingCounts() map[string]int32 {
 		return x.FindingCounts
 	}
 	return nil
+}
+
+func (x *HistoryEntry) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetFilePath() string {
+	if x != nil {
+		return x.FilePath
+	}
+	return ""
 }
 
 // ReviewFinding is a finding as a review reports it.
@@ -1145,7 +1172,7 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"ScanReport\x128\n" +
 	"\bfindings\x18\x01 \x03(\v2\x1c.toolplane.skills.v1.FindingR\bfindings\x12\x18\n" +
 	"\ablocked\x18\x02 \x01(\bR\ablocked\x12#\n" +
-	"\rrules_version\x18\x03 \x01(\tR\frulesVersion\"\xe4\x02\n" +
+	"\rrules_version\x18\x03 \x01(\tR\frulesVersion\"\x9e\x03\n" +
 	"\fHistoryEntry\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x16\n" +
 	"\x06author\x18\x02 \x01(\tR\x06author\x12.\n" +
@@ -1153,7 +1180,9 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12\x16\n" +
 	"\x06digest\x18\x05 \x01(\tR\x06digest\x12#\n" +
 	"\rscan_decision\x18\x06 \x01(\tR\fscanDecision\x12[\n" +
-	"\x0efinding_counts\x18\a \x03(\v24.toolplane.skills.v1.HistoryEntry.FindingCountsEntryR\rfindingCounts\x1a@\n" +
+	"\x0efinding_counts\x18\a \x03(\v24.toolplane.skills.v1.HistoryEntry.FindingCountsEntryR\rfindingCounts\x12\x1b\n" +
+	"\tthread_id\x18\b \x01(\tR\bthreadId\x12\x1b\n" +
+	"\tfile_path\x18\t \x01(\tR\bfilePath\x1a@\n" +
 	"\x12FindingCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x7f\n" +
@@ -1192,7 +1221,7 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"ScanFormat\x12\x1b\n" +
 	"\x17SCAN_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10SCAN_FORMAT_JSON\x10\x01\x12\x15\n" +
-	"\x11SCAN_FORMAT_SARIF\x10\x02*\x8c\x03\n" +
+	"\x11SCAN_FORMAT_SARIF\x10\x02*\xd2\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_SKILL_NOT_FOUND\x10\x01\x12$\n" +
@@ -1206,7 +1235,9 @@ const file_toolplane_skills_v1_skills_proto_rawDesc = "" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\t\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\n" +
 	"\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\vBDZBgithub.com/toolplane/toolplane/gen/go/toolplane/skills/v1;skillsv1b\x06proto3"
+	"\x15ERROR_REASON_INTERNAL\x10\v\x12#\n" +
+	"\x1fERROR_REASON_EVOLUTION_DISABLED\x10\f\x12\x1f\n" +
+	"\x1bERROR_REASON_PATCH_MISMATCH\x10\rBDZBgithub.com/toolplane/toolplane/gen/go/toolplane/skills/v1;skillsv1b\x06proto3"
 
 var (
 	file_toolplane_skills_v1_skills_proto_rawDescOnce sync.Once

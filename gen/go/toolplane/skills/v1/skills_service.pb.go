@@ -22,6 +22,259 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SkillAction is what ManageSkill does (docs/deerflow.md §4.14).
+type SkillAction int32
+
+const (
+	// Not set; refused.
+	SkillAction_SKILL_ACTION_UNSPECIFIED SkillAction = 0
+	// Create a new custom skill from `content` (its SKILL.md); the name must be free.
+	SkillAction_SKILL_ACTION_CREATE SkillAction = 1
+	// Replace the SKILL.md of a custom skill with `content`.
+	SkillAction_SKILL_ACTION_EDIT SkillAction = 2
+	// Replace `find` with `replace` in `path` (default SKILL.md): the number of
+	// occurrences must be `expected_count` when set, else at least one (the first is replaced).
+	SkillAction_SKILL_ACTION_PATCH SkillAction = 3
+	// Write `content` to the support file `path` (under references/, templates/, scripts/ or assets/).
+	SkillAction_SKILL_ACTION_WRITE_FILE SkillAction = 4
+	// Remove the support file `path` (under references/, templates/, scripts/ or assets/).
+	SkillAction_SKILL_ACTION_REMOVE_FILE SkillAction = 5
+	// Delete the custom skill.
+	SkillAction_SKILL_ACTION_DELETE SkillAction = 6
+)
+
+// Enum value maps for SkillAction.
+var (
+	SkillAction_name = map[int32]string{
+		0: "SKILL_ACTION_UNSPECIFIED",
+		1: "SKILL_ACTION_CREATE",
+		2: "SKILL_ACTION_EDIT",
+		3: "SKILL_ACTION_PATCH",
+		4: "SKILL_ACTION_WRITE_FILE",
+		5: "SKILL_ACTION_REMOVE_FILE",
+		6: "SKILL_ACTION_DELETE",
+	}
+	SkillAction_value = map[string]int32{
+		"SKILL_ACTION_UNSPECIFIED": 0,
+		"SKILL_ACTION_CREATE":      1,
+		"SKILL_ACTION_EDIT":        2,
+		"SKILL_ACTION_PATCH":       3,
+		"SKILL_ACTION_WRITE_FILE":  4,
+		"SKILL_ACTION_REMOVE_FILE": 5,
+		"SKILL_ACTION_DELETE":      6,
+	}
+)
+
+func (x SkillAction) Enum() *SkillAction {
+	p := new(SkillAction)
+	*p = x
+	return p
+}
+
+func (x SkillAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SkillAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolplane_skills_v1_skills_service_proto_enumTypes[0].Descriptor()
+}
+
+func (SkillAction) Type() protoreflect.EnumType {
+	return &file_toolplane_skills_v1_skills_service_proto_enumTypes[0]
+}
+
+func (x SkillAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SkillAction.Descriptor instead.
+func (SkillAction) EnumDescriptor() ([]byte, []int) {
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{0}
+}
+
+// ManageSkillRequest is one skill_manage action.
+type ManageSkillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The action.
+	Action SkillAction `protobuf:"varint,1,opt,name=action,proto3,enum=toolplane.skills.v1.SkillAction" json:"action,omitempty"`
+	// Skill name (the custom skill's folder name).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// New SKILL.md (create, edit) or file content (write_file).
+	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	// Support-file path relative to the skill root (write_file, remove_file; patch: default SKILL.md).
+	Path string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// Text to find (patch).
+	Find string `protobuf:"bytes,5,opt,name=find,proto3" json:"find,omitempty"`
+	// Replacement text (patch).
+	Replace string `protobuf:"bytes,6,opt,name=replace,proto3" json:"replace,omitempty"`
+	// Number of occurrences of `find` required and replaced (patch); unset = at least one, the first replaced.
+	ExpectedCount *int32 `protobuf:"varint,7,opt,name=expected_count,json=expectedCount,proto3,oneof" json:"expected_count,omitempty"`
+	// The agent call making the change; honoured from service callers only
+	// (the history then names author "agent" and the thread id).
+	CallContext   *v1.CallContext `protobuf:"bytes,8,opt,name=call_context,json=callContext,proto3" json:"call_context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManageSkillRequest) Reset() {
+	*x = ManageSkillRequest{}
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManageSkillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManageSkillRequest) ProtoMessage() {}
+
+func (x *ManageSkillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManageSkillRequest.ProtoReflect.Descriptor instead.
+func (*ManageSkillRequest) Descriptor() ([]byte, []int) {
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ManageSkillRequest) GetAction() SkillAction {
+	if x != nil {
+		return x.Action
+	}
+	return SkillAction_SKILL_ACTION_UNSPECIFIED
+}
+
+func (x *ManageSkillRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ManageSkillRequest) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ManageSkillRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ManageSkillRequest) GetFind() string {
+	if x != nil {
+		return x.Find
+	}
+	return ""
+}
+
+func (x *ManageSkillRequest) GetReplace() string {
+	if x != nil {
+		return x.Replace
+	}
+	return ""
+}
+
+func (x *ManageSkillRequest) GetExpectedCount() int32 {
+	if x != nil && x.ExpectedCount != nil {
+		return *x.ExpectedCount
+	}
+	return 0
+}
+
+func (x *ManageSkillRequest) GetCallContext() *v1.CallContext {
+	if x != nil {
+		return x.CallContext
+	}
+	return nil
+}
+
+// ManageSkillResponse carries the outcome.
+type ManageSkillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The skill after the change; unset after delete.
+	Skill *Skill `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
+	// The scan report of the new content; unset after delete and remove_file.
+	Report *ScanReport `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
+	// Occurrences replaced (patch).
+	Replaced int32 `protobuf:"varint,3,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	// One-line summary for the agent, e.g. "Patched SKILL.md of skill pdf-tools (1 replacement, version 3)".
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManageSkillResponse) Reset() {
+	*x = ManageSkillResponse{}
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManageSkillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManageSkillResponse) ProtoMessage() {}
+
+func (x *ManageSkillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManageSkillResponse.ProtoReflect.Descriptor instead.
+func (*ManageSkillResponse) Descriptor() ([]byte, []int) {
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ManageSkillResponse) GetSkill() *Skill {
+	if x != nil {
+		return x.Skill
+	}
+	return nil
+}
+
+func (x *ManageSkillResponse) GetReport() *ScanReport {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+func (x *ManageSkillResponse) GetReplaced() int32 {
+	if x != nil {
+		return x.Replaced
+	}
+	return 0
+}
+
+func (x *ManageSkillResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // ListSkillsRequest filters the listing.
 type ListSkillsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -35,7 +288,7 @@ type ListSkillsRequest struct {
 
 func (x *ListSkillsRequest) Reset() {
 	*x = ListSkillsRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[0]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +300,7 @@ func (x *ListSkillsRequest) String() string {
 func (*ListSkillsRequest) ProtoMessage() {}
 
 func (x *ListSkillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[0]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +313,7 @@ func (x *ListSkillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSkillsRequest.ProtoReflect.Descriptor instead.
 func (*ListSkillsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{0}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListSkillsRequest) GetCategory() SkillCategory {
@@ -81,14 +334,17 @@ func (x *ListSkillsRequest) GetEnabledOnly() bool {
 type ListSkillsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Skills, sorted by name.
-	Skills        []*Skill `protobuf:"bytes,1,rep,name=skills,proto3" json:"skills,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Skills []*Skill `protobuf:"bytes,1,rep,name=skills,proto3" json:"skills,omitempty"`
+	// skills.evolution.enabled: ManageSkill accepts changes (the runtime binds
+	// skill_manage only then; docs/deerflow.md §1.6).
+	EvolutionEnabled bool `protobuf:"varint,2,opt,name=evolution_enabled,json=evolutionEnabled,proto3" json:"evolution_enabled,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListSkillsResponse) Reset() {
 	*x = ListSkillsResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[1]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +356,7 @@ func (x *ListSkillsResponse) String() string {
 func (*ListSkillsResponse) ProtoMessage() {}
 
 func (x *ListSkillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[1]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +369,7 @@ func (x *ListSkillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSkillsResponse.ProtoReflect.Descriptor instead.
 func (*ListSkillsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{1}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListSkillsResponse) GetSkills() []*Skill {
@@ -121,6 +377,13 @@ func (x *ListSkillsResponse) GetSkills() []*Skill {
 		return x.Skills
 	}
 	return nil
+}
+
+func (x *ListSkillsResponse) GetEvolutionEnabled() bool {
+	if x != nil {
+		return x.EvolutionEnabled
+	}
+	return false
 }
 
 // GetSkillRequest names a skill.
@@ -134,7 +397,7 @@ type GetSkillRequest struct {
 
 func (x *GetSkillRequest) Reset() {
 	*x = GetSkillRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[2]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +409,7 @@ func (x *GetSkillRequest) String() string {
 func (*GetSkillRequest) ProtoMessage() {}
 
 func (x *GetSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[2]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +422,7 @@ func (x *GetSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSkillRequest.ProtoReflect.Descriptor instead.
 func (*GetSkillRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{2}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetSkillRequest) GetName() string {
@@ -180,7 +443,7 @@ type GetSkillResponse struct {
 
 func (x *GetSkillResponse) Reset() {
 	*x = GetSkillResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[3]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -192,7 +455,7 @@ func (x *GetSkillResponse) String() string {
 func (*GetSkillResponse) ProtoMessage() {}
 
 func (x *GetSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[3]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -205,7 +468,7 @@ func (x *GetSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSkillResponse.ProtoReflect.Descriptor instead.
 func (*GetSkillResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{3}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetSkillResponse) GetSkill() *Skill {
@@ -233,7 +496,7 @@ type InstallSkillRequest struct {
 
 func (x *InstallSkillRequest) Reset() {
 	*x = InstallSkillRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[4]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +508,7 @@ func (x *InstallSkillRequest) String() string {
 func (*InstallSkillRequest) ProtoMessage() {}
 
 func (x *InstallSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[4]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +521,7 @@ func (x *InstallSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallSkillRequest.ProtoReflect.Descriptor instead.
 func (*InstallSkillRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{4}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InstallSkillRequest) GetSource() isInstallSkillRequest_Source {
@@ -324,7 +587,7 @@ type InlineFiles struct {
 
 func (x *InlineFiles) Reset() {
 	*x = InlineFiles{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[5]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +599,7 @@ func (x *InlineFiles) String() string {
 func (*InlineFiles) ProtoMessage() {}
 
 func (x *InlineFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[5]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +612,7 @@ func (x *InlineFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InlineFiles.ProtoReflect.Descriptor instead.
 func (*InlineFiles) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{5}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InlineFiles) GetName() string {
@@ -379,7 +642,7 @@ type InstallSkillResponse struct {
 
 func (x *InstallSkillResponse) Reset() {
 	*x = InstallSkillResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[6]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +654,7 @@ func (x *InstallSkillResponse) String() string {
 func (*InstallSkillResponse) ProtoMessage() {}
 
 func (x *InstallSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[6]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +667,7 @@ func (x *InstallSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallSkillResponse.ProtoReflect.Descriptor instead.
 func (*InstallSkillResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{6}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InstallSkillResponse) GetSkill() *Skill {
@@ -434,7 +697,7 @@ type SkillUpdate struct {
 
 func (x *SkillUpdate) Reset() {
 	*x = SkillUpdate{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[7]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +709,7 @@ func (x *SkillUpdate) String() string {
 func (*SkillUpdate) ProtoMessage() {}
 
 func (x *SkillUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[7]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +722,7 @@ func (x *SkillUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkillUpdate.ProtoReflect.Descriptor instead.
 func (*SkillUpdate) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{7}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SkillUpdate) GetEnabled() bool {
@@ -489,7 +752,7 @@ type UpdateSkillRequest struct {
 
 func (x *UpdateSkillRequest) Reset() {
 	*x = UpdateSkillRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[8]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +764,7 @@ func (x *UpdateSkillRequest) String() string {
 func (*UpdateSkillRequest) ProtoMessage() {}
 
 func (x *UpdateSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[8]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +777,7 @@ func (x *UpdateSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSkillRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSkillRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{8}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateSkillRequest) GetName() string {
@@ -544,7 +807,7 @@ type UpdateSkillResponse struct {
 
 func (x *UpdateSkillResponse) Reset() {
 	*x = UpdateSkillResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[9]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +819,7 @@ func (x *UpdateSkillResponse) String() string {
 func (*UpdateSkillResponse) ProtoMessage() {}
 
 func (x *UpdateSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[9]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +832,7 @@ func (x *UpdateSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSkillResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSkillResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{9}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateSkillResponse) GetSkill() *Skill {
@@ -597,7 +860,7 @@ type DeleteSkillRequest struct {
 
 func (x *DeleteSkillRequest) Reset() {
 	*x = DeleteSkillRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[10]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +872,7 @@ func (x *DeleteSkillRequest) String() string {
 func (*DeleteSkillRequest) ProtoMessage() {}
 
 func (x *DeleteSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[10]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +885,7 @@ func (x *DeleteSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSkillRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSkillRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{10}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteSkillRequest) GetName() string {
@@ -641,7 +904,7 @@ type DeleteSkillResponse struct {
 
 func (x *DeleteSkillResponse) Reset() {
 	*x = DeleteSkillResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[11]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +916,7 @@ func (x *DeleteSkillResponse) String() string {
 func (*DeleteSkillResponse) ProtoMessage() {}
 
 func (x *DeleteSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[11]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +929,7 @@ func (x *DeleteSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSkillResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSkillResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{11}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{13}
 }
 
 // ListSkillHistoryRequest names a skill.
@@ -680,7 +943,7 @@ type ListSkillHistoryRequest struct {
 
 func (x *ListSkillHistoryRequest) Reset() {
 	*x = ListSkillHistoryRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[12]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +955,7 @@ func (x *ListSkillHistoryRequest) String() string {
 func (*ListSkillHistoryRequest) ProtoMessage() {}
 
 func (x *ListSkillHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[12]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +968,7 @@ func (x *ListSkillHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSkillHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ListSkillHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{12}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSkillHistoryRequest) GetName() string {
@@ -726,7 +989,7 @@ type ListSkillHistoryResponse struct {
 
 func (x *ListSkillHistoryResponse) Reset() {
 	*x = ListSkillHistoryResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[13]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +1001,7 @@ func (x *ListSkillHistoryResponse) String() string {
 func (*ListSkillHistoryResponse) ProtoMessage() {}
 
 func (x *ListSkillHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[13]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +1014,7 @@ func (x *ListSkillHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSkillHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ListSkillHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{13}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSkillHistoryResponse) GetEntries() []*HistoryEntry {
@@ -774,7 +1037,7 @@ type RollbackSkillRequest struct {
 
 func (x *RollbackSkillRequest) Reset() {
 	*x = RollbackSkillRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[14]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1049,7 @@ func (x *RollbackSkillRequest) String() string {
 func (*RollbackSkillRequest) ProtoMessage() {}
 
 func (x *RollbackSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[14]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1062,7 @@ func (x *RollbackSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackSkillRequest.ProtoReflect.Descriptor instead.
 func (*RollbackSkillRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{14}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RollbackSkillRequest) GetName() string {
@@ -829,7 +1092,7 @@ type RollbackSkillResponse struct {
 
 func (x *RollbackSkillResponse) Reset() {
 	*x = RollbackSkillResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[15]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1104,7 @@ func (x *RollbackSkillResponse) String() string {
 func (*RollbackSkillResponse) ProtoMessage() {}
 
 func (x *RollbackSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[15]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1117,7 @@ func (x *RollbackSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackSkillResponse.ProtoReflect.Descriptor instead.
 func (*RollbackSkillResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{15}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RollbackSkillResponse) GetSkill() *Skill {
@@ -890,7 +1153,7 @@ type ScanSkillRequest struct {
 
 func (x *ScanSkillRequest) Reset() {
 	*x = ScanSkillRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[16]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1165,7 @@ func (x *ScanSkillRequest) String() string {
 func (*ScanSkillRequest) ProtoMessage() {}
 
 func (x *ScanSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[16]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1178,7 @@ func (x *ScanSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanSkillRequest.ProtoReflect.Descriptor instead.
 func (*ScanSkillRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{16}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ScanSkillRequest) GetSource() isScanSkillRequest_Source {
@@ -997,7 +1260,7 @@ type ScanSkillResponse struct {
 
 func (x *ScanSkillResponse) Reset() {
 	*x = ScanSkillResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[17]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1272,7 @@ func (x *ScanSkillResponse) String() string {
 func (*ScanSkillResponse) ProtoMessage() {}
 
 func (x *ScanSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[17]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1285,7 @@ func (x *ScanSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanSkillResponse.ProtoReflect.Descriptor instead.
 func (*ScanSkillResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{17}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScanSkillResponse) GetReport() *ScanReport {
@@ -1058,7 +1321,7 @@ type ReviewSkillPackageRequest struct {
 
 func (x *ReviewSkillPackageRequest) Reset() {
 	*x = ReviewSkillPackageRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[18]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1333,7 @@ func (x *ReviewSkillPackageRequest) String() string {
 func (*ReviewSkillPackageRequest) ProtoMessage() {}
 
 func (x *ReviewSkillPackageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[18]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1346,7 @@ func (x *ReviewSkillPackageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewSkillPackageRequest.ProtoReflect.Descriptor instead.
 func (*ReviewSkillPackageRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{18}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReviewSkillPackageRequest) GetSource() isReviewSkillPackageRequest_Source {
@@ -1173,7 +1436,7 @@ type ReviewFacts struct {
 
 func (x *ReviewFacts) Reset() {
 	*x = ReviewFacts{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[19]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1448,7 @@ func (x *ReviewFacts) String() string {
 func (*ReviewFacts) ProtoMessage() {}
 
 func (x *ReviewFacts) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[19]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1461,7 @@ func (x *ReviewFacts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewFacts.ProtoReflect.Descriptor instead.
 func (*ReviewFacts) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{19}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReviewFacts) GetSubject() string {
@@ -1262,7 +1525,7 @@ type ReviewSkillPackageResponse struct {
 
 func (x *ReviewSkillPackageResponse) Reset() {
 	*x = ReviewSkillPackageResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[20]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1537,7 @@ func (x *ReviewSkillPackageResponse) String() string {
 func (*ReviewSkillPackageResponse) ProtoMessage() {}
 
 func (x *ReviewSkillPackageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[20]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1550,7 @@ func (x *ReviewSkillPackageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewSkillPackageResponse.ProtoReflect.Descriptor instead.
 func (*ReviewSkillPackageResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{20}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReviewSkillPackageResponse) GetFacts() *ReviewFacts {
@@ -1340,7 +1603,7 @@ type DescribeSkillsRequest struct {
 
 func (x *DescribeSkillsRequest) Reset() {
 	*x = DescribeSkillsRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[21]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1615,7 @@ func (x *DescribeSkillsRequest) String() string {
 func (*DescribeSkillsRequest) ProtoMessage() {}
 
 func (x *DescribeSkillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[21]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1628,7 @@ func (x *DescribeSkillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeSkillsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeSkillsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{21}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeSkillsRequest) GetQuery() string {
@@ -1400,7 +1663,7 @@ type DescribeSkillsResponse struct {
 
 func (x *DescribeSkillsResponse) Reset() {
 	*x = DescribeSkillsResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[22]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1675,7 @@ func (x *DescribeSkillsResponse) String() string {
 func (*DescribeSkillsResponse) ProtoMessage() {}
 
 func (x *DescribeSkillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[22]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1688,7 @@ func (x *DescribeSkillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeSkillsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeSkillsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{22}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeSkillsResponse) GetMatches() []*SkillMatch {
@@ -1448,7 +1711,7 @@ type ActiveSkill struct {
 
 func (x *ActiveSkill) Reset() {
 	*x = ActiveSkill{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[23]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1723,7 @@ func (x *ActiveSkill) String() string {
 func (*ActiveSkill) ProtoMessage() {}
 
 func (x *ActiveSkill) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[23]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1736,7 @@ func (x *ActiveSkill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActiveSkill.ProtoReflect.Descriptor instead.
 func (*ActiveSkill) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{23}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ActiveSkill) GetName() string {
@@ -1507,7 +1770,7 @@ type ResolveSkillPolicyRequest struct {
 
 func (x *ResolveSkillPolicyRequest) Reset() {
 	*x = ResolveSkillPolicyRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[24]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1782,7 @@ func (x *ResolveSkillPolicyRequest) String() string {
 func (*ResolveSkillPolicyRequest) ProtoMessage() {}
 
 func (x *ResolveSkillPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[24]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1795,7 @@ func (x *ResolveSkillPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSkillPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ResolveSkillPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{24}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResolveSkillPolicyRequest) GetActiveSkills() []*ActiveSkill {
@@ -1574,7 +1837,7 @@ type ResolveSkillPolicyResponse struct {
 
 func (x *ResolveSkillPolicyResponse) Reset() {
 	*x = ResolveSkillPolicyResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[25]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1849,7 @@ func (x *ResolveSkillPolicyResponse) String() string {
 func (*ResolveSkillPolicyResponse) ProtoMessage() {}
 
 func (x *ResolveSkillPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[25]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1862,7 @@ func (x *ResolveSkillPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSkillPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ResolveSkillPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{25}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResolveSkillPolicyResponse) GetPolicy() *SkillPolicy {
@@ -1622,7 +1885,7 @@ type ReadSkillFileRequest struct {
 
 func (x *ReadSkillFileRequest) Reset() {
 	*x = ReadSkillFileRequest{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[26]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1897,7 @@ func (x *ReadSkillFileRequest) String() string {
 func (*ReadSkillFileRequest) ProtoMessage() {}
 
 func (x *ReadSkillFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[26]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1910,7 @@ func (x *ReadSkillFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSkillFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadSkillFileRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{26}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadSkillFileRequest) GetName() string {
@@ -1679,7 +1942,7 @@ type ReadSkillFileResponse struct {
 
 func (x *ReadSkillFileResponse) Reset() {
 	*x = ReadSkillFileResponse{}
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[27]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1954,7 @@ func (x *ReadSkillFileResponse) String() string {
 func (*ReadSkillFileResponse) ProtoMessage() {}
 
 func (x *ReadSkillFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[27]
+	mi := &file_toolplane_skills_v1_skills_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1967,7 @@ func (x *ReadSkillFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSkillFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadSkillFileResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{27}
+	return file_toolplane_skills_v1_skills_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadSkillFileResponse) GetContent() []byte {
@@ -1732,12 +1995,28 @@ var File_toolplane_skills_v1_skills_service_proto protoreflect.FileDescriptor
 
 const file_toolplane_skills_v1_skills_service_proto_rawDesc = "" +
 	"\n" +
-	"(toolplane/skills/v1/skills_service.proto\x12\x13toolplane.skills.v1\x1a toolplane/skills/v1/skills.proto\x1a\x1ctoolplane/type/v1/type.proto\"v\n" +
+	"(toolplane/skills/v1/skills_service.proto\x12\x13toolplane.skills.v1\x1a toolplane/skills/v1/skills.proto\x1a\x1ctoolplane/type/v1/type.proto\"\xc0\x02\n" +
+	"\x12ManageSkillRequest\x128\n" +
+	"\x06action\x18\x01 \x01(\x0e2 .toolplane.skills.v1.SkillActionR\x06action\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\acontent\x18\x03 \x01(\tR\acontent\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x12\n" +
+	"\x04find\x18\x05 \x01(\tR\x04find\x12\x18\n" +
+	"\areplace\x18\x06 \x01(\tR\areplace\x12*\n" +
+	"\x0eexpected_count\x18\a \x01(\x05H\x00R\rexpectedCount\x88\x01\x01\x12A\n" +
+	"\fcall_context\x18\b \x01(\v2\x1e.toolplane.type.v1.CallContextR\vcallContextB\x11\n" +
+	"\x0f_expected_count\"\xb6\x01\n" +
+	"\x13ManageSkillResponse\x120\n" +
+	"\x05skill\x18\x01 \x01(\v2\x1a.toolplane.skills.v1.SkillR\x05skill\x127\n" +
+	"\x06report\x18\x02 \x01(\v2\x1f.toolplane.skills.v1.ScanReportR\x06report\x12\x1a\n" +
+	"\breplaced\x18\x03 \x01(\x05R\breplaced\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"v\n" +
 	"\x11ListSkillsRequest\x12>\n" +
 	"\bcategory\x18\x01 \x01(\x0e2\".toolplane.skills.v1.SkillCategoryR\bcategory\x12!\n" +
-	"\fenabled_only\x18\x02 \x01(\bR\venabledOnly\"H\n" +
+	"\fenabled_only\x18\x02 \x01(\bR\venabledOnly\"u\n" +
 	"\x12ListSkillsResponse\x122\n" +
-	"\x06skills\x18\x01 \x03(\v2\x1a.toolplane.skills.v1.SkillR\x06skills\"%\n" +
+	"\x06skills\x18\x01 \x03(\v2\x1a.toolplane.skills.v1.SkillR\x06skills\x12+\n" +
+	"\x11evolution_enabled\x18\x02 \x01(\bR\x10evolutionEnabled\"%\n" +
 	"\x0fGetSkillRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"D\n" +
 	"\x10GetSkillResponse\x120\n" +
@@ -1829,7 +2108,15 @@ const file_toolplane_skills_v1_skills_service_proto_rawDesc = "" +
 	"\x15ReadSkillFileResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\fR\acontent\x12!\n" +
 	"\fskill_digest\x18\x02 \x01(\tR\vskillDigest\x12>\n" +
-	"\bcategory\x18\x03 \x01(\x0e2\".toolplane.skills.v1.SkillCategoryR\bcategory2\x93\n" +
+	"\bcategory\x18\x03 \x01(\x0e2\".toolplane.skills.v1.SkillCategoryR\bcategory*\xc7\x01\n" +
+	"\vSkillAction\x12\x1c\n" +
+	"\x18SKILL_ACTION_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SKILL_ACTION_CREATE\x10\x01\x12\x15\n" +
+	"\x11SKILL_ACTION_EDIT\x10\x02\x12\x16\n" +
+	"\x12SKILL_ACTION_PATCH\x10\x03\x12\x1b\n" +
+	"\x17SKILL_ACTION_WRITE_FILE\x10\x04\x12\x1c\n" +
+	"\x18SKILL_ACTION_REMOVE_FILE\x10\x05\x12\x17\n" +
+	"\x13SKILL_ACTION_DELETE\x10\x062\xf5\n" +
 	"\n" +
 	"\rSkillsService\x12b\n" +
 	"\n" +
@@ -1844,7 +2131,8 @@ const file_toolplane_skills_v1_skills_service_proto_rawDesc = "" +
 	"\x12ReviewSkillPackage\x12..toolplane.skills.v1.ReviewSkillPackageRequest\x1a/.toolplane.skills.v1.ReviewSkillPackageResponse\"\x03\x90\x02\x01\x12n\n" +
 	"\x0eDescribeSkills\x12*.toolplane.skills.v1.DescribeSkillsRequest\x1a+.toolplane.skills.v1.DescribeSkillsResponse\"\x03\x90\x02\x01\x12z\n" +
 	"\x12ResolveSkillPolicy\x12..toolplane.skills.v1.ResolveSkillPolicyRequest\x1a/.toolplane.skills.v1.ResolveSkillPolicyResponse\"\x03\x90\x02\x01\x12k\n" +
-	"\rReadSkillFile\x12).toolplane.skills.v1.ReadSkillFileRequest\x1a*.toolplane.skills.v1.ReadSkillFileResponse\"\x03\x90\x02\x01BDZBgithub.com/toolplane/toolplane/gen/go/toolplane/skills/v1;skillsv1b\x06proto3"
+	"\rReadSkillFile\x12).toolplane.skills.v1.ReadSkillFileRequest\x1a*.toolplane.skills.v1.ReadSkillFileResponse\"\x03\x90\x02\x01\x12`\n" +
+	"\vManageSkill\x12'.toolplane.skills.v1.ManageSkillRequest\x1a(.toolplane.skills.v1.ManageSkillResponseBDZBgithub.com/toolplane/toolplane/gen/go/toolplane/skills/v1;skillsv1b\x06proto3"
 
 var (
 	file_toolplane_skills_v1_skills_service_proto_rawDescOnce sync.Once
@@ -1858,106 +2146,117 @@ func file_toolplane_skills_v1_skills_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_skills_v1_skills_service_proto_rawDescData
 }
 
-var file_toolplane_skills_v1_skills_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolplane_skills_v1_skills_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_toolplane_skills_v1_skills_service_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_toolplane_skills_v1_skills_service_proto_goTypes = []any{
-	(*ListSkillsRequest)(nil),          // 0: toolplane.skills.v1.ListSkillsRequest
-	(*ListSkillsResponse)(nil),         // 1: toolplane.skills.v1.ListSkillsResponse
-	(*GetSkillRequest)(nil),            // 2: toolplane.skills.v1.GetSkillRequest
-	(*GetSkillResponse)(nil),           // 3: toolplane.skills.v1.GetSkillResponse
-	(*InstallSkillRequest)(nil),        // 4: toolplane.skills.v1.InstallSkillRequest
-	(*InlineFiles)(nil),                // 5: toolplane.skills.v1.InlineFiles
-	(*InstallSkillResponse)(nil),       // 6: toolplane.skills.v1.InstallSkillResponse
-	(*SkillUpdate)(nil),                // 7: toolplane.skills.v1.SkillUpdate
-	(*UpdateSkillRequest)(nil),         // 8: toolplane.skills.v1.UpdateSkillRequest
-	(*UpdateSkillResponse)(nil),        // 9: toolplane.skills.v1.UpdateSkillResponse
-	(*DeleteSkillRequest)(nil),         // 10: toolplane.skills.v1.DeleteSkillRequest
-	(*DeleteSkillResponse)(nil),        // 11: toolplane.skills.v1.DeleteSkillResponse
-	(*ListSkillHistoryRequest)(nil),    // 12: toolplane.skills.v1.ListSkillHistoryRequest
-	(*ListSkillHistoryResponse)(nil),   // 13: toolplane.skills.v1.ListSkillHistoryResponse
-	(*RollbackSkillRequest)(nil),       // 14: toolplane.skills.v1.RollbackSkillRequest
-	(*RollbackSkillResponse)(nil),      // 15: toolplane.skills.v1.RollbackSkillResponse
-	(*ScanSkillRequest)(nil),           // 16: toolplane.skills.v1.ScanSkillRequest
-	(*ScanSkillResponse)(nil),          // 17: toolplane.skills.v1.ScanSkillResponse
-	(*ReviewSkillPackageRequest)(nil),  // 18: toolplane.skills.v1.ReviewSkillPackageRequest
-	(*ReviewFacts)(nil),                // 19: toolplane.skills.v1.ReviewFacts
-	(*ReviewSkillPackageResponse)(nil), // 20: toolplane.skills.v1.ReviewSkillPackageResponse
-	(*DescribeSkillsRequest)(nil),      // 21: toolplane.skills.v1.DescribeSkillsRequest
-	(*DescribeSkillsResponse)(nil),     // 22: toolplane.skills.v1.DescribeSkillsResponse
-	(*ActiveSkill)(nil),                // 23: toolplane.skills.v1.ActiveSkill
-	(*ResolveSkillPolicyRequest)(nil),  // 24: toolplane.skills.v1.ResolveSkillPolicyRequest
-	(*ResolveSkillPolicyResponse)(nil), // 25: toolplane.skills.v1.ResolveSkillPolicyResponse
-	(*ReadSkillFileRequest)(nil),       // 26: toolplane.skills.v1.ReadSkillFileRequest
-	(*ReadSkillFileResponse)(nil),      // 27: toolplane.skills.v1.ReadSkillFileResponse
-	(SkillCategory)(0),                 // 28: toolplane.skills.v1.SkillCategory
-	(*Skill)(nil),                      // 29: toolplane.skills.v1.Skill
-	(*SkillFile)(nil),                  // 30: toolplane.skills.v1.SkillFile
-	(*ScanReport)(nil),                 // 31: toolplane.skills.v1.ScanReport
-	(*HistoryEntry)(nil),               // 32: toolplane.skills.v1.HistoryEntry
-	(ScanFormat)(0),                    // 33: toolplane.skills.v1.ScanFormat
-	(*ReviewFinding)(nil),              // 34: toolplane.skills.v1.ReviewFinding
-	(*v1.StringList)(nil),              // 35: toolplane.type.v1.StringList
-	(*SkillMatch)(nil),                 // 36: toolplane.skills.v1.SkillMatch
-	(*SkillPolicy)(nil),                // 37: toolplane.skills.v1.SkillPolicy
+	(SkillAction)(0),                   // 0: toolplane.skills.v1.SkillAction
+	(*ManageSkillRequest)(nil),         // 1: toolplane.skills.v1.ManageSkillRequest
+	(*ManageSkillResponse)(nil),        // 2: toolplane.skills.v1.ManageSkillResponse
+	(*ListSkillsRequest)(nil),          // 3: toolplane.skills.v1.ListSkillsRequest
+	(*ListSkillsResponse)(nil),         // 4: toolplane.skills.v1.ListSkillsResponse
+	(*GetSkillRequest)(nil),            // 5: toolplane.skills.v1.GetSkillRequest
+	(*GetSkillResponse)(nil),           // 6: toolplane.skills.v1.GetSkillResponse
+	(*InstallSkillRequest)(nil),        // 7: toolplane.skills.v1.InstallSkillRequest
+	(*InlineFiles)(nil),                // 8: toolplane.skills.v1.InlineFiles
+	(*InstallSkillResponse)(nil),       // 9: toolplane.skills.v1.InstallSkillResponse
+	(*SkillUpdate)(nil),                // 10: toolplane.skills.v1.SkillUpdate
+	(*UpdateSkillRequest)(nil),         // 11: toolplane.skills.v1.UpdateSkillRequest
+	(*UpdateSkillResponse)(nil),        // 12: toolplane.skills.v1.UpdateSkillResponse
+	(*DeleteSkillRequest)(nil),         // 13: toolplane.skills.v1.DeleteSkillRequest
+	(*DeleteSkillResponse)(nil),        // 14: toolplane.skills.v1.DeleteSkillResponse
+	(*ListSkillHistoryRequest)(nil),    // 15: toolplane.skills.v1.ListSkillHistoryRequest
+	(*ListSkillHistoryResponse)(nil),   // 16: toolplane.skills.v1.ListSkillHistoryResponse
+	(*RollbackSkillRequest)(nil),       // 17: toolplane.skills.v1.RollbackSkillRequest
+	(*RollbackSkillResponse)(nil),      // 18: toolplane.skills.v1.RollbackSkillResponse
+	(*ScanSkillRequest)(nil),           // 19: toolplane.skills.v1.ScanSkillRequest
+	(*ScanSkillResponse)(nil),          // 20: toolplane.skills.v1.ScanSkillResponse
+	(*ReviewSkillPackageRequest)(nil),  // 21: toolplane.skills.v1.ReviewSkillPackageRequest
+	(*ReviewFacts)(nil),                // 22: toolplane.skills.v1.ReviewFacts
+	(*ReviewSkillPackageResponse)(nil), // 23: toolplane.skills.v1.ReviewSkillPackageResponse
+	(*DescribeSkillsRequest)(nil),      // 24: toolplane.skills.v1.DescribeSkillsRequest
+	(*DescribeSkillsResponse)(nil),     // 25: toolplane.skills.v1.DescribeSkillsResponse
+	(*ActiveSkill)(nil),                // 26: toolplane.skills.v1.ActiveSkill
+	(*ResolveSkillPolicyRequest)(nil),  // 27: toolplane.skills.v1.ResolveSkillPolicyRequest
+	(*ResolveSkillPolicyResponse)(nil), // 28: toolplane.skills.v1.ResolveSkillPolicyResponse
+	(*ReadSkillFileRequest)(nil),       // 29: toolplane.skills.v1.ReadSkillFileRequest
+	(*ReadSkillFileResponse)(nil),      // 30: toolplane.skills.v1.ReadSkillFileResponse
+	(*v1.CallContext)(nil),             // 31: toolplane.type.v1.CallContext
+	(*Skill)(nil),                      // 32: toolplane.skills.v1.Skill
+	(*ScanReport)(nil),                 // 33: toolplane.skills.v1.ScanReport
+	(SkillCategory)(0),                 // 34: toolplane.skills.v1.SkillCategory
+	(*SkillFile)(nil),                  // 35: toolplane.skills.v1.SkillFile
+	(*HistoryEntry)(nil),               // 36: toolplane.skills.v1.HistoryEntry
+	(ScanFormat)(0),                    // 37: toolplane.skills.v1.ScanFormat
+	(*ReviewFinding)(nil),              // 38: toolplane.skills.v1.ReviewFinding
+	(*v1.StringList)(nil),              // 39: toolplane.type.v1.StringList
+	(*SkillMatch)(nil),                 // 40: toolplane.skills.v1.SkillMatch
+	(*SkillPolicy)(nil),                // 41: toolplane.skills.v1.SkillPolicy
 }
 var file_toolplane_skills_v1_skills_service_proto_depIdxs = []int32{
-	28, // 0: toolplane.skills.v1.ListSkillsRequest.category:type_name -> toolplane.skills.v1.SkillCategory
-	29, // 1: toolplane.skills.v1.ListSkillsResponse.skills:type_name -> toolplane.skills.v1.Skill
-	29, // 2: toolplane.skills.v1.GetSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
-	5,  // 3: toolplane.skills.v1.InstallSkillRequest.files:type_name -> toolplane.skills.v1.InlineFiles
-	28, // 4: toolplane.skills.v1.InstallSkillRequest.category:type_name -> toolplane.skills.v1.SkillCategory
-	30, // 5: toolplane.skills.v1.InlineFiles.files:type_name -> toolplane.skills.v1.SkillFile
-	29, // 6: toolplane.skills.v1.InstallSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
-	31, // 7: toolplane.skills.v1.InstallSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
-	30, // 8: toolplane.skills.v1.SkillUpdate.files:type_name -> toolplane.skills.v1.SkillFile
-	7,  // 9: toolplane.skills.v1.UpdateSkillRequest.skill:type_name -> toolplane.skills.v1.SkillUpdate
-	29, // 10: toolplane.skills.v1.UpdateSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
-	31, // 11: toolplane.skills.v1.UpdateSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
-	32, // 12: toolplane.skills.v1.ListSkillHistoryResponse.entries:type_name -> toolplane.skills.v1.HistoryEntry
-	29, // 13: toolplane.skills.v1.RollbackSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
-	31, // 14: toolplane.skills.v1.RollbackSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
-	5,  // 15: toolplane.skills.v1.ScanSkillRequest.files:type_name -> toolplane.skills.v1.InlineFiles
-	33, // 16: toolplane.skills.v1.ScanSkillRequest.format:type_name -> toolplane.skills.v1.ScanFormat
-	31, // 17: toolplane.skills.v1.ScanSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
-	5,  // 18: toolplane.skills.v1.ReviewSkillPackageRequest.files:type_name -> toolplane.skills.v1.InlineFiles
-	29, // 19: toolplane.skills.v1.ReviewFacts.frontmatter:type_name -> toolplane.skills.v1.Skill
-	19, // 20: toolplane.skills.v1.ReviewSkillPackageResponse.facts:type_name -> toolplane.skills.v1.ReviewFacts
-	34, // 21: toolplane.skills.v1.ReviewSkillPackageResponse.findings:type_name -> toolplane.skills.v1.ReviewFinding
-	35, // 22: toolplane.skills.v1.DescribeSkillsRequest.allowlist:type_name -> toolplane.type.v1.StringList
-	36, // 23: toolplane.skills.v1.DescribeSkillsResponse.matches:type_name -> toolplane.skills.v1.SkillMatch
-	23, // 24: toolplane.skills.v1.ResolveSkillPolicyRequest.active_skills:type_name -> toolplane.skills.v1.ActiveSkill
-	35, // 25: toolplane.skills.v1.ResolveSkillPolicyRequest.allowlist:type_name -> toolplane.type.v1.StringList
-	35, // 26: toolplane.skills.v1.ResolveSkillPolicyRequest.parent_allowlist:type_name -> toolplane.type.v1.StringList
-	37, // 27: toolplane.skills.v1.ResolveSkillPolicyResponse.policy:type_name -> toolplane.skills.v1.SkillPolicy
-	28, // 28: toolplane.skills.v1.ReadSkillFileResponse.category:type_name -> toolplane.skills.v1.SkillCategory
-	0,  // 29: toolplane.skills.v1.SkillsService.ListSkills:input_type -> toolplane.skills.v1.ListSkillsRequest
-	2,  // 30: toolplane.skills.v1.SkillsService.GetSkill:input_type -> toolplane.skills.v1.GetSkillRequest
-	4,  // 31: toolplane.skills.v1.SkillsService.InstallSkill:input_type -> toolplane.skills.v1.InstallSkillRequest
-	8,  // 32: toolplane.skills.v1.SkillsService.UpdateSkill:input_type -> toolplane.skills.v1.UpdateSkillRequest
-	10, // 33: toolplane.skills.v1.SkillsService.DeleteSkill:input_type -> toolplane.skills.v1.DeleteSkillRequest
-	12, // 34: toolplane.skills.v1.SkillsService.ListSkillHistory:input_type -> toolplane.skills.v1.ListSkillHistoryRequest
-	14, // 35: toolplane.skills.v1.SkillsService.RollbackSkill:input_type -> toolplane.skills.v1.RollbackSkillRequest
-	16, // 36: toolplane.skills.v1.SkillsService.ScanSkill:input_type -> toolplane.skills.v1.ScanSkillRequest
-	18, // 37: toolplane.skills.v1.SkillsService.ReviewSkillPackage:input_type -> toolplane.skills.v1.ReviewSkillPackageRequest
-	21, // 38: toolplane.skills.v1.SkillsService.DescribeSkills:input_type -> toolplane.skills.v1.DescribeSkillsRequest
-	24, // 39: toolplane.skills.v1.SkillsService.ResolveSkillPolicy:input_type -> toolplane.skills.v1.ResolveSkillPolicyRequest
-	26, // 40: toolplane.skills.v1.SkillsService.ReadSkillFile:input_type -> toolplane.skills.v1.ReadSkillFileRequest
-	1,  // 41: toolplane.skills.v1.SkillsService.ListSkills:output_type -> toolplane.skills.v1.ListSkillsResponse
-	3,  // 42: toolplane.skills.v1.SkillsService.GetSkill:output_type -> toolplane.skills.v1.GetSkillResponse
-	6,  // 43: toolplane.skills.v1.SkillsService.InstallSkill:output_type -> toolplane.skills.v1.InstallSkillResponse
-	9,  // 44: toolplane.skills.v1.SkillsService.UpdateSkill:output_type -> toolplane.skills.v1.UpdateSkillResponse
-	11, // 45: toolplane.skills.v1.SkillsService.DeleteSkill:output_type -> toolplane.skills.v1.DeleteSkillResponse
-	13, // 46: toolplane.skills.v1.SkillsService.ListSkillHistory:output_type -> toolplane.skills.v1.ListSkillHistoryResponse
-	15, // 47: toolplane.skills.v1.SkillsService.RollbackSkill:output_type -> toolplane.skills.v1.RollbackSkillResponse
-	17, // 48: toolplane.skills.v1.SkillsService.ScanSkill:output_type -> toolplane.skills.v1.ScanSkillResponse
-	20, // 49: toolplane.skills.v1.SkillsService.ReviewSkillPackage:output_type -> toolplane.skills.v1.ReviewSkillPackageResponse
-	22, // 50: toolplane.skills.v1.SkillsService.DescribeSkills:output_type -> toolplane.skills.v1.DescribeSkillsResponse
-	25, // 51: toolplane.skills.v1.SkillsService.ResolveSkillPolicy:output_type -> toolplane.skills.v1.ResolveSkillPolicyResponse
-	27, // 52: toolplane.skills.v1.SkillsService.ReadSkillFile:output_type -> toolplane.skills.v1.ReadSkillFileResponse
-	41, // [41:53] is the sub-list for method output_type
-	29, // [29:41] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	0,  // 0: toolplane.skills.v1.ManageSkillRequest.action:type_name -> toolplane.skills.v1.SkillAction
+	31, // 1: toolplane.skills.v1.ManageSkillRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	32, // 2: toolplane.skills.v1.ManageSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
+	33, // 3: toolplane.skills.v1.ManageSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
+	34, // 4: toolplane.skills.v1.ListSkillsRequest.category:type_name -> toolplane.skills.v1.SkillCategory
+	32, // 5: toolplane.skills.v1.ListSkillsResponse.skills:type_name -> toolplane.skills.v1.Skill
+	32, // 6: toolplane.skills.v1.GetSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
+	8,  // 7: toolplane.skills.v1.InstallSkillRequest.files:type_name -> toolplane.skills.v1.InlineFiles
+	34, // 8: toolplane.skills.v1.InstallSkillRequest.category:type_name -> toolplane.skills.v1.SkillCategory
+	35, // 9: toolplane.skills.v1.InlineFiles.files:type_name -> toolplane.skills.v1.SkillFile
+	32, // 10: toolplane.skills.v1.InstallSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
+	33, // 11: toolplane.skills.v1.InstallSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
+	35, // 12: toolplane.skills.v1.SkillUpdate.files:type_name -> toolplane.skills.v1.SkillFile
+	10, // 13: toolplane.skills.v1.UpdateSkillRequest.skill:type_name -> toolplane.skills.v1.SkillUpdate
+	32, // 14: toolplane.skills.v1.UpdateSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
+	33, // 15: toolplane.skills.v1.UpdateSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
+	36, // 16: toolplane.skills.v1.ListSkillHistoryResponse.entries:type_name -> toolplane.skills.v1.HistoryEntry
+	32, // 17: toolplane.skills.v1.RollbackSkillResponse.skill:type_name -> toolplane.skills.v1.Skill
+	33, // 18: toolplane.skills.v1.RollbackSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
+	8,  // 19: toolplane.skills.v1.ScanSkillRequest.files:type_name -> toolplane.skills.v1.InlineFiles
+	37, // 20: toolplane.skills.v1.ScanSkillRequest.format:type_name -> toolplane.skills.v1.ScanFormat
+	33, // 21: toolplane.skills.v1.ScanSkillResponse.report:type_name -> toolplane.skills.v1.ScanReport
+	8,  // 22: toolplane.skills.v1.ReviewSkillPackageRequest.files:type_name -> toolplane.skills.v1.InlineFiles
+	32, // 23: toolplane.skills.v1.ReviewFacts.frontmatter:type_name -> toolplane.skills.v1.Skill
+	22, // 24: toolplane.skills.v1.ReviewSkillPackageResponse.facts:type_name -> toolplane.skills.v1.ReviewFacts
+	38, // 25: toolplane.skills.v1.ReviewSkillPackageResponse.findings:type_name -> toolplane.skills.v1.ReviewFinding
+	39, // 26: toolplane.skills.v1.DescribeSkillsRequest.allowlist:type_name -> toolplane.type.v1.StringList
+	40, // 27: toolplane.skills.v1.DescribeSkillsResponse.matches:type_name -> toolplane.skills.v1.SkillMatch
+	26, // 28: toolplane.skills.v1.ResolveSkillPolicyRequest.active_skills:type_name -> toolplane.skills.v1.ActiveSkill
+	39, // 29: toolplane.skills.v1.ResolveSkillPolicyRequest.allowlist:type_name -> toolplane.type.v1.StringList
+	39, // 30: toolplane.skills.v1.ResolveSkillPolicyRequest.parent_allowlist:type_name -> toolplane.type.v1.StringList
+	41, // 31: toolplane.skills.v1.ResolveSkillPolicyResponse.policy:type_name -> toolplane.skills.v1.SkillPolicy
+	34, // 32: toolplane.skills.v1.ReadSkillFileResponse.category:type_name -> toolplane.skills.v1.SkillCategory
+	3,  // 33: toolplane.skills.v1.SkillsService.ListSkills:input_type -> toolplane.skills.v1.ListSkillsRequest
+	5,  // 34: toolplane.skills.v1.SkillsService.GetSkill:input_type -> toolplane.skills.v1.GetSkillRequest
+	7,  // 35: toolplane.skills.v1.SkillsService.InstallSkill:input_type -> toolplane.skills.v1.InstallSkillRequest
+	11, // 36: toolplane.skills.v1.SkillsService.UpdateSkill:input_type -> toolplane.skills.v1.UpdateSkillRequest
+	13, // 37: toolplane.skills.v1.SkillsService.DeleteSkill:input_type -> toolplane.skills.v1.DeleteSkillRequest
+	15, // 38: toolplane.skills.v1.SkillsService.ListSkillHistory:input_type -> toolplane.skills.v1.ListSkillHistoryRequest
+	17, // 39: toolplane.skills.v1.SkillsService.RollbackSkill:input_type -> toolplane.skills.v1.RollbackSkillRequest
+	19, // 40: toolplane.skills.v1.SkillsService.ScanSkill:input_type -> toolplane.skills.v1.ScanSkillRequest
+	21, // 41: toolplane.skills.v1.SkillsService.ReviewSkillPackage:input_type -> toolplane.skills.v1.ReviewSkillPackageRequest
+	24, // 42: toolplane.skills.v1.SkillsService.DescribeSkills:input_type -> toolplane.skills.v1.DescribeSkillsRequest
+	27, // 43: toolplane.skills.v1.SkillsService.ResolveSkillPolicy:input_type -> toolplane.skills.v1.ResolveSkillPolicyRequest
+	29, // 44: toolplane.skills.v1.SkillsService.ReadSkillFile:input_type -> toolplane.skills.v1.ReadSkillFileRequest
+	1,  // 45: toolplane.skills.v1.SkillsService.ManageSkill:input_type -> toolplane.skills.v1.ManageSkillRequest
+	4,  // 46: toolplane.skills.v1.SkillsService.ListSkills:output_type -> toolplane.skills.v1.ListSkillsResponse
+	6,  // 47: toolplane.skills.v1.SkillsService.GetSkill:output_type -> toolplane.skills.v1.GetSkillResponse
+	9,  // 48: toolplane.skills.v1.SkillsService.InstallSkill:output_type -> toolplane.skills.v1.InstallSkillResponse
+	12, // 49: toolplane.skills.v1.SkillsService.UpdateSkill:output_type -> toolplane.skills.v1.UpdateSkillResponse
+	14, // 50: toolplane.skills.v1.SkillsService.DeleteSkill:output_type -> toolplane.skills.v1.DeleteSkillResponse
+	16, // 51: toolplane.skills.v1.SkillsService.ListSkillHistory:output_type -> toolplane.skills.v1.ListSkillHistoryResponse
+	18, // 52: toolplane.skills.v1.SkillsService.RollbackSkill:output_type -> toolplane.skills.v1.RollbackSkillResponse
+	20, // 53: toolplane.skills.v1.SkillsService.ScanSkill:output_type -> toolplane.skills.v1.ScanSkillResponse
+	23, // 54: toolplane.skills.v1.SkillsService.ReviewSkillPackage:output_type -> toolplane.skills.v1.ReviewSkillPackageResponse
+	25, // 55: toolplane.skills.v1.SkillsService.DescribeSkills:output_type -> toolplane.skills.v1.DescribeSkillsResponse
+	28, // 56: toolplane.skills.v1.SkillsService.ResolveSkillPolicy:output_type -> toolplane.skills.v1.ResolveSkillPolicyResponse
+	30, // 57: toolplane.skills.v1.SkillsService.ReadSkillFile:output_type -> toolplane.skills.v1.ReadSkillFileResponse
+	2,  // 58: toolplane.skills.v1.SkillsService.ManageSkill:output_type -> toolplane.skills.v1.ManageSkillResponse
+	46, // [46:59] is the sub-list for method output_type
+	33, // [33:46] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_skills_v1_skills_service_proto_init() }
@@ -1966,17 +2265,18 @@ func file_toolplane_skills_v1_skills_service_proto_init() {
 		return
 	}
 	file_toolplane_skills_v1_skills_proto_init()
-	file_toolplane_skills_v1_skills_service_proto_msgTypes[4].OneofWrappers = []any{
+	file_toolplane_skills_v1_skills_service_proto_msgTypes[0].OneofWrappers = []any{}
+	file_toolplane_skills_v1_skills_service_proto_msgTypes[6].OneofWrappers = []any{
 		(*InstallSkillRequest_Archive)(nil),
 		(*InstallSkillRequest_Files)(nil),
 	}
-	file_toolplane_skills_v1_skills_service_proto_msgTypes[7].OneofWrappers = []any{}
-	file_toolplane_skills_v1_skills_service_proto_msgTypes[16].OneofWrappers = []any{
+	file_toolplane_skills_v1_skills_service_proto_msgTypes[9].OneofWrappers = []any{}
+	file_toolplane_skills_v1_skills_service_proto_msgTypes[18].OneofWrappers = []any{
 		(*ScanSkillRequest_Archive)(nil),
 		(*ScanSkillRequest_Files)(nil),
 		(*ScanSkillRequest_Name)(nil),
 	}
-	file_toolplane_skills_v1_skills_service_proto_msgTypes[18].OneofWrappers = []any{
+	file_toolplane_skills_v1_skills_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*ReviewSkillPackageRequest_Archive)(nil),
 		(*ReviewSkillPackageRequest_Files)(nil),
 		(*ReviewSkillPackageRequest_Name)(nil),
@@ -1986,13 +2286,14 @@ func file_toolplane_skills_v1_skills_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_skills_v1_skills_service_proto_rawDesc), len(file_toolplane_skills_v1_skills_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   28,
+			NumEnums:      1,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_toolplane_skills_v1_skills_service_proto_goTypes,
 		DependencyIndexes: file_toolplane_skills_v1_skills_service_proto_depIdxs,
+		EnumInfos:         file_toolplane_skills_v1_skills_service_proto_enumTypes,
 		MessageInfos:      file_toolplane_skills_v1_skills_service_proto_msgTypes,
 	}.Build()
 	File_toolplane_skills_v1_skills_service_proto = out.File

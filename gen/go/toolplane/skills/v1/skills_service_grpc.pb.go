@@ -31,6 +31,7 @@ const (
 	SkillsService_DescribeSkills_FullMethodName     = "/toolplane.skills.v1.SkillsService/DescribeSkills"
 	SkillsService_ResolveSkillPolicy_FullMethodName = "/toolplane.skills.v1.SkillsService/ResolveSkillPolicy"
 	SkillsService_ReadSkillFile_FullMethodName      = "/toolplane.skills.v1.SkillsService/ReadSkillFile"
+	SkillsService_ManageSkill_FullMethodName        = "/toolplane.skills.v1.SkillsService/ManageSkill"
 )
 
 // SkillsServiceClient is the client API for SkillsService service.
@@ -77,6 +78,18 @@ type SkillsServiceClient interface {
 	// ReadSkillFile reads one file of a skill, path-checked. Reading SKILL.md
 	// through it is what the runtime treats as activation.
 	ReadSkillFile(ctx context.Context, in *ReadSkillFileRequest, opts ...grpc.CallOption) (*ReadSkillFileResponse, error)
+	// ManageSkill changes one of the user's custom skills as an agent's
+	// skill_manage tool does (docs/deerflow.md §4.14): create, edit, patch,
+	// write_file, remove_file, delete. Refused unless skills.evolution.enabled
+	// (FAILED_PRECONDITION, ERROR_REASON_EVOLUTION_DISABLED). Each change is
+	// validated strictly, scanned on a staged copy (files under scripts/ as
+	// executable), stored atomically as a new version and recorded in the
+	// history (author "agent" and the thread id when a service caller such as
+	// the runtime supplies a call context); changes of one (user, skill) are
+	// serialized. Errors: INVALID_ARGUMENT (request, frontmatter, path),
+	// NOT_FOUND, ALREADY_EXISTS (create), FAILED_PRECONDITION (read-only
+	// skill, CRITICAL finding, patch count mismatch).
+	ManageSkill(ctx context.Context, in *ManageSkillRequest, opts ...grpc.CallOption) (*ManageSkillResponse, error)
 }
 
 type skillsServiceClient struct {
@@ -207,6 +220,16 @@ func (c *skillsServiceClient) ReadSkillFile(ctx context.Context, in *ReadSkillFi
 	return out, nil
 }
 
+func (c *skillsServiceClient) ManageSkill(ctx context.Context, in *ManageSkillRequest, opts ...grpc.CallOption) (*ManageSkillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ManageSkillResponse)
+	err := c.cc.Invoke(ctx, SkillsService_ManageSkill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SkillsServiceServer is the server API for SkillsService service.
 // All implementations must embed UnimplementedSkillsServiceServer
 // for forward compatibility.
@@ -251,6 +274,18 @@ type SkillsServiceServer interface {
 	// ReadSkillFile reads one file of a skill, path-checked. Reading SKILL.md
 	// through it is what the runtime treats as activation.
 	ReadSkillFile(context.Context, *ReadSkillFileRequest) (*ReadSkillFileResponse, error)
+	// ManageSkill changes one of the user's custom skills as an agent's
+	// skill_manage tool does (docs/deerflow.md §4.14): create, edit, patch,
+	// write_file, remove_file, delete. Refused unless skills.evolution.enabled
+	// (FAILED_PRECONDITION, ERROR_REASON_EVOLUTION_DISABLED). Each change is
+	// validated strictly, scanned on a staged copy (files under scripts/ as
+	// executable), stored atomically as a new version and recorded in the
+	// history (author "agent" and the thread id when a service caller such as
+	// the runtime supplies a call context); changes of one (user, skill) are
+	// serialized. Errors: INVALID_ARGUMENT (request, frontmatter, path),
+	// NOT_FOUND, ALREADY_EXISTS (create), FAILED_PRECONDITION (read-only
+	// skill, CRITICAL finding, patch count mismatch).
+	ManageSkill(context.Context, *ManageSkillRequest) (*ManageSkillResponse, error)
 	mustEmbedUnimplementedSkillsServiceServer()
 }
 
@@ -296,6 +331,9 @@ func (UnimplementedSkillsServiceServer) ResolveSkillPolicy(context.Context, *Res
 }
 func (UnimplementedSkillsServiceServer) ReadSkillFile(context.Context, *ReadSkillFileRequest) (*ReadSkillFileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadSkillFile not implemented")
+}
+func (UnimplementedSkillsServiceServer) ManageSkill(context.Context, *ManageSkillRequest) (*ManageSkillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ManageSkill not implemented")
 }
 func (UnimplementedSkillsServiceServer) mustEmbedUnimplementedSkillsServiceServer() {}
 func (UnimplementedSkillsServiceServer) testEmbeddedByValue()                       {}
@@ -534,6 +572,24 @@ func _SkillsService_ReadSkillFile_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SkillsService_ManageSkill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ManageSkillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SkillsServiceServer).ManageSkill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SkillsService_ManageSkill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SkillsServiceServer).ManageSkill(ctx, req.(*ManageSkillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SkillsService_ServiceDesc is the grpc.ServiceDesc for SkillsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -588,6 +644,10 @@ var SkillsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadSkillFile",
 			Handler:    _SkillsService_ReadSkillFile_Handler,
+		},
+		{
+			MethodName: "ManageSkill",
+			Handler:    _SkillsService_ManageSkill_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

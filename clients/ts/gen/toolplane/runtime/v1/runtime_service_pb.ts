@@ -18,7 +18,149 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolplane/runtime/v1/runtime_service.proto.
  */
 export const file_toolplane_runtime_v1_runtime_service: GenFile = /*@__PURE__*/
-  fileDesc("Cip0b29scGxhbmUvcnVudGltZS92MS9ydW50aW1lX3NlcnZpY2UucHJvdG8SFHRvb2xwbGFuZS5ydW50aW1lLnYxIqABChNDcmVhdGVUaHJlYWRSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEkkKCG1ldGFkYXRhGAIgAygLMjcudG9vbHBsYW5lLnJ1bnRpbWUudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdC5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJEChRDcmVhdGVUaHJlYWRSZXNwb25zZRIsCgZ0aHJlYWQYASABKAsyHC50b29scGxhbmUucnVudGltZS52MS5UaHJlYWQiOwoSTGlzdFRocmVhZHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIl0KE0xpc3RUaHJlYWRzUmVzcG9uc2USLQoHdGhyZWFkcxgBIAMoCzIcLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRocmVhZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJQoQR2V0VGhyZWFkUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkiQQoRR2V0VGhyZWFkUmVzcG9uc2USLAoGdGhyZWFkGAEgASgLMhwudG9vbHBsYW5lLnJ1bnRpbWUudjEuVGhyZWFkIigKE0RlbGV0ZVRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJIhYKFERlbGV0ZVRocmVhZFJlc3BvbnNlIk8KE0xpc3RNZXNzYWdlc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImAKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEi8KCG1lc3NhZ2VzGAEgAygLMh0udG9vbHBsYW5lLnJ1bnRpbWUudjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkicwoUQXNzZW1ibGVUb29sc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhQKDHVzZXJfbWVzc2FnZRgCIAEoCRIyCgdwcm9maWxlGAMgASgOMiEudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFByb2ZpbGUi4wIKFUFzc2VtYmxlVG9vbHNSZXNwb25zZRIvCgV0b29scxgBIAMoCzIgLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xTY2hlbWESEAoIZGVmZXJyZWQYAiADKAkSPAoPcHJvbXB0X3NlY3Rpb25zGAMgAygLMiMudG9vbHBsYW5lLnJ1bnRpbWUudjEuUHJvbXB0U2VjdGlvbhIUCgxjYXRhbG9nX2hhc2gYBCABKAkSNAoGcmVwb3J0GAUgASgLMiQudG9vbHBsYW5lLnJ1bnRpbWUudjEuQXNzZW1ibHlSZXBvcnQSFgoOcG9saWN5X3ZlcnNpb24YBiABKAMSFQoNZGlyZWN0X2Fuc3dlchgHIAEoCRISCgpza2lwX21vZGVsGAggASgIEjoKD2FjdGl2YXRlZF9za2lsbBgJIAEoCzIhLnRvb2xwbGFuZS5ydW50aW1lLnYxLkFjdGl2ZVNraWxsIqIBChZFeGVjdXRlVG9vbENhbGxSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIxCgl0b29sX2NhbGwYAiABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Ub29sQ2FsbBIOCgZydW5faWQYAyABKAkSMgoHcHJvZmlsZRgEIAEoDjIhLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xQcm9maWxlIksKF0V4ZWN1dGVUb29sQ2FsbFJlc3BvbnNlEjAKBnJlc3VsdBgBIAEoCzIgLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xSZXN1bHQiqAEKHEV4ZWN1dGVUb29sQ2FsbFN0cmVhbVJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEjEKCXRvb2xfY2FsbBgCIAEoCzIeLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xDYWxsEg4KBnJ1bl9pZBgDIAEoCRIyCgdwcm9maWxlGAQgASgOMiEudG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbFByb2ZpbGUilQEKHUV4ZWN1dGVUb29sQ2FsbFN0cmVhbVJlc3BvbnNlEjcKDG5vdGlmaWNhdGlvbhgBIAEoCzIfLnRvb2xwbGFuZS50eXBlLnYxLk5vdGlmaWNhdGlvbkgAEjIKBnJlc3VsdBgCIAEoCzIgLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xSZXN1bHRIAEIHCgVldmVudCJtCg5SdW5UdXJuUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRINCgVtb2RlbBgDIAEoCRIoCgdvcHRpb25zGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJACg9SdW5UdXJuUmVzcG9uc2USLQoFZXZlbnQYASABKAsyHi50b29scGxhbmUucnVudGltZS52MS5SdW5FdmVudCIkCg9MaXN0UnVuc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJIjsKEExpc3RSdW5zUmVzcG9uc2USJwoEcnVucxgBIAMoCzIZLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1biI1ChBDYW5jZWxSdW5SZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiOwoRQ2FuY2VsUnVuUmVzcG9uc2USJgoDcnVuGAEgASgLMhkudG9vbHBsYW5lLnJ1bnRpbWUudjEuUnVuIkUKEFJlc3VtZVJ1blJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIOCgZhbnN3ZXIYAyABKAkiQgoRUmVzdW1lUnVuUmVzcG9uc2USLQoFZXZlbnQYASABKAsyHi50b29scGxhbmUucnVudGltZS52MS5SdW5FdmVudCITChFMaXN0QWdlbnRzUmVxdWVzdCJBChJMaXN0QWdlbnRzUmVzcG9uc2USKwoGYWdlbnRzGAEgAygLMhsudG9vbHBsYW5lLnJ1bnRpbWUudjEuQWdlbnQiHwoPR2V0QWdlbnRSZXF1ZXN0EgwKBG5hbWUYASABKAkiPgoQR2V0QWdlbnRSZXNwb25zZRIqCgVhZ2VudBgBIAEoCzIbLnRvb2xwbGFuZS5ydW50aW1lLnYxLkFnZW50IkAKElVwc2VydEFnZW50UmVxdWVzdBIqCgVhZ2VudBgBIAEoCzIbLnRvb2xwbGFuZS5ydW50aW1lLnYxLkFnZW50IkEKE1Vwc2VydEFnZW50UmVzcG9uc2USKgoFYWdlbnQYASABKAsyGy50b29scGxhbmUucnVudGltZS52MS5BZ2VudCIiChJEZWxldGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCSIVChNEZWxldGVBZ2VudFJlc3BvbnNlIiYKFkNvbm5lY3RNeVNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSJkChdDb25uZWN0TXlTZXJ2ZXJSZXNwb25zZRIZChFhdXRob3JpemF0aW9uX3VybBgBIAEoCRIuCgpleHBpcmVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIpChlEaXNjb25uZWN0TXlTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkiHAoaRGlzY29ubmVjdE15U2VydmVyUmVzcG9uc2UiGgoYTGlzdE15Q29ubmVjdGlvbnNSZXF1ZXN0IlIKGUxpc3RNeUNvbm5lY3Rpb25zUmVzcG9uc2USNQoLY29ubmVjdGlvbnMYASADKAsyIC50b29scGxhbmUuY2F0YWxvZy52MS5Db25uZWN0aW9uMvMPCg5SdW50aW1lU2VydmljZRJlCgxDcmVhdGVUaHJlYWQSKS50b29scGxhbmUucnVudGltZS52MS5DcmVhdGVUaHJlYWRSZXF1ZXN0GioudG9vbHBsYW5lLnJ1bnRpbWUudjEuQ3JlYXRlVGhyZWFkUmVzcG9uc2USZwoLTGlzdFRocmVhZHMSKC50b29scGxhbmUucnVudGltZS52MS5MaXN0VGhyZWFkc1JlcXVlc3QaKS50b29scGxhbmUucnVudGltZS52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlIgOQAgESYQoJR2V0VGhyZWFkEiYudG9vbHBsYW5lLnJ1bnRpbWUudjEuR2V0VGhyZWFkUmVxdWVzdBonLnRvb2xwbGFuZS5ydW50aW1lLnYxLkdldFRocmVhZFJlc3BvbnNlIgOQAgESagoMRGVsZXRlVGhyZWFkEikudG9vbHBsYW5lLnJ1bnRpbWUudjEuRGVsZXRlVGhyZWFkUmVxdWVzdBoqLnRvb2xwbGFuZS5ydW50aW1lLnYxLkRlbGV0ZVRocmVhZFJlc3BvbnNlIgOQAgISagoMTGlzdE1lc3NhZ2VzEikudG9vbHBsYW5lLnJ1bnRpbWUudjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBoqLnRvb2xwbGFuZS5ydW50aW1lLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlIgOQAgESaAoNQXNzZW1ibGVUb29scxIqLnRvb2xwbGFuZS5ydW50aW1lLnYxLkFzc2VtYmxlVG9vbHNSZXF1ZXN0GisudG9vbHBsYW5lLnJ1bnRpbWUudjEuQXNzZW1ibGVUb29sc1Jlc3BvbnNlEm4KD0V4ZWN1dGVUb29sQ2FsbBIsLnRvb2xwbGFuZS5ydW50aW1lLnYxLkV4ZWN1dGVUb29sQ2FsbFJlcXVlc3QaLS50b29scGxhbmUucnVudGltZS52MS5FeGVjdXRlVG9vbENhbGxSZXNwb25zZRKCAQoVRXhlY3V0ZVRvb2xDYWxsU3RyZWFtEjIudG9vbHBsYW5lLnJ1bnRpbWUudjEuRXhlY3V0ZVRvb2xDYWxsU3RyZWFtUmVxdWVzdBozLnRvb2xwbGFuZS5ydW50aW1lLnYxLkV4ZWN1dGVUb29sQ2FsbFN0cmVhbVJlc3BvbnNlMAESWAoHUnVuVHVybhIkLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blR1cm5SZXF1ZXN0GiUudG9vbHBsYW5lLnJ1bnRpbWUudjEuUnVuVHVyblJlc3BvbnNlMAESXgoITGlzdFJ1bnMSJS50b29scGxhbmUucnVudGltZS52MS5MaXN0UnVuc1JlcXVlc3QaJi50b29scGxhbmUucnVudGltZS52MS5MaXN0UnVuc1Jlc3BvbnNlIgOQAgESXAoJQ2FuY2VsUnVuEiYudG9vbHBsYW5lLnJ1bnRpbWUudjEuQ2FuY2VsUnVuUmVxdWVzdBonLnRvb2xwbGFuZS5ydW50aW1lLnYxLkNhbmNlbFJ1blJlc3BvbnNlEl4KCVJlc3VtZVJ1bhImLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJlc3VtZVJ1blJlcXVlc3QaJy50b29scGxhbmUucnVudGltZS52MS5SZXN1bWVSdW5SZXNwb25zZTABEmQKCkxpc3RBZ2VudHMSJy50b29scGxhbmUucnVudGltZS52MS5MaXN0QWdlbnRzUmVxdWVzdBooLnRvb2xwbGFuZS5ydW50aW1lLnYxLkxpc3RBZ2VudHNSZXNwb25zZSIDkAIBEl4KCEdldEFnZW50EiUudG9vbHBsYW5lLnJ1bnRpbWUudjEuR2V0QWdlbnRSZXF1ZXN0GiYudG9vbHBsYW5lLnJ1bnRpbWUudjEuR2V0QWdlbnRSZXNwb25zZSIDkAIBEmcKC1Vwc2VydEFnZW50EigudG9vbHBsYW5lLnJ1bnRpbWUudjEuVXBzZXJ0QWdlbnRSZXF1ZXN0GikudG9vbHBsYW5lLnJ1bnRpbWUudjEuVXBzZXJ0QWdlbnRSZXNwb25zZSIDkAICEmcKC0RlbGV0ZUFnZW50EigudG9vbHBsYW5lLnJ1bnRpbWUudjEuRGVsZXRlQWdlbnRSZXF1ZXN0GikudG9vbHBsYW5lLnJ1bnRpbWUudjEuRGVsZXRlQWdlbnRSZXNwb25zZSIDkAICEm4KD0Nvbm5lY3RNeVNlcnZlchIsLnRvb2xwbGFuZS5ydW50aW1lLnYxLkNvbm5lY3RNeVNlcnZlclJlcXVlc3QaLS50b29scGxhbmUucnVudGltZS52MS5Db25uZWN0TXlTZXJ2ZXJSZXNwb25zZRJ8ChJEaXNjb25uZWN0TXlTZXJ2ZXISLy50b29scGxhbmUucnVudGltZS52MS5EaXNjb25uZWN0TXlTZXJ2ZXJSZXF1ZXN0GjAudG9vbHBsYW5lLnJ1bnRpbWUudjEuRGlzY29ubmVjdE15U2VydmVyUmVzcG9uc2UiA5ACAhJ5ChFMaXN0TXlDb25uZWN0aW9ucxIuLnRvb2xwbGFuZS5ydW50aW1lLnYxLkxpc3RNeUNvbm5lY3Rpb25zUmVxdWVzdBovLnRvb2xwbGFuZS5ydW50aW1lLnYxLkxpc3RNeUNvbm5lY3Rpb25zUmVzcG9uc2UiA5ACAUJGWkRnaXRodWIuY29tL3Rvb2xwbGFuZS90b29scGxhbmUvZ2VuL2dvL3Rvb2xwbGFuZS9ydW50aW1lL3YxO3J1bnRpbWV2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_catalog_v1_catalog_service, file_toolplane_runtime_v1_runtime, file_toolplane_type_v1_type]);
+  fileDesc("Cip0b29scGxhbmUvcnVudGltZS92MS9ydW50aW1lX3NlcnZpY2UucHJvdG8SFHRvb2xwbGFuZS5ydW50aW1lLnYxImgKF1VwbG9hZFRocmVhZEZpbGVSZXF1ZXN0EjQKBmhlYWRlchgBIAEoCzIiLnRvb2xwbGFuZS5ydW50aW1lLnYxLlVwbG9hZEhlYWRlckgAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCJGCgxVcGxvYWRIZWFkZXISEQoJdGhyZWFkX2lkGAEgASgJEhAKCGZpbGVuYW1lGAIgASgJEhEKCW1pbWVfdHlwZRgDIAEoCSJMChhVcGxvYWRUaHJlYWRGaWxlUmVzcG9uc2USMAoEZmlsZRgBIAEoCzIiLnRvb2xwbGFuZS5ydW50aW1lLnYxLlVwbG9hZGVkRmlsZSJtCgxVcGxvYWRlZEZpbGUSFAoMdmlydHVhbF9wYXRoGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDgoGc2hhMjU2GAMgASgJEhEKCW1pbWVfdHlwZRgEIAEoCRIQCghyZXBsYWNlZBgFIAEoCCKgAQoTQ3JlYXRlVGhyZWFkUmVxdWVzdBINCgVhZ2VudBgBIAEoCRJJCghtZXRhZGF0YRgCIAMoCzI3LnRvb2xwbGFuZS5ydW50aW1lLnYxLkNyZWF0ZVRocmVhZFJlcXVlc3QuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRAoUQ3JlYXRlVGhyZWFkUmVzcG9uc2USLAoGdGhyZWFkGAEgASgLMhwudG9vbHBsYW5lLnJ1bnRpbWUudjEuVGhyZWFkIjsKEkxpc3RUaHJlYWRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJdChNMaXN0VGhyZWFkc1Jlc3BvbnNlEi0KB3RocmVhZHMYASADKAsyHC50b29scGxhbmUucnVudGltZS52MS5UaHJlYWQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiUKEEdldFRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJIkEKEUdldFRocmVhZFJlc3BvbnNlEiwKBnRocmVhZBgBIAEoCzIcLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRocmVhZCIoChNEZWxldGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSIWChREZWxldGVUaHJlYWRSZXNwb25zZSJPChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0TWVzc2FnZXNSZXNwb25zZRIvCghtZXNzYWdlcxgBIAMoCzIdLnRvb2xwbGFuZS5ydW50aW1lLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInMKFEFzc2VtYmxlVG9vbHNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIUCgx1c2VyX21lc3NhZ2UYAiABKAkSMgoHcHJvZmlsZRgDIAEoDjIhLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xQcm9maWxlIuMCChVBc3NlbWJsZVRvb2xzUmVzcG9uc2USLwoFdG9vbHMYASADKAsyIC50b29scGxhbmUucnVudGltZS52MS5Ub29sU2NoZW1hEhAKCGRlZmVycmVkGAIgAygJEjwKD3Byb21wdF9zZWN0aW9ucxgDIAMoCzIjLnRvb2xwbGFuZS5ydW50aW1lLnYxLlByb21wdFNlY3Rpb24SFAoMY2F0YWxvZ19oYXNoGAQgASgJEjQKBnJlcG9ydBgFIAEoCzIkLnRvb2xwbGFuZS5ydW50aW1lLnYxLkFzc2VtYmx5UmVwb3J0EhYKDnBvbGljeV92ZXJzaW9uGAYgASgDEhUKDWRpcmVjdF9hbnN3ZXIYByABKAkSEgoKc2tpcF9tb2RlbBgIIAEoCBI6Cg9hY3RpdmF0ZWRfc2tpbGwYCSABKAsyIS50b29scGxhbmUucnVudGltZS52MS5BY3RpdmVTa2lsbCKiAQoWRXhlY3V0ZVRvb2xDYWxsUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSMQoJdG9vbF9jYWxsGAIgASgLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuVG9vbENhbGwSDgoGcnVuX2lkGAMgASgJEjIKB3Byb2ZpbGUYBCABKA4yIS50b29scGxhbmUucnVudGltZS52MS5Ub29sUHJvZmlsZSJLChdFeGVjdXRlVG9vbENhbGxSZXNwb25zZRIwCgZyZXN1bHQYASABKAsyIC50b29scGxhbmUucnVudGltZS52MS5Ub29sUmVzdWx0IqgBChxFeGVjdXRlVG9vbENhbGxTdHJlYW1SZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIxCgl0b29sX2NhbGwYAiABKAsyHi50b29scGxhbmUucnVudGltZS52MS5Ub29sQ2FsbBIOCgZydW5faWQYAyABKAkSMgoHcHJvZmlsZRgEIAEoDjIhLnRvb2xwbGFuZS5ydW50aW1lLnYxLlRvb2xQcm9maWxlIpUBCh1FeGVjdXRlVG9vbENhbGxTdHJlYW1SZXNwb25zZRI3Cgxub3RpZmljYXRpb24YASABKAsyHy50b29scGxhbmUudHlwZS52MS5Ob3RpZmljYXRpb25IABIyCgZyZXN1bHQYAiABKAsyIC50b29scGxhbmUucnVudGltZS52MS5Ub29sUmVzdWx0SABCBwoFZXZlbnQibQoOUnVuVHVyblJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSDQoFbW9kZWwYAyABKAkSKAoHb3B0aW9ucxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiQAoPUnVuVHVyblJlc3BvbnNlEi0KBWV2ZW50GAEgASgLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuUnVuRXZlbnQiJAoPTGlzdFJ1bnNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSI7ChBMaXN0UnVuc1Jlc3BvbnNlEicKBHJ1bnMYASADKAsyGS50b29scGxhbmUucnVudGltZS52MS5SdW4iNQoQQ2FuY2VsUnVuUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJIjsKEUNhbmNlbFJ1blJlc3BvbnNlEiYKA3J1bhgBIAEoCzIZLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1biJFChBSZXN1bWVSdW5SZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSDgoGYW5zd2VyGAMgASgJIkIKEVJlc3VtZVJ1blJlc3BvbnNlEi0KBWV2ZW50GAEgASgLMh4udG9vbHBsYW5lLnJ1bnRpbWUudjEuUnVuRXZlbnQiEwoRTGlzdEFnZW50c1JlcXVlc3QiQQoSTGlzdEFnZW50c1Jlc3BvbnNlEisKBmFnZW50cxgBIAMoCzIbLnRvb2xwbGFuZS5ydW50aW1lLnYxLkFnZW50Ih8KD0dldEFnZW50UmVxdWVzdBIMCgRuYW1lGAEgASgJIj4KEEdldEFnZW50UmVzcG9uc2USKgoFYWdlbnQYASABKAsyGy50b29scGxhbmUucnVudGltZS52MS5BZ2VudCJAChJVcHNlcnRBZ2VudFJlcXVlc3QSKgoFYWdlbnQYASABKAsyGy50b29scGxhbmUucnVudGltZS52MS5BZ2VudCJBChNVcHNlcnRBZ2VudFJlc3BvbnNlEioKBWFnZW50GAEgASgLMhsudG9vbHBsYW5lLnJ1bnRpbWUudjEuQWdlbnQiIgoSRGVsZXRlQWdlbnRSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSImChZDb25uZWN0TXlTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkiZAoXQ29ubmVjdE15U2VydmVyUmVzcG9uc2USGQoRYXV0aG9yaXphdGlvbl91cmwYASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKQoZRGlzY29ubmVjdE15U2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJIhwKGkRpc2Nvbm5lY3RNeVNlcnZlclJlc3BvbnNlIhoKGExpc3RNeUNvbm5lY3Rpb25zUmVxdWVzdCJSChlMaXN0TXlDb25uZWN0aW9uc1Jlc3BvbnNlEjUKC2Nvbm5lY3Rpb25zGAEgAygLMiAudG9vbHBsYW5lLmNhdGFsb2cudjEuQ29ubmVjdGlvbjLoEAoOUnVudGltZVNlcnZpY2USZQoMQ3JlYXRlVGhyZWFkEikudG9vbHBsYW5lLnJ1bnRpbWUudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdBoqLnRvb2xwbGFuZS5ydW50aW1lLnYxLkNyZWF0ZVRocmVhZFJlc3BvbnNlEmcKC0xpc3RUaHJlYWRzEigudG9vbHBsYW5lLnJ1bnRpbWUudjEuTGlzdFRocmVhZHNSZXF1ZXN0GikudG9vbHBsYW5lLnJ1bnRpbWUudjEuTGlzdFRocmVhZHNSZXNwb25zZSIDkAIBEmEKCUdldFRocmVhZBImLnRvb2xwbGFuZS5ydW50aW1lLnYxLkdldFRocmVhZFJlcXVlc3QaJy50b29scGxhbmUucnVudGltZS52MS5HZXRUaHJlYWRSZXNwb25zZSIDkAIBEmoKDERlbGV0ZVRocmVhZBIpLnRvb2xwbGFuZS5ydW50aW1lLnYxLkRlbGV0ZVRocmVhZFJlcXVlc3QaKi50b29scGxhbmUucnVudGltZS52MS5EZWxldGVUaHJlYWRSZXNwb25zZSIDkAICEmoKDExpc3RNZXNzYWdlcxIpLnRvb2xwbGFuZS5ydW50aW1lLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaKi50b29scGxhbmUucnVudGltZS52MS5MaXN0TWVzc2FnZXNSZXNwb25zZSIDkAIBEmgKDUFzc2VtYmxlVG9vbHMSKi50b29scGxhbmUucnVudGltZS52MS5Bc3NlbWJsZVRvb2xzUmVxdWVzdBorLnRvb2xwbGFuZS5ydW50aW1lLnYxLkFzc2VtYmxlVG9vbHNSZXNwb25zZRJuCg9FeGVjdXRlVG9vbENhbGwSLC50b29scGxhbmUucnVudGltZS52MS5FeGVjdXRlVG9vbENhbGxSZXF1ZXN0Gi0udG9vbHBsYW5lLnJ1bnRpbWUudjEuRXhlY3V0ZVRvb2xDYWxsUmVzcG9uc2USggEKFUV4ZWN1dGVUb29sQ2FsbFN0cmVhbRIyLnRvb2xwbGFuZS5ydW50aW1lLnYxLkV4ZWN1dGVUb29sQ2FsbFN0cmVhbVJlcXVlc3QaMy50b29scGxhbmUucnVudGltZS52MS5FeGVjdXRlVG9vbENhbGxTdHJlYW1SZXNwb25zZTABElgKB1J1blR1cm4SJC50b29scGxhbmUucnVudGltZS52MS5SdW5UdXJuUmVxdWVzdBolLnRvb2xwbGFuZS5ydW50aW1lLnYxLlJ1blR1cm5SZXNwb25zZTABEl4KCExpc3RSdW5zEiUudG9vbHBsYW5lLnJ1bnRpbWUudjEuTGlzdFJ1bnNSZXF1ZXN0GiYudG9vbHBsYW5lLnJ1bnRpbWUudjEuTGlzdFJ1bnNSZXNwb25zZSIDkAIBElwKCUNhbmNlbFJ1bhImLnRvb2xwbGFuZS5ydW50aW1lLnYxLkNhbmNlbFJ1blJlcXVlc3QaJy50b29scGxhbmUucnVudGltZS52MS5DYW5jZWxSdW5SZXNwb25zZRJeCglSZXN1bWVSdW4SJi50b29scGxhbmUucnVudGltZS52MS5SZXN1bWVSdW5SZXF1ZXN0GicudG9vbHBsYW5lLnJ1bnRpbWUudjEuUmVzdW1lUnVuUmVzcG9uc2UwARJkCgpMaXN0QWdlbnRzEicudG9vbHBsYW5lLnJ1bnRpbWUudjEuTGlzdEFnZW50c1JlcXVlc3QaKC50b29scGxhbmUucnVudGltZS52MS5MaXN0QWdlbnRzUmVzcG9uc2UiA5ACARJeCghHZXRBZ2VudBIlLnRvb2xwbGFuZS5ydW50aW1lLnYxLkdldEFnZW50UmVxdWVzdBomLnRvb2xwbGFuZS5ydW50aW1lLnYxLkdldEFnZW50UmVzcG9uc2UiA5ACARJnCgtVcHNlcnRBZ2VudBIoLnRvb2xwbGFuZS5ydW50aW1lLnYxLlVwc2VydEFnZW50UmVxdWVzdBopLnRvb2xwbGFuZS5ydW50aW1lLnYxLlVwc2VydEFnZW50UmVzcG9uc2UiA5ACAhJnCgtEZWxldGVBZ2VudBIoLnRvb2xwbGFuZS5ydW50aW1lLnYxLkRlbGV0ZUFnZW50UmVxdWVzdBopLnRvb2xwbGFuZS5ydW50aW1lLnYxLkRlbGV0ZUFnZW50UmVzcG9uc2UiA5ACAhJuCg9Db25uZWN0TXlTZXJ2ZXISLC50b29scGxhbmUucnVudGltZS52MS5Db25uZWN0TXlTZXJ2ZXJSZXF1ZXN0Gi0udG9vbHBsYW5lLnJ1bnRpbWUudjEuQ29ubmVjdE15U2VydmVyUmVzcG9uc2USfAoSRGlzY29ubmVjdE15U2VydmVyEi8udG9vbHBsYW5lLnJ1bnRpbWUudjEuRGlzY29ubmVjdE15U2VydmVyUmVxdWVzdBowLnRvb2xwbGFuZS5ydW50aW1lLnYxLkRpc2Nvbm5lY3RNeVNlcnZlclJlc3BvbnNlIgOQAgISeQoRTGlzdE15Q29ubmVjdGlvbnMSLi50b29scGxhbmUucnVudGltZS52MS5MaXN0TXlDb25uZWN0aW9uc1JlcXVlc3QaLy50b29scGxhbmUucnVudGltZS52MS5MaXN0TXlDb25uZWN0aW9uc1Jlc3BvbnNlIgOQAgEScwoQVXBsb2FkVGhyZWFkRmlsZRItLnRvb2xwbGFuZS5ydW50aW1lLnYxLlVwbG9hZFRocmVhZEZpbGVSZXF1ZXN0Gi4udG9vbHBsYW5lLnJ1bnRpbWUudjEuVXBsb2FkVGhyZWFkRmlsZVJlc3BvbnNlKAFCRlpEZ2l0aHViLmNvbS90b29scGxhbmUvdG9vbHBsYW5lL2dlbi9nby90b29scGxhbmUvcnVudGltZS92MTtydW50aW1ldjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolplane_catalog_v1_catalog_service, file_toolplane_runtime_v1_runtime, file_toolplane_type_v1_type]);
+
+/**
+ * UploadThreadFileRequest is one message of an upload stream.
+ *
+ * @generated from message toolplane.runtime.v1.UploadThreadFileRequest
+ */
+export type UploadThreadFileRequest = Message<"toolplane.runtime.v1.UploadThreadFileRequest"> & {
+  /**
+   * The part.
+   *
+   * @generated from oneof toolplane.runtime.v1.UploadThreadFileRequest.part
+   */
+  part: {
+    /**
+     * First message: which thread and file.
+     *
+     * @generated from field: toolplane.runtime.v1.UploadHeader header = 1;
+     */
+    value: UploadHeader;
+    case: "header";
+  } | {
+    /**
+     * Following messages: the file's bytes, in order (any size up to the message limit).
+     *
+     * @generated from field: bytes chunk = 2;
+     */
+    value: Uint8Array;
+    case: "chunk";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message toolplane.runtime.v1.UploadThreadFileRequest.
+ * Use `create(UploadThreadFileRequestSchema)` to create a new message.
+ */
+export const UploadThreadFileRequestSchema: GenMessage<UploadThreadFileRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 0);
+
+/**
+ * UploadHeader names the upload.
+ *
+ * @generated from message toolplane.runtime.v1.UploadHeader
+ */
+export type UploadHeader = Message<"toolplane.runtime.v1.UploadHeader"> & {
+  /**
+   * Thread id (the caller's thread).
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * File name: a base name (no '/', '\\', NUL, leading '.'), at most 255 bytes.
+   *
+   * @generated from field: string filename = 2;
+   */
+  filename: string;
+
+  /**
+   * MIME type as sent by the client; empty = detected from the content.
+   *
+   * @generated from field: string mime_type = 3;
+   */
+  mimeType: string;
+};
+
+/**
+ * Describes the message toolplane.runtime.v1.UploadHeader.
+ * Use `create(UploadHeaderSchema)` to create a new message.
+ */
+export const UploadHeaderSchema: GenMessage<UploadHeader> = /*@__PURE__*/
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 1);
+
+/**
+ * UploadThreadFileResponse describes the stored file.
+ *
+ * @generated from message toolplane.runtime.v1.UploadThreadFileResponse
+ */
+export type UploadThreadFileResponse = Message<"toolplane.runtime.v1.UploadThreadFileResponse"> & {
+  /**
+   * The stored file.
+   *
+   * @generated from field: toolplane.runtime.v1.UploadedFile file = 1;
+   */
+  file?: UploadedFile | undefined;
+};
+
+/**
+ * Describes the message toolplane.runtime.v1.UploadThreadFileResponse.
+ * Use `create(UploadThreadFileResponseSchema)` to create a new message.
+ */
+export const UploadThreadFileResponseSchema: GenMessage<UploadThreadFileResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 2);
+
+/**
+ * UploadedFile is a file in a thread's uploads folder.
+ *
+ * @generated from message toolplane.runtime.v1.UploadedFile
+ */
+export type UploadedFile = Message<"toolplane.runtime.v1.UploadedFile"> & {
+  /**
+   * Virtual path, /mnt/user-data/uploads/<filename>.
+   *
+   * @generated from field: string virtual_path = 1;
+   */
+  virtualPath: string;
+
+  /**
+   * Size in bytes.
+   *
+   * @generated from field: int64 size_bytes = 2;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * Hex SHA-256 of the content.
+   *
+   * @generated from field: string sha256 = 3;
+   */
+  sha256: string;
+
+  /**
+   * MIME type (as sent, else detected).
+   *
+   * @generated from field: string mime_type = 4;
+   */
+  mimeType: string;
+
+  /**
+   * True when an earlier file of the same name was replaced.
+   *
+   * @generated from field: bool replaced = 5;
+   */
+  replaced: boolean;
+};
+
+/**
+ * Describes the message toolplane.runtime.v1.UploadedFile.
+ * Use `create(UploadedFileSchema)` to create a new message.
+ */
+export const UploadedFileSchema: GenMessage<UploadedFile> = /*@__PURE__*/
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 3);
 
 /**
  * CreateThreadRequest creates a thread.
@@ -46,7 +188,7 @@ export type CreateThreadRequest = Message<"toolplane.runtime.v1.CreateThreadRequ
  * Use `create(CreateThreadRequestSchema)` to create a new message.
  */
 export const CreateThreadRequestSchema: GenMessage<CreateThreadRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 0);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 4);
 
 /**
  * CreateThreadResponse carries the thread.
@@ -67,7 +209,7 @@ export type CreateThreadResponse = Message<"toolplane.runtime.v1.CreateThreadRes
  * Use `create(CreateThreadResponseSchema)` to create a new message.
  */
 export const CreateThreadResponseSchema: GenMessage<CreateThreadResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 1);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 5);
 
 /**
  * ListThreadsRequest pages threads.
@@ -95,7 +237,7 @@ export type ListThreadsRequest = Message<"toolplane.runtime.v1.ListThreadsReques
  * Use `create(ListThreadsRequestSchema)` to create a new message.
  */
 export const ListThreadsRequestSchema: GenMessage<ListThreadsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 2);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 6);
 
 /**
  * ListThreadsResponse is one page.
@@ -123,7 +265,7 @@ export type ListThreadsResponse = Message<"toolplane.runtime.v1.ListThreadsRespo
  * Use `create(ListThreadsResponseSchema)` to create a new message.
  */
 export const ListThreadsResponseSchema: GenMessage<ListThreadsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 3);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 7);
 
 /**
  * GetThreadRequest names a thread.
@@ -144,7 +286,7 @@ export type GetThreadRequest = Message<"toolplane.runtime.v1.GetThreadRequest"> 
  * Use `create(GetThreadRequestSchema)` to create a new message.
  */
 export const GetThreadRequestSchema: GenMessage<GetThreadRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 4);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 8);
 
 /**
  * GetThreadResponse carries the thread.
@@ -165,7 +307,7 @@ export type GetThreadResponse = Message<"toolplane.runtime.v1.GetThreadResponse"
  * Use `create(GetThreadResponseSchema)` to create a new message.
  */
 export const GetThreadResponseSchema: GenMessage<GetThreadResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 5);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 9);
 
 /**
  * DeleteThreadRequest names a thread.
@@ -186,7 +328,7 @@ export type DeleteThreadRequest = Message<"toolplane.runtime.v1.DeleteThreadRequ
  * Use `create(DeleteThreadRequestSchema)` to create a new message.
  */
 export const DeleteThreadRequestSchema: GenMessage<DeleteThreadRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 6);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 10);
 
 /**
  * DeleteThreadResponse is empty.
@@ -201,7 +343,7 @@ export type DeleteThreadResponse = Message<"toolplane.runtime.v1.DeleteThreadRes
  * Use `create(DeleteThreadResponseSchema)` to create a new message.
  */
 export const DeleteThreadResponseSchema: GenMessage<DeleteThreadResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 7);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 11);
 
 /**
  * ListMessagesRequest pages messages.
@@ -236,7 +378,7 @@ export type ListMessagesRequest = Message<"toolplane.runtime.v1.ListMessagesRequ
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 8);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 12);
 
 /**
  * ListMessagesResponse is one page.
@@ -264,7 +406,7 @@ export type ListMessagesResponse = Message<"toolplane.runtime.v1.ListMessagesRes
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 9);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 13);
 
 /**
  * AssembleToolsRequest asks for the tools of the next model call.
@@ -300,7 +442,7 @@ export type AssembleToolsRequest = Message<"toolplane.runtime.v1.AssembleToolsRe
  * Use `create(AssembleToolsRequestSchema)` to create a new message.
  */
 export const AssembleToolsRequestSchema: GenMessage<AssembleToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 10);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 14);
 
 /**
  * AssembleToolsResponse is what to bind.
@@ -377,7 +519,7 @@ export type AssembleToolsResponse = Message<"toolplane.runtime.v1.AssembleToolsR
  * Use `create(AssembleToolsResponseSchema)` to create a new message.
  */
 export const AssembleToolsResponseSchema: GenMessage<AssembleToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 11);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 15);
 
 /**
  * ExecuteToolCallRequest is one tool call.
@@ -420,7 +562,7 @@ export type ExecuteToolCallRequest = Message<"toolplane.runtime.v1.ExecuteToolCa
  * Use `create(ExecuteToolCallRequestSchema)` to create a new message.
  */
 export const ExecuteToolCallRequestSchema: GenMessage<ExecuteToolCallRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 12);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 16);
 
 /**
  * ExecuteToolCallResponse carries the result.
@@ -441,7 +583,7 @@ export type ExecuteToolCallResponse = Message<"toolplane.runtime.v1.ExecuteToolC
  * Use `create(ExecuteToolCallResponseSchema)` to create a new message.
  */
 export const ExecuteToolCallResponseSchema: GenMessage<ExecuteToolCallResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 13);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 17);
 
 /**
  * ExecuteToolCallStreamRequest is the same request as ExecuteToolCallRequest.
@@ -483,7 +625,7 @@ export type ExecuteToolCallStreamRequest = Message<"toolplane.runtime.v1.Execute
  * Use `create(ExecuteToolCallStreamRequestSchema)` to create a new message.
  */
 export const ExecuteToolCallStreamRequestSchema: GenMessage<ExecuteToolCallStreamRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 14);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 18);
 
 /**
  * ExecuteToolCallStreamResponse is a notification or, last, the result.
@@ -520,7 +662,7 @@ export type ExecuteToolCallStreamResponse = Message<"toolplane.runtime.v1.Execut
  * Use `create(ExecuteToolCallStreamResponseSchema)` to create a new message.
  */
 export const ExecuteToolCallStreamResponseSchema: GenMessage<ExecuteToolCallStreamResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 15);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 19);
 
 /**
  * RunTurnRequest starts a turn.
@@ -562,7 +704,7 @@ export type RunTurnRequest = Message<"toolplane.runtime.v1.RunTurnRequest"> & {
  * Use `create(RunTurnRequestSchema)` to create a new message.
  */
 export const RunTurnRequestSchema: GenMessage<RunTurnRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 16);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 20);
 
 /**
  * RunTurnResponse is one event.
@@ -583,7 +725,7 @@ export type RunTurnResponse = Message<"toolplane.runtime.v1.RunTurnResponse"> & 
  * Use `create(RunTurnResponseSchema)` to create a new message.
  */
 export const RunTurnResponseSchema: GenMessage<RunTurnResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 17);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 21);
 
 /**
  * ListRunsRequest lists runs.
@@ -604,7 +746,7 @@ export type ListRunsRequest = Message<"toolplane.runtime.v1.ListRunsRequest"> & 
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 18);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 22);
 
 /**
  * ListRunsResponse lists runs.
@@ -625,7 +767,7 @@ export type ListRunsResponse = Message<"toolplane.runtime.v1.ListRunsResponse"> 
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 19);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 23);
 
 /**
  * CancelRunRequest cancels a run.
@@ -653,7 +795,7 @@ export type CancelRunRequest = Message<"toolplane.runtime.v1.CancelRunRequest"> 
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 20);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 24);
 
 /**
  * CancelRunResponse carries the run.
@@ -674,7 +816,7 @@ export type CancelRunResponse = Message<"toolplane.runtime.v1.CancelRunResponse"
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 21);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 25);
 
 /**
  * ResumeRunRequest answers a clarification.
@@ -709,7 +851,7 @@ export type ResumeRunRequest = Message<"toolplane.runtime.v1.ResumeRunRequest"> 
  * Use `create(ResumeRunRequestSchema)` to create a new message.
  */
 export const ResumeRunRequestSchema: GenMessage<ResumeRunRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 22);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 26);
 
 /**
  * ResumeRunResponse is one event.
@@ -730,7 +872,7 @@ export type ResumeRunResponse = Message<"toolplane.runtime.v1.ResumeRunResponse"
  * Use `create(ResumeRunResponseSchema)` to create a new message.
  */
 export const ResumeRunResponseSchema: GenMessage<ResumeRunResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 23);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 27);
 
 /**
  * ListAgentsRequest lists agents.
@@ -745,7 +887,7 @@ export type ListAgentsRequest = Message<"toolplane.runtime.v1.ListAgentsRequest"
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 24);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 28);
 
 /**
  * ListAgentsResponse lists agents.
@@ -766,7 +908,7 @@ export type ListAgentsResponse = Message<"toolplane.runtime.v1.ListAgentsRespons
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 25);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 29);
 
 /**
  * GetAgentRequest names an agent.
@@ -787,7 +929,7 @@ export type GetAgentRequest = Message<"toolplane.runtime.v1.GetAgentRequest"> & 
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 26);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 30);
 
 /**
  * GetAgentResponse carries the agent.
@@ -808,7 +950,7 @@ export type GetAgentResponse = Message<"toolplane.runtime.v1.GetAgentResponse"> 
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 27);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 31);
 
 /**
  * UpsertAgentRequest writes an agent.
@@ -829,7 +971,7 @@ export type UpsertAgentRequest = Message<"toolplane.runtime.v1.UpsertAgentReques
  * Use `create(UpsertAgentRequestSchema)` to create a new message.
  */
 export const UpsertAgentRequestSchema: GenMessage<UpsertAgentRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 28);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 32);
 
 /**
  * UpsertAgentResponse carries the agent.
@@ -850,7 +992,7 @@ export type UpsertAgentResponse = Message<"toolplane.runtime.v1.UpsertAgentRespo
  * Use `create(UpsertAgentResponseSchema)` to create a new message.
  */
 export const UpsertAgentResponseSchema: GenMessage<UpsertAgentResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 29);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 33);
 
 /**
  * DeleteAgentRequest names an agent.
@@ -871,7 +1013,7 @@ export type DeleteAgentRequest = Message<"toolplane.runtime.v1.DeleteAgentReques
  * Use `create(DeleteAgentRequestSchema)` to create a new message.
  */
 export const DeleteAgentRequestSchema: GenMessage<DeleteAgentRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 30);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 34);
 
 /**
  * DeleteAgentResponse is empty.
@@ -886,7 +1028,7 @@ export type DeleteAgentResponse = Message<"toolplane.runtime.v1.DeleteAgentRespo
  * Use `create(DeleteAgentResponseSchema)` to create a new message.
  */
 export const DeleteAgentResponseSchema: GenMessage<DeleteAgentResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 31);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 35);
 
 /**
  * ConnectMyServerRequest names the MCP server to connect.
@@ -907,7 +1049,7 @@ export type ConnectMyServerRequest = Message<"toolplane.runtime.v1.ConnectMyServ
  * Use `create(ConnectMyServerRequestSchema)` to create a new message.
  */
 export const ConnectMyServerRequestSchema: GenMessage<ConnectMyServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 32);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 36);
 
 /**
  * ConnectMyServerResponse carries the authorization URL.
@@ -936,7 +1078,7 @@ export type ConnectMyServerResponse = Message<"toolplane.runtime.v1.ConnectMySer
  * Use `create(ConnectMyServerResponseSchema)` to create a new message.
  */
 export const ConnectMyServerResponseSchema: GenMessage<ConnectMyServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 33);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 37);
 
 /**
  * DisconnectMyServerRequest names the MCP server to disconnect.
@@ -957,7 +1099,7 @@ export type DisconnectMyServerRequest = Message<"toolplane.runtime.v1.Disconnect
  * Use `create(DisconnectMyServerRequestSchema)` to create a new message.
  */
 export const DisconnectMyServerRequestSchema: GenMessage<DisconnectMyServerRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 34);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 38);
 
 /**
  * DisconnectMyServerResponse is empty.
@@ -972,7 +1114,7 @@ export type DisconnectMyServerResponse = Message<"toolplane.runtime.v1.Disconnec
  * Use `create(DisconnectMyServerResponseSchema)` to create a new message.
  */
 export const DisconnectMyServerResponseSchema: GenMessage<DisconnectMyServerResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 35);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 39);
 
 /**
  * ListMyConnectionsRequest has no fields.
@@ -987,7 +1129,7 @@ export type ListMyConnectionsRequest = Message<"toolplane.runtime.v1.ListMyConne
  * Use `create(ListMyConnectionsRequestSchema)` to create a new message.
  */
 export const ListMyConnectionsRequestSchema: GenMessage<ListMyConnectionsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 36);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 40);
 
 /**
  * ListMyConnectionsResponse lists the caller's OAuth connections.
@@ -1008,7 +1150,7 @@ export type ListMyConnectionsResponse = Message<"toolplane.runtime.v1.ListMyConn
  * Use `create(ListMyConnectionsResponseSchema)` to create a new message.
  */
 export const ListMyConnectionsResponseSchema: GenMessage<ListMyConnectionsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_runtime_v1_runtime_service, 37);
+  messageDesc(file_toolplane_runtime_v1_runtime_service, 41);
 
 /**
  * RuntimeService holds threads, assembles the tools of a model turn, executes
@@ -1220,6 +1362,24 @@ export const RuntimeService: GenService<{
     methodKind: "unary";
     input: typeof ListMyConnectionsRequestSchema;
     output: typeof ListMyConnectionsResponseSchema;
+  },
+  /**
+   * UploadThreadFile stores one file in a thread's uploads folder
+   * (/mnt/user-data/uploads/<filename>): a header message, then the bytes in
+   * chunk messages. The file is staged and moved into place only when
+   * complete and accepted, never partially. Errors: INVALID_ARGUMENT (header
+   * missing or not first, file name), NOT_FOUND (thread), RESOURCE_EXHAUSTED
+   * (runtime.uploads.max_file_bytes, max_thread_bytes), FAILED_PRECONDITION
+   * (a script or skill archive with a blocking scan finding; the rule ids in
+   * the ErrorInfo metadata). The REST form is the multipart route
+   * POST /v1/threads/{thread_id}/uploads (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+   *
+   * @generated from rpc toolplane.runtime.v1.RuntimeService.UploadThreadFile
+   */
+  uploadThreadFile: {
+    methodKind: "client_streaming";
+    input: typeof UploadThreadFileRequestSchema;
+    output: typeof UploadThreadFileResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolplane_runtime_v1_runtime_service, 0);

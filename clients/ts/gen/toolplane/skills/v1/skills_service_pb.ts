@@ -2,11 +2,11 @@
 // @generated from file toolplane/skills/v1/skills_service.proto (package toolplane.skills.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { HistoryEntry, ReviewFinding, ScanFormat, ScanReport, Skill, SkillCategory, SkillFile, SkillMatch, SkillPolicy } from "./skills_pb";
 import { file_toolplane_skills_v1_skills } from "./skills_pb";
-import type { StringList } from "../../type/v1/type_pb";
+import type { CallContext, StringList } from "../../type/v1/type_pb";
 import { file_toolplane_type_v1_type } from "../../type/v1/type_pb";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,120 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolplane/skills/v1/skills_service.proto.
  */
 export const file_toolplane_skills_v1_skills_service: GenFile = /*@__PURE__*/
-  fileDesc("Cih0b29scGxhbmUvc2tpbGxzL3YxL3NraWxsc19zZXJ2aWNlLnByb3RvEhN0b29scGxhbmUuc2tpbGxzLnYxIl8KEUxpc3RTa2lsbHNSZXF1ZXN0EjQKCGNhdGVnb3J5GAEgASgOMiIudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbENhdGVnb3J5EhQKDGVuYWJsZWRfb25seRgCIAEoCCJAChJMaXN0U2tpbGxzUmVzcG9uc2USKgoGc2tpbGxzGAEgAygLMhoudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbCIfCg9HZXRTa2lsbFJlcXVlc3QSDAoEbmFtZRgBIAEoCSI9ChBHZXRTa2lsbFJlc3BvbnNlEikKBXNraWxsGAEgASgLMhoudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbCKbAQoTSW5zdGFsbFNraWxsUmVxdWVzdBIRCgdhcmNoaXZlGAEgASgMSAASMQoFZmlsZXMYAiABKAsyIC50b29scGxhbmUuc2tpbGxzLnYxLklubGluZUZpbGVzSAASNAoIY2F0ZWdvcnkYAyABKA4yIi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsQ2F0ZWdvcnlCCAoGc291cmNlIkoKC0lubGluZUZpbGVzEgwKBG5hbWUYASABKAkSLQoFZmlsZXMYAiADKAsyHi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsRmlsZSJyChRJbnN0YWxsU2tpbGxSZXNwb25zZRIpCgVza2lsbBgBIAEoCzIaLnRvb2xwbGFuZS5za2lsbHMudjEuU2tpbGwSLwoGcmVwb3J0GAIgASgLMh8udG9vbHBsYW5lLnNraWxscy52MS5TY2FuUmVwb3J0Il4KC1NraWxsVXBkYXRlEhQKB2VuYWJsZWQYASABKAhIAIgBARItCgVmaWxlcxgCIAMoCzIeLnRvb2xwbGFuZS5za2lsbHMudjEuU2tpbGxGaWxlQgoKCF9lbmFibGVkIlMKElVwZGF0ZVNraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJEi8KBXNraWxsGAIgASgLMiAudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbFVwZGF0ZSJxChNVcGRhdGVTa2lsbFJlc3BvbnNlEikKBXNraWxsGAEgASgLMhoudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbBIvCgZyZXBvcnQYAiABKAsyHy50b29scGxhbmUuc2tpbGxzLnYxLlNjYW5SZXBvcnQiIgoSRGVsZXRlU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlU2tpbGxSZXNwb25zZSInChdMaXN0U2tpbGxIaXN0b3J5UmVxdWVzdBIMCgRuYW1lGAEgASgJIk4KGExpc3RTa2lsbEhpc3RvcnlSZXNwb25zZRIyCgdlbnRyaWVzGAEgAygLMiEudG9vbHBsYW5lLnNraWxscy52MS5IaXN0b3J5RW50cnkiNQoUUm9sbGJhY2tTa2lsbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFInMKFVJvbGxiYWNrU2tpbGxSZXNwb25zZRIpCgVza2lsbBgBIAEoCzIaLnRvb2xwbGFuZS5za2lsbHMudjEuU2tpbGwSLwoGcmVwb3J0GAIgASgLMh8udG9vbHBsYW5lLnNraWxscy52MS5TY2FuUmVwb3J0IqMBChBTY2FuU2tpbGxSZXF1ZXN0EhEKB2FyY2hpdmUYASABKAxIABIxCgVmaWxlcxgCIAEoCzIgLnRvb2xwbGFuZS5za2lsbHMudjEuSW5saW5lRmlsZXNIABIOCgRuYW1lGAMgASgJSAASLwoGZm9ybWF0GAQgASgOMh8udG9vbHBsYW5lLnNraWxscy52MS5TY2FuRm9ybWF0QggKBnNvdXJjZSJXChFTY2FuU2tpbGxSZXNwb25zZRIvCgZyZXBvcnQYASABKAsyHy50b29scGxhbmUuc2tpbGxzLnYxLlNjYW5SZXBvcnQSEQoJZm9ybWF0dGVkGAIgASgJIpQBChlSZXZpZXdTa2lsbFBhY2thZ2VSZXF1ZXN0EhEKB2FyY2hpdmUYASABKAxIABIxCgVmaWxlcxgCIAEoCzIgLnRvb2xwbGFuZS5za2lsbHMudjEuSW5saW5lRmlsZXNIABIOCgRuYW1lGAMgASgJSAASFwoPaW5jbHVkZV9jb250ZW50GAQgASgIQggKBnNvdXJjZSKVAQoLUmV2aWV3RmFjdHMSDwoHc3ViamVjdBgBIAEoCRIOCgZkaWdlc3QYAiABKAkSLwoLZnJvbnRtYXR0ZXIYAyABKAsyGi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsEg0KBWZpbGVzGAQgAygJEhAKCGNvbXBsZXRlGAUgASgIEhMKC3RvdGFsX2J5dGVzGAYgASgDIrkBChpSZXZpZXdTa2lsbFBhY2thZ2VSZXNwb25zZRIvCgVmYWN0cxgBIAEoCzIgLnRvb2xwbGFuZS5za2lsbHMudjEuUmV2aWV3RmFjdHMSNAoIZmluZGluZ3MYAiADKAsyIi50b29scGxhbmUuc2tpbGxzLnYxLlJldmlld0ZpbmRpbmcSDAoEdGV4dBgDIAEoCRITCgtmdWxsX3JlcG9ydBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgiZwoVRGVzY3JpYmVTa2lsbHNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEjAKCWFsbG93bGlzdBgCIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSDQoFbGltaXQYAyABKAUiSgoWRGVzY3JpYmVTa2lsbHNSZXNwb25zZRIwCgdtYXRjaGVzGAEgAygLMh8udG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbE1hdGNoIisKC0FjdGl2ZVNraWxsEgwKBG5hbWUYASABKAkSDgoGZGlnZXN0GAIgASgJItkBChlSZXNvbHZlU2tpbGxQb2xpY3lSZXF1ZXN0EjcKDWFjdGl2ZV9za2lsbHMYASADKAsyIC50b29scGxhbmUuc2tpbGxzLnYxLkFjdGl2ZVNraWxsEjAKCWFsbG93bGlzdBgCIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSNwoQcGFyZW50X2FsbG93bGlzdBgDIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSGAoQYWx3YXlzX2F2YWlsYWJsZRgEIAMoCSJOChpSZXNvbHZlU2tpbGxQb2xpY3lSZXNwb25zZRIwCgZwb2xpY3kYASABKAsyIC50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsUG9saWN5IjIKFFJlYWRTa2lsbEZpbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCSJ0ChVSZWFkU2tpbGxGaWxlUmVzcG9uc2USDwoHY29udGVudBgBIAEoDBIUCgxza2lsbF9kaWdlc3QYAiABKAkSNAoIY2F0ZWdvcnkYAyABKA4yIi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsQ2F0ZWdvcnkykwoKDVNraWxsc1NlcnZpY2USYgoKTGlzdFNraWxscxImLnRvb2xwbGFuZS5za2lsbHMudjEuTGlzdFNraWxsc1JlcXVlc3QaJy50b29scGxhbmUuc2tpbGxzLnYxLkxpc3RTa2lsbHNSZXNwb25zZSIDkAIBElwKCEdldFNraWxsEiQudG9vbHBsYW5lLnNraWxscy52MS5HZXRTa2lsbFJlcXVlc3QaJS50b29scGxhbmUuc2tpbGxzLnYxLkdldFNraWxsUmVzcG9uc2UiA5ACARJjCgxJbnN0YWxsU2tpbGwSKC50b29scGxhbmUuc2tpbGxzLnYxLkluc3RhbGxTa2lsbFJlcXVlc3QaKS50b29scGxhbmUuc2tpbGxzLnYxLkluc3RhbGxTa2lsbFJlc3BvbnNlEmAKC1VwZGF0ZVNraWxsEicudG9vbHBsYW5lLnNraWxscy52MS5VcGRhdGVTa2lsbFJlcXVlc3QaKC50b29scGxhbmUuc2tpbGxzLnYxLlVwZGF0ZVNraWxsUmVzcG9uc2USZQoLRGVsZXRlU2tpbGwSJy50b29scGxhbmUuc2tpbGxzLnYxLkRlbGV0ZVNraWxsUmVxdWVzdBooLnRvb2xwbGFuZS5za2lsbHMudjEuRGVsZXRlU2tpbGxSZXNwb25zZSIDkAICEnQKEExpc3RTa2lsbEhpc3RvcnkSLC50b29scGxhbmUuc2tpbGxzLnYxLkxpc3RTa2lsbEhpc3RvcnlSZXF1ZXN0Gi0udG9vbHBsYW5lLnNraWxscy52MS5MaXN0U2tpbGxIaXN0b3J5UmVzcG9uc2UiA5ACARJmCg1Sb2xsYmFja1NraWxsEikudG9vbHBsYW5lLnNraWxscy52MS5Sb2xsYmFja1NraWxsUmVxdWVzdBoqLnRvb2xwbGFuZS5za2lsbHMudjEuUm9sbGJhY2tTa2lsbFJlc3BvbnNlEl8KCVNjYW5Ta2lsbBIlLnRvb2xwbGFuZS5za2lsbHMudjEuU2NhblNraWxsUmVxdWVzdBomLnRvb2xwbGFuZS5za2lsbHMudjEuU2NhblNraWxsUmVzcG9uc2UiA5ACARJ6ChJSZXZpZXdTa2lsbFBhY2thZ2USLi50b29scGxhbmUuc2tpbGxzLnYxLlJldmlld1NraWxsUGFja2FnZVJlcXVlc3QaLy50b29scGxhbmUuc2tpbGxzLnYxLlJldmlld1NraWxsUGFja2FnZVJlc3BvbnNlIgOQAgESbgoORGVzY3JpYmVTa2lsbHMSKi50b29scGxhbmUuc2tpbGxzLnYxLkRlc2NyaWJlU2tpbGxzUmVxdWVzdBorLnRvb2xwbGFuZS5za2lsbHMudjEuRGVzY3JpYmVTa2lsbHNSZXNwb25zZSIDkAIBEnoKElJlc29sdmVTa2lsbFBvbGljeRIuLnRvb2xwbGFuZS5za2lsbHMudjEuUmVzb2x2ZVNraWxsUG9saWN5UmVxdWVzdBovLnRvb2xwbGFuZS5za2lsbHMudjEuUmVzb2x2ZVNraWxsUG9saWN5UmVzcG9uc2UiA5ACARJrCg1SZWFkU2tpbGxGaWxlEikudG9vbHBsYW5lLnNraWxscy52MS5SZWFkU2tpbGxGaWxlUmVxdWVzdBoqLnRvb2xwbGFuZS5za2lsbHMudjEuUmVhZFNraWxsRmlsZVJlc3BvbnNlIgOQAgFCRFpCZ2l0aHViLmNvbS90b29scGxhbmUvdG9vbHBsYW5lL2dlbi9nby90b29scGxhbmUvc2tpbGxzL3YxO3NraWxsc3YxYgZwcm90bzM", [file_toolplane_skills_v1_skills, file_toolplane_type_v1_type]);
+  fileDesc("Cih0b29scGxhbmUvc2tpbGxzL3YxL3NraWxsc19zZXJ2aWNlLnByb3RvEhN0b29scGxhbmUuc2tpbGxzLnYxIvgBChJNYW5hZ2VTa2lsbFJlcXVlc3QSMAoGYWN0aW9uGAEgASgOMiAudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbEFjdGlvbhIMCgRuYW1lGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSDAoEcGF0aBgEIAEoCRIMCgRmaW5kGAUgASgJEg8KB3JlcGxhY2UYBiABKAkSGwoOZXhwZWN0ZWRfY291bnQYByABKAVIAIgBARI0CgxjYWxsX2NvbnRleHQYCCABKAsyHi50b29scGxhbmUudHlwZS52MS5DYWxsQ29udGV4dEIRCg9fZXhwZWN0ZWRfY291bnQilAEKE01hbmFnZVNraWxsUmVzcG9uc2USKQoFc2tpbGwYASABKAsyGi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsEi8KBnJlcG9ydBgCIAEoCzIfLnRvb2xwbGFuZS5za2lsbHMudjEuU2NhblJlcG9ydBIQCghyZXBsYWNlZBgDIAEoBRIPCgdtZXNzYWdlGAQgASgJIl8KEUxpc3RTa2lsbHNSZXF1ZXN0EjQKCGNhdGVnb3J5GAEgASgOMiIudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbENhdGVnb3J5EhQKDGVuYWJsZWRfb25seRgCIAEoCCJbChJMaXN0U2tpbGxzUmVzcG9uc2USKgoGc2tpbGxzGAEgAygLMhoudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbBIZChFldm9sdXRpb25fZW5hYmxlZBgCIAEoCCIfCg9HZXRTa2lsbFJlcXVlc3QSDAoEbmFtZRgBIAEoCSI9ChBHZXRTa2lsbFJlc3BvbnNlEikKBXNraWxsGAEgASgLMhoudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbCKbAQoTSW5zdGFsbFNraWxsUmVxdWVzdBIRCgdhcmNoaXZlGAEgASgMSAASMQoFZmlsZXMYAiABKAsyIC50b29scGxhbmUuc2tpbGxzLnYxLklubGluZUZpbGVzSAASNAoIY2F0ZWdvcnkYAyABKA4yIi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsQ2F0ZWdvcnlCCAoGc291cmNlIkoKC0lubGluZUZpbGVzEgwKBG5hbWUYASABKAkSLQoFZmlsZXMYAiADKAsyHi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsRmlsZSJyChRJbnN0YWxsU2tpbGxSZXNwb25zZRIpCgVza2lsbBgBIAEoCzIaLnRvb2xwbGFuZS5za2lsbHMudjEuU2tpbGwSLwoGcmVwb3J0GAIgASgLMh8udG9vbHBsYW5lLnNraWxscy52MS5TY2FuUmVwb3J0Il4KC1NraWxsVXBkYXRlEhQKB2VuYWJsZWQYASABKAhIAIgBARItCgVmaWxlcxgCIAMoCzIeLnRvb2xwbGFuZS5za2lsbHMudjEuU2tpbGxGaWxlQgoKCF9lbmFibGVkIlMKElVwZGF0ZVNraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJEi8KBXNraWxsGAIgASgLMiAudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbFVwZGF0ZSJxChNVcGRhdGVTa2lsbFJlc3BvbnNlEikKBXNraWxsGAEgASgLMhoudG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbBIvCgZyZXBvcnQYAiABKAsyHy50b29scGxhbmUuc2tpbGxzLnYxLlNjYW5SZXBvcnQiIgoSRGVsZXRlU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlU2tpbGxSZXNwb25zZSInChdMaXN0U2tpbGxIaXN0b3J5UmVxdWVzdBIMCgRuYW1lGAEgASgJIk4KGExpc3RTa2lsbEhpc3RvcnlSZXNwb25zZRIyCgdlbnRyaWVzGAEgAygLMiEudG9vbHBsYW5lLnNraWxscy52MS5IaXN0b3J5RW50cnkiNQoUUm9sbGJhY2tTa2lsbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFInMKFVJvbGxiYWNrU2tpbGxSZXNwb25zZRIpCgVza2lsbBgBIAEoCzIaLnRvb2xwbGFuZS5za2lsbHMudjEuU2tpbGwSLwoGcmVwb3J0GAIgASgLMh8udG9vbHBsYW5lLnNraWxscy52MS5TY2FuUmVwb3J0IqMBChBTY2FuU2tpbGxSZXF1ZXN0EhEKB2FyY2hpdmUYASABKAxIABIxCgVmaWxlcxgCIAEoCzIgLnRvb2xwbGFuZS5za2lsbHMudjEuSW5saW5lRmlsZXNIABIOCgRuYW1lGAMgASgJSAASLwoGZm9ybWF0GAQgASgOMh8udG9vbHBsYW5lLnNraWxscy52MS5TY2FuRm9ybWF0QggKBnNvdXJjZSJXChFTY2FuU2tpbGxSZXNwb25zZRIvCgZyZXBvcnQYASABKAsyHy50b29scGxhbmUuc2tpbGxzLnYxLlNjYW5SZXBvcnQSEQoJZm9ybWF0dGVkGAIgASgJIpQBChlSZXZpZXdTa2lsbFBhY2thZ2VSZXF1ZXN0EhEKB2FyY2hpdmUYASABKAxIABIxCgVmaWxlcxgCIAEoCzIgLnRvb2xwbGFuZS5za2lsbHMudjEuSW5saW5lRmlsZXNIABIOCgRuYW1lGAMgASgJSAASFwoPaW5jbHVkZV9jb250ZW50GAQgASgIQggKBnNvdXJjZSKVAQoLUmV2aWV3RmFjdHMSDwoHc3ViamVjdBgBIAEoCRIOCgZkaWdlc3QYAiABKAkSLwoLZnJvbnRtYXR0ZXIYAyABKAsyGi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsEg0KBWZpbGVzGAQgAygJEhAKCGNvbXBsZXRlGAUgASgIEhMKC3RvdGFsX2J5dGVzGAYgASgDIrkBChpSZXZpZXdTa2lsbFBhY2thZ2VSZXNwb25zZRIvCgVmYWN0cxgBIAEoCzIgLnRvb2xwbGFuZS5za2lsbHMudjEuUmV2aWV3RmFjdHMSNAoIZmluZGluZ3MYAiADKAsyIi50b29scGxhbmUuc2tpbGxzLnYxLlJldmlld0ZpbmRpbmcSDAoEdGV4dBgDIAEoCRITCgtmdWxsX3JlcG9ydBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgiZwoVRGVzY3JpYmVTa2lsbHNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEjAKCWFsbG93bGlzdBgCIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSDQoFbGltaXQYAyABKAUiSgoWRGVzY3JpYmVTa2lsbHNSZXNwb25zZRIwCgdtYXRjaGVzGAEgAygLMh8udG9vbHBsYW5lLnNraWxscy52MS5Ta2lsbE1hdGNoIisKC0FjdGl2ZVNraWxsEgwKBG5hbWUYASABKAkSDgoGZGlnZXN0GAIgASgJItkBChlSZXNvbHZlU2tpbGxQb2xpY3lSZXF1ZXN0EjcKDWFjdGl2ZV9za2lsbHMYASADKAsyIC50b29scGxhbmUuc2tpbGxzLnYxLkFjdGl2ZVNraWxsEjAKCWFsbG93bGlzdBgCIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSNwoQcGFyZW50X2FsbG93bGlzdBgDIAEoCzIdLnRvb2xwbGFuZS50eXBlLnYxLlN0cmluZ0xpc3QSGAoQYWx3YXlzX2F2YWlsYWJsZRgEIAMoCSJOChpSZXNvbHZlU2tpbGxQb2xpY3lSZXNwb25zZRIwCgZwb2xpY3kYASABKAsyIC50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsUG9saWN5IjIKFFJlYWRTa2lsbEZpbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCSJ0ChVSZWFkU2tpbGxGaWxlUmVzcG9uc2USDwoHY29udGVudBgBIAEoDBIUCgxza2lsbF9kaWdlc3QYAiABKAkSNAoIY2F0ZWdvcnkYAyABKA4yIi50b29scGxhbmUuc2tpbGxzLnYxLlNraWxsQ2F0ZWdvcnkqxwEKC1NraWxsQWN0aW9uEhwKGFNLSUxMX0FDVElPTl9VTlNQRUNJRklFRBAAEhcKE1NLSUxMX0FDVElPTl9DUkVBVEUQARIVChFTS0lMTF9BQ1RJT05fRURJVBACEhYKElNLSUxMX0FDVElPTl9QQVRDSBADEhsKF1NLSUxMX0FDVElPTl9XUklURV9GSUxFEAQSHAoYU0tJTExfQUNUSU9OX1JFTU9WRV9GSUxFEAUSFwoTU0tJTExfQUNUSU9OX0RFTEVURRAGMvUKCg1Ta2lsbHNTZXJ2aWNlEmIKCkxpc3RTa2lsbHMSJi50b29scGxhbmUuc2tpbGxzLnYxLkxpc3RTa2lsbHNSZXF1ZXN0GicudG9vbHBsYW5lLnNraWxscy52MS5MaXN0U2tpbGxzUmVzcG9uc2UiA5ACARJcCghHZXRTa2lsbBIkLnRvb2xwbGFuZS5za2lsbHMudjEuR2V0U2tpbGxSZXF1ZXN0GiUudG9vbHBsYW5lLnNraWxscy52MS5HZXRTa2lsbFJlc3BvbnNlIgOQAgESYwoMSW5zdGFsbFNraWxsEigudG9vbHBsYW5lLnNraWxscy52MS5JbnN0YWxsU2tpbGxSZXF1ZXN0GikudG9vbHBsYW5lLnNraWxscy52MS5JbnN0YWxsU2tpbGxSZXNwb25zZRJgCgtVcGRhdGVTa2lsbBInLnRvb2xwbGFuZS5za2lsbHMudjEuVXBkYXRlU2tpbGxSZXF1ZXN0GigudG9vbHBsYW5lLnNraWxscy52MS5VcGRhdGVTa2lsbFJlc3BvbnNlEmUKC0RlbGV0ZVNraWxsEicudG9vbHBsYW5lLnNraWxscy52MS5EZWxldGVTa2lsbFJlcXVlc3QaKC50b29scGxhbmUuc2tpbGxzLnYxLkRlbGV0ZVNraWxsUmVzcG9uc2UiA5ACAhJ0ChBMaXN0U2tpbGxIaXN0b3J5EiwudG9vbHBsYW5lLnNraWxscy52MS5MaXN0U2tpbGxIaXN0b3J5UmVxdWVzdBotLnRvb2xwbGFuZS5za2lsbHMudjEuTGlzdFNraWxsSGlzdG9yeVJlc3BvbnNlIgOQAgESZgoNUm9sbGJhY2tTa2lsbBIpLnRvb2xwbGFuZS5za2lsbHMudjEuUm9sbGJhY2tTa2lsbFJlcXVlc3QaKi50b29scGxhbmUuc2tpbGxzLnYxLlJvbGxiYWNrU2tpbGxSZXNwb25zZRJfCglTY2FuU2tpbGwSJS50b29scGxhbmUuc2tpbGxzLnYxLlNjYW5Ta2lsbFJlcXVlc3QaJi50b29scGxhbmUuc2tpbGxzLnYxLlNjYW5Ta2lsbFJlc3BvbnNlIgOQAgESegoSUmV2aWV3U2tpbGxQYWNrYWdlEi4udG9vbHBsYW5lLnNraWxscy52MS5SZXZpZXdTa2lsbFBhY2thZ2VSZXF1ZXN0Gi8udG9vbHBsYW5lLnNraWxscy52MS5SZXZpZXdTa2lsbFBhY2thZ2VSZXNwb25zZSIDkAIBEm4KDkRlc2NyaWJlU2tpbGxzEioudG9vbHBsYW5lLnNraWxscy52MS5EZXNjcmliZVNraWxsc1JlcXVlc3QaKy50b29scGxhbmUuc2tpbGxzLnYxLkRlc2NyaWJlU2tpbGxzUmVzcG9uc2UiA5ACARJ6ChJSZXNvbHZlU2tpbGxQb2xpY3kSLi50b29scGxhbmUuc2tpbGxzLnYxLlJlc29sdmVTa2lsbFBvbGljeVJlcXVlc3QaLy50b29scGxhbmUuc2tpbGxzLnYxLlJlc29sdmVTa2lsbFBvbGljeVJlc3BvbnNlIgOQAgESawoNUmVhZFNraWxsRmlsZRIpLnRvb2xwbGFuZS5za2lsbHMudjEuUmVhZFNraWxsRmlsZVJlcXVlc3QaKi50b29scGxhbmUuc2tpbGxzLnYxLlJlYWRTa2lsbEZpbGVSZXNwb25zZSIDkAIBEmAKC01hbmFnZVNraWxsEicudG9vbHBsYW5lLnNraWxscy52MS5NYW5hZ2VTa2lsbFJlcXVlc3QaKC50b29scGxhbmUuc2tpbGxzLnYxLk1hbmFnZVNraWxsUmVzcG9uc2VCRFpCZ2l0aHViLmNvbS90b29scGxhbmUvdG9vbHBsYW5lL2dlbi9nby90b29scGxhbmUvc2tpbGxzL3YxO3NraWxsc3YxYgZwcm90bzM", [file_toolplane_skills_v1_skills, file_toolplane_type_v1_type]);
+
+/**
+ * ManageSkillRequest is one skill_manage action.
+ *
+ * @generated from message toolplane.skills.v1.ManageSkillRequest
+ */
+export type ManageSkillRequest = Message<"toolplane.skills.v1.ManageSkillRequest"> & {
+  /**
+   * The action.
+   *
+   * @generated from field: toolplane.skills.v1.SkillAction action = 1;
+   */
+  action: SkillAction;
+
+  /**
+   * Skill name (the custom skill's folder name).
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * New SKILL.md (create, edit) or file content (write_file).
+   *
+   * @generated from field: string content = 3;
+   */
+  content: string;
+
+  /**
+   * Support-file path relative to the skill root (write_file, remove_file; patch: default SKILL.md).
+   *
+   * @generated from field: string path = 4;
+   */
+  path: string;
+
+  /**
+   * Text to find (patch).
+   *
+   * @generated from field: string find = 5;
+   */
+  find: string;
+
+  /**
+   * Replacement text (patch).
+   *
+   * @generated from field: string replace = 6;
+   */
+  replace: string;
+
+  /**
+   * Number of occurrences of `find` required and replaced (patch); unset = at least one, the first replaced.
+   *
+   * @generated from field: optional int32 expected_count = 7;
+   */
+  expectedCount?: number | undefined;
+
+  /**
+   * The agent call making the change; honoured from service callers only
+   * (the history then names author "agent" and the thread id).
+   *
+   * @generated from field: toolplane.type.v1.CallContext call_context = 8;
+   */
+  callContext?: CallContext | undefined;
+};
+
+/**
+ * Describes the message toolplane.skills.v1.ManageSkillRequest.
+ * Use `create(ManageSkillRequestSchema)` to create a new message.
+ */
+export const ManageSkillRequestSchema: GenMessage<ManageSkillRequest> = /*@__PURE__*/
+  messageDesc(file_toolplane_skills_v1_skills_service, 0);
+
+/**
+ * ManageSkillResponse carries the outcome.
+ *
+ * @generated from message toolplane.skills.v1.ManageSkillResponse
+ */
+export type ManageSkillResponse = Message<"toolplane.skills.v1.ManageSkillResponse"> & {
+  /**
+   * The skill after the change; unset after delete.
+   *
+   * @generated from field: toolplane.skills.v1.Skill skill = 1;
+   */
+  skill?: Skill | undefined;
+
+  /**
+   * The scan report of the new content; unset after delete and remove_file.
+   *
+   * @generated from field: toolplane.skills.v1.ScanReport report = 2;
+   */
+  report?: ScanReport | undefined;
+
+  /**
+   * Occurrences replaced (patch).
+   *
+   * @generated from field: int32 replaced = 3;
+   */
+  replaced: number;
+
+  /**
+   * One-line summary for the agent, e.g. "Patched SKILL.md of skill pdf-tools (1 replacement, version 3)".
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message toolplane.skills.v1.ManageSkillResponse.
+ * Use `create(ManageSkillResponseSchema)` to create a new message.
+ */
+export const ManageSkillResponseSchema: GenMessage<ManageSkillResponse> = /*@__PURE__*/
+  messageDesc(file_toolplane_skills_v1_skills_service, 1);
 
 /**
  * ListSkillsRequest filters the listing.
@@ -42,7 +155,7 @@ export type ListSkillsRequest = Message<"toolplane.skills.v1.ListSkillsRequest">
  * Use `create(ListSkillsRequestSchema)` to create a new message.
  */
 export const ListSkillsRequestSchema: GenMessage<ListSkillsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 0);
+  messageDesc(file_toolplane_skills_v1_skills_service, 2);
 
 /**
  * ListSkillsResponse lists skills by name.
@@ -56,6 +169,14 @@ export type ListSkillsResponse = Message<"toolplane.skills.v1.ListSkillsResponse
    * @generated from field: repeated toolplane.skills.v1.Skill skills = 1;
    */
   skills: Skill[];
+
+  /**
+   * skills.evolution.enabled: ManageSkill accepts changes (the runtime binds
+   * skill_manage only then; docs/deerflow.md §1.6).
+   *
+   * @generated from field: bool evolution_enabled = 2;
+   */
+  evolutionEnabled: boolean;
 };
 
 /**
@@ -63,7 +184,7 @@ export type ListSkillsResponse = Message<"toolplane.skills.v1.ListSkillsResponse
  * Use `create(ListSkillsResponseSchema)` to create a new message.
  */
 export const ListSkillsResponseSchema: GenMessage<ListSkillsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 1);
+  messageDesc(file_toolplane_skills_v1_skills_service, 3);
 
 /**
  * GetSkillRequest names a skill.
@@ -84,7 +205,7 @@ export type GetSkillRequest = Message<"toolplane.skills.v1.GetSkillRequest"> & {
  * Use `create(GetSkillRequestSchema)` to create a new message.
  */
 export const GetSkillRequestSchema: GenMessage<GetSkillRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 2);
+  messageDesc(file_toolplane_skills_v1_skills_service, 4);
 
 /**
  * GetSkillResponse carries the skill.
@@ -105,7 +226,7 @@ export type GetSkillResponse = Message<"toolplane.skills.v1.GetSkillResponse"> &
  * Use `create(GetSkillResponseSchema)` to create a new message.
  */
 export const GetSkillResponseSchema: GenMessage<GetSkillResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 3);
+  messageDesc(file_toolplane_skills_v1_skills_service, 5);
 
 /**
  * InstallSkillRequest carries the package.
@@ -149,7 +270,7 @@ export type InstallSkillRequest = Message<"toolplane.skills.v1.InstallSkillReque
  * Use `create(InstallSkillRequestSchema)` to create a new message.
  */
 export const InstallSkillRequestSchema: GenMessage<InstallSkillRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 4);
+  messageDesc(file_toolplane_skills_v1_skills_service, 6);
 
 /**
  * InlineFiles is a package given as files.
@@ -177,7 +298,7 @@ export type InlineFiles = Message<"toolplane.skills.v1.InlineFiles"> & {
  * Use `create(InlineFilesSchema)` to create a new message.
  */
 export const InlineFilesSchema: GenMessage<InlineFiles> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 5);
+  messageDesc(file_toolplane_skills_v1_skills_service, 7);
 
 /**
  * InstallSkillResponse carries the installed skill and its scan.
@@ -205,7 +326,7 @@ export type InstallSkillResponse = Message<"toolplane.skills.v1.InstallSkillResp
  * Use `create(InstallSkillResponseSchema)` to create a new message.
  */
 export const InstallSkillResponseSchema: GenMessage<InstallSkillResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 6);
+  messageDesc(file_toolplane_skills_v1_skills_service, 8);
 
 /**
  * SkillUpdate holds what UpdateSkill changes.
@@ -233,7 +354,7 @@ export type SkillUpdate = Message<"toolplane.skills.v1.SkillUpdate"> & {
  * Use `create(SkillUpdateSchema)` to create a new message.
  */
 export const SkillUpdateSchema: GenMessage<SkillUpdate> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 7);
+  messageDesc(file_toolplane_skills_v1_skills_service, 9);
 
 /**
  * UpdateSkillRequest changes one skill.
@@ -261,7 +382,7 @@ export type UpdateSkillRequest = Message<"toolplane.skills.v1.UpdateSkillRequest
  * Use `create(UpdateSkillRequestSchema)` to create a new message.
  */
 export const UpdateSkillRequestSchema: GenMessage<UpdateSkillRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 8);
+  messageDesc(file_toolplane_skills_v1_skills_service, 10);
 
 /**
  * UpdateSkillResponse carries the skill after the change.
@@ -289,7 +410,7 @@ export type UpdateSkillResponse = Message<"toolplane.skills.v1.UpdateSkillRespon
  * Use `create(UpdateSkillResponseSchema)` to create a new message.
  */
 export const UpdateSkillResponseSchema: GenMessage<UpdateSkillResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 9);
+  messageDesc(file_toolplane_skills_v1_skills_service, 11);
 
 /**
  * DeleteSkillRequest names a custom skill.
@@ -310,7 +431,7 @@ export type DeleteSkillRequest = Message<"toolplane.skills.v1.DeleteSkillRequest
  * Use `create(DeleteSkillRequestSchema)` to create a new message.
  */
 export const DeleteSkillRequestSchema: GenMessage<DeleteSkillRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 10);
+  messageDesc(file_toolplane_skills_v1_skills_service, 12);
 
 /**
  * DeleteSkillResponse is empty.
@@ -325,7 +446,7 @@ export type DeleteSkillResponse = Message<"toolplane.skills.v1.DeleteSkillRespon
  * Use `create(DeleteSkillResponseSchema)` to create a new message.
  */
 export const DeleteSkillResponseSchema: GenMessage<DeleteSkillResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 11);
+  messageDesc(file_toolplane_skills_v1_skills_service, 13);
 
 /**
  * ListSkillHistoryRequest names a skill.
@@ -346,7 +467,7 @@ export type ListSkillHistoryRequest = Message<"toolplane.skills.v1.ListSkillHist
  * Use `create(ListSkillHistoryRequestSchema)` to create a new message.
  */
 export const ListSkillHistoryRequestSchema: GenMessage<ListSkillHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 12);
+  messageDesc(file_toolplane_skills_v1_skills_service, 14);
 
 /**
  * ListSkillHistoryResponse lists versions, newest first.
@@ -367,7 +488,7 @@ export type ListSkillHistoryResponse = Message<"toolplane.skills.v1.ListSkillHis
  * Use `create(ListSkillHistoryResponseSchema)` to create a new message.
  */
 export const ListSkillHistoryResponseSchema: GenMessage<ListSkillHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 13);
+  messageDesc(file_toolplane_skills_v1_skills_service, 15);
 
 /**
  * RollbackSkillRequest restores a version.
@@ -395,7 +516,7 @@ export type RollbackSkillRequest = Message<"toolplane.skills.v1.RollbackSkillReq
  * Use `create(RollbackSkillRequestSchema)` to create a new message.
  */
 export const RollbackSkillRequestSchema: GenMessage<RollbackSkillRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 14);
+  messageDesc(file_toolplane_skills_v1_skills_service, 16);
 
 /**
  * RollbackSkillResponse carries the restored skill.
@@ -423,7 +544,7 @@ export type RollbackSkillResponse = Message<"toolplane.skills.v1.RollbackSkillRe
  * Use `create(RollbackSkillResponseSchema)` to create a new message.
  */
 export const RollbackSkillResponseSchema: GenMessage<RollbackSkillResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 15);
+  messageDesc(file_toolplane_skills_v1_skills_service, 17);
 
 /**
  * ScanSkillRequest names what to scan.
@@ -475,7 +596,7 @@ export type ScanSkillRequest = Message<"toolplane.skills.v1.ScanSkillRequest"> &
  * Use `create(ScanSkillRequestSchema)` to create a new message.
  */
 export const ScanSkillRequestSchema: GenMessage<ScanSkillRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 16);
+  messageDesc(file_toolplane_skills_v1_skills_service, 18);
 
 /**
  * ScanSkillResponse carries findings.
@@ -503,7 +624,7 @@ export type ScanSkillResponse = Message<"toolplane.skills.v1.ScanSkillResponse">
  * Use `create(ScanSkillResponseSchema)` to create a new message.
  */
 export const ScanSkillResponseSchema: GenMessage<ScanSkillResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 17);
+  messageDesc(file_toolplane_skills_v1_skills_service, 19);
 
 /**
  * ReviewSkillPackageRequest names what to review.
@@ -555,7 +676,7 @@ export type ReviewSkillPackageRequest = Message<"toolplane.skills.v1.ReviewSkill
  * Use `create(ReviewSkillPackageRequestSchema)` to create a new message.
  */
 export const ReviewSkillPackageRequestSchema: GenMessage<ReviewSkillPackageRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 18);
+  messageDesc(file_toolplane_skills_v1_skills_service, 20);
 
 /**
  * ReviewFacts are the facts of a review.
@@ -611,7 +732,7 @@ export type ReviewFacts = Message<"toolplane.skills.v1.ReviewFacts"> & {
  * Use `create(ReviewFactsSchema)` to create a new message.
  */
 export const ReviewFactsSchema: GenMessage<ReviewFacts> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 19);
+  messageDesc(file_toolplane_skills_v1_skills_service, 21);
 
 /**
  * ReviewSkillPackageResponse is the review.
@@ -660,7 +781,7 @@ export type ReviewSkillPackageResponse = Message<"toolplane.skills.v1.ReviewSkil
  * Use `create(ReviewSkillPackageResponseSchema)` to create a new message.
  */
 export const ReviewSkillPackageResponseSchema: GenMessage<ReviewSkillPackageResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 20);
+  messageDesc(file_toolplane_skills_v1_skills_service, 22);
 
 /**
  * DescribeSkillsRequest searches skills.
@@ -695,7 +816,7 @@ export type DescribeSkillsRequest = Message<"toolplane.skills.v1.DescribeSkillsR
  * Use `create(DescribeSkillsRequestSchema)` to create a new message.
  */
 export const DescribeSkillsRequestSchema: GenMessage<DescribeSkillsRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 21);
+  messageDesc(file_toolplane_skills_v1_skills_service, 23);
 
 /**
  * DescribeSkillsResponse carries matches.
@@ -716,7 +837,7 @@ export type DescribeSkillsResponse = Message<"toolplane.skills.v1.DescribeSkills
  * Use `create(DescribeSkillsResponseSchema)` to create a new message.
  */
 export const DescribeSkillsResponseSchema: GenMessage<DescribeSkillsResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 22);
+  messageDesc(file_toolplane_skills_v1_skills_service, 24);
 
 /**
  * ActiveSkill names a skill active in a thread.
@@ -744,7 +865,7 @@ export type ActiveSkill = Message<"toolplane.skills.v1.ActiveSkill"> & {
  * Use `create(ActiveSkillSchema)` to create a new message.
  */
 export const ActiveSkillSchema: GenMessage<ActiveSkill> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 23);
+  messageDesc(file_toolplane_skills_v1_skills_service, 25);
 
 /**
  * ResolveSkillPolicyRequest asks for the tool policy.
@@ -786,7 +907,7 @@ export type ResolveSkillPolicyRequest = Message<"toolplane.skills.v1.ResolveSkil
  * Use `create(ResolveSkillPolicyRequestSchema)` to create a new message.
  */
 export const ResolveSkillPolicyRequestSchema: GenMessage<ResolveSkillPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 24);
+  messageDesc(file_toolplane_skills_v1_skills_service, 26);
 
 /**
  * ResolveSkillPolicyResponse carries the policy.
@@ -807,7 +928,7 @@ export type ResolveSkillPolicyResponse = Message<"toolplane.skills.v1.ResolveSki
  * Use `create(ResolveSkillPolicyResponseSchema)` to create a new message.
  */
 export const ResolveSkillPolicyResponseSchema: GenMessage<ResolveSkillPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 25);
+  messageDesc(file_toolplane_skills_v1_skills_service, 27);
 
 /**
  * ReadSkillFileRequest names one file.
@@ -835,7 +956,7 @@ export type ReadSkillFileRequest = Message<"toolplane.skills.v1.ReadSkillFileReq
  * Use `create(ReadSkillFileRequestSchema)` to create a new message.
  */
 export const ReadSkillFileRequestSchema: GenMessage<ReadSkillFileRequest> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 26);
+  messageDesc(file_toolplane_skills_v1_skills_service, 28);
 
 /**
  * ReadSkillFileResponse carries the file.
@@ -870,7 +991,70 @@ export type ReadSkillFileResponse = Message<"toolplane.skills.v1.ReadSkillFileRe
  * Use `create(ReadSkillFileResponseSchema)` to create a new message.
  */
 export const ReadSkillFileResponseSchema: GenMessage<ReadSkillFileResponse> = /*@__PURE__*/
-  messageDesc(file_toolplane_skills_v1_skills_service, 27);
+  messageDesc(file_toolplane_skills_v1_skills_service, 29);
+
+/**
+ * SkillAction is what ManageSkill does (docs/deerflow.md §4.14).
+ *
+ * @generated from enum toolplane.skills.v1.SkillAction
+ */
+export enum SkillAction {
+  /**
+   * Not set; refused.
+   *
+   * @generated from enum value: SKILL_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Create a new custom skill from `content` (its SKILL.md); the name must be free.
+   *
+   * @generated from enum value: SKILL_ACTION_CREATE = 1;
+   */
+  CREATE = 1,
+
+  /**
+   * Replace the SKILL.md of a custom skill with `content`.
+   *
+   * @generated from enum value: SKILL_ACTION_EDIT = 2;
+   */
+  EDIT = 2,
+
+  /**
+   * Replace `find` with `replace` in `path` (default SKILL.md): the number of
+   * occurrences must be `expected_count` when set, else at least one (the first is replaced).
+   *
+   * @generated from enum value: SKILL_ACTION_PATCH = 3;
+   */
+  PATCH = 3,
+
+  /**
+   * Write `content` to the support file `path` (under references/, templates/, scripts/ or assets/).
+   *
+   * @generated from enum value: SKILL_ACTION_WRITE_FILE = 4;
+   */
+  WRITE_FILE = 4,
+
+  /**
+   * Remove the support file `path` (under references/, templates/, scripts/ or assets/).
+   *
+   * @generated from enum value: SKILL_ACTION_REMOVE_FILE = 5;
+   */
+  REMOVE_FILE = 5,
+
+  /**
+   * Delete the custom skill.
+   *
+   * @generated from enum value: SKILL_ACTION_DELETE = 6;
+   */
+  DELETE = 6,
+}
+
+/**
+ * Describes the enum toolplane.skills.v1.SkillAction.
+ */
+export const SkillActionSchema: GenEnum<SkillAction> = /*@__PURE__*/
+  enumDesc(file_toolplane_skills_v1_skills_service, 0);
 
 /**
  * SkillsService stores skills (SKILL.md packages), validates and scans them,
@@ -1011,6 +1195,26 @@ export const SkillsService: GenService<{
     methodKind: "unary";
     input: typeof ReadSkillFileRequestSchema;
     output: typeof ReadSkillFileResponseSchema;
+  },
+  /**
+   * ManageSkill changes one of the user's custom skills as an agent's
+   * skill_manage tool does (docs/deerflow.md §4.14): create, edit, patch,
+   * write_file, remove_file, delete. Refused unless skills.evolution.enabled
+   * (FAILED_PRECONDITION, ERROR_REASON_EVOLUTION_DISABLED). Each change is
+   * validated strictly, scanned on a staged copy (files under scripts/ as
+   * executable), stored atomically as a new version and recorded in the
+   * history (author "agent" and the thread id when a service caller such as
+   * the runtime supplies a call context); changes of one (user, skill) are
+   * serialized. Errors: INVALID_ARGUMENT (request, frontmatter, path),
+   * NOT_FOUND, ALREADY_EXISTS (create), FAILED_PRECONDITION (read-only
+   * skill, CRITICAL finding, patch count mismatch).
+   *
+   * @generated from rpc toolplane.skills.v1.SkillsService.ManageSkill
+   */
+  manageSkill: {
+    methodKind: "unary";
+    input: typeof ManageSkillRequestSchema;
+    output: typeof ManageSkillResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolplane_skills_v1_skills_service, 0);

@@ -114,6 +114,11 @@ class RuntimeServiceStub(object):
                 request_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsRequest.SerializeToString,
                 response_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsResponse.FromString,
                 )
+        self.UploadThreadFile = channel.stream_unary(
+                '/toolplane.runtime.v1.RuntimeService/UploadThreadFile',
+                request_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.UploadThreadFileRequest.SerializeToString,
+                response_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.UploadThreadFileResponse.FromString,
+                )
 
 
 class RuntimeServiceServicer(object):
@@ -268,6 +273,21 @@ class RuntimeServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadThreadFile(self, request_iterator, context):
+        """UploadThreadFile stores one file in a thread's uploads folder
+        (/mnt/user-data/uploads/<filename>): a header message, then the bytes in
+        chunk messages. The file is staged and moved into place only when
+        complete and accepted, never partially. Errors: INVALID_ARGUMENT (header
+        missing or not first, file name), NOT_FOUND (thread), RESOURCE_EXHAUSTED
+        (runtime.uploads.max_file_bytes, max_thread_bytes), FAILED_PRECONDITION
+        (a script or skill archive with a blocking scan finding; the rule ids in
+        the ErrorInfo metadata). The REST form is the multipart route
+        POST /v1/threads/{thread_id}/uploads (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -365,6 +385,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.ListMyConnections,
                     request_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsRequest.FromString,
                     response_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsResponse.SerializeToString,
+            ),
+            'UploadThreadFile': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadThreadFile,
+                    request_deserializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.UploadThreadFileRequest.FromString,
+                    response_serializer=toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.UploadThreadFileResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -701,5 +726,22 @@ class RuntimeService(object):
         return grpc.experimental.unary_unary(request, target, '/toolplane.runtime.v1.RuntimeService/ListMyConnections',
             toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsRequest.SerializeToString,
             toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.ListMyConnectionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UploadThreadFile(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/toolplane.runtime.v1.RuntimeService/UploadThreadFile',
+            toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.UploadThreadFileRequest.SerializeToString,
+            toolplane_dot_runtime_dot_v1_dot_runtime__service__pb2.UploadThreadFileResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -77,6 +77,11 @@ class SkillsServiceStub(object):
                 request_serializer=toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ReadSkillFileRequest.SerializeToString,
                 response_deserializer=toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ReadSkillFileResponse.FromString,
                 )
+        self.ManageSkill = channel.unary_unary(
+                '/toolplane.skills.v1.SkillsService/ManageSkill',
+                request_serializer=toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ManageSkillRequest.SerializeToString,
+                response_deserializer=toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ManageSkillResponse.FromString,
+                )
 
 
 class SkillsServiceServicer(object):
@@ -181,6 +186,23 @@ class SkillsServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ManageSkill(self, request, context):
+        """ManageSkill changes one of the user's custom skills as an agent's
+        skill_manage tool does (docs/deerflow.md §4.14): create, edit, patch,
+        write_file, remove_file, delete. Refused unless skills.evolution.enabled
+        (FAILED_PRECONDITION, ERROR_REASON_EVOLUTION_DISABLED). Each change is
+        validated strictly, scanned on a staged copy (files under scripts/ as
+        executable), stored atomically as a new version and recorded in the
+        history (author "agent" and the thread id when a service caller such as
+        the runtime supplies a call context); changes of one (user, skill) are
+        serialized. Errors: INVALID_ARGUMENT (request, frontmatter, path),
+        NOT_FOUND, ALREADY_EXISTS (create), FAILED_PRECONDITION (read-only
+        skill, CRITICAL finding, patch count mismatch).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SkillsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -243,6 +265,11 @@ def add_SkillsServiceServicer_to_server(servicer, server):
                     servicer.ReadSkillFile,
                     request_deserializer=toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ReadSkillFileRequest.FromString,
                     response_serializer=toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ReadSkillFileResponse.SerializeToString,
+            ),
+            'ManageSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.ManageSkill,
+                    request_deserializer=toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ManageSkillRequest.FromString,
+                    response_serializer=toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ManageSkillResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -458,5 +485,22 @@ class SkillsService(object):
         return grpc.experimental.unary_unary(request, target, '/toolplane.skills.v1.SkillsService/ReadSkillFile',
             toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ReadSkillFileRequest.SerializeToString,
             toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ReadSkillFileResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ManageSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.skills.v1.SkillsService/ManageSkill',
+            toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ManageSkillRequest.SerializeToString,
+            toolplane_dot_skills_dot_v1_dot_skills__service__pb2.ManageSkillResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
