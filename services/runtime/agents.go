@@ -25,6 +25,25 @@ var agentNameRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
 type agentBook struct {
 	def   DefaultAgentConfig
 	store runtimestore.Store
+	// bootstrap is runtime.bootstrap_agent ("" = none).
+	bootstrap string
+}
+
+// reserved reports whether name is a built-in agent's (default, the
+// bootstrap agent), which setup_agent may not take.
+func (b *agentBook) reserved(name string) bool {
+	return name == defaultAgentName || (b.bootstrap != "" && name == b.bootstrap)
+}
+
+// bootstrapPrompt is the system prompt of the built-in bootstrap agent.
+const bootstrapPrompt = "You help the user design a new custom agent. Ask what the agent is for, which skills and tool groups it needs and how it should behave; " +
+	"then call setup_agent with a short name, a one-line description and a soul (the agent's system prompt). The new agent belongs to the user only."
+
+// bootstrapAgent is the built-in bootstrap agent (docs/deerflow.md §1.3):
+// skills restricted to {bootstrap}, every tool group.
+func (b *agentBook) bootstrapAgent() *runtimev1.Agent {
+	return &runtimev1.Agent{Name: b.bootstrap, Description: "Sets up a new custom agent with you.", SystemPrompt: bootstrapPrompt,
+		Skills: &typev1.StringList{Values: []string{"bootstrap"}}}
 }
 
 // loopAgent resolves the agent of a thread for the agent loop.
@@ -79,6 +98,9 @@ func (b *agentBook) resolveAgent(ctx context.Context, name string) (*runtimev1.A
 	if !errors.Is(err, runtimestore.ErrNotFound) {
 		return nil, false, storeErr(err)
 	}
+	if b.bootstrap != "" && name == b.bootstrap {
+		return b.bootstrapAgent(), true, nil
+	}
 	return b.defaultAgent(), name == defaultAgentName, nil
 }
 
@@ -89,11 +111,23 @@ func (s *Server) ListAgents(ctx context.Context, _ *runtimev1.ListAgentsRequest)
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	hasDefault := false
+	hasDefault, hasBootstrap := false, false
+	visible := agents[:0]
 	for _, a := range agents {
-		if a.GetName() == defaultAgentName {
-			hasDefault = true
+		if !visibleTo(ctx, a) {
+			continue // another user's agent (docs/decisions/0151-owned-agents.md)
 		}
+		visible = append(visible, a)
+		switch a.GetName() {
+		case defaultAgentName:
+			hasDefault = true
+		case s.agents.bootstrap:
+			hasBootstrap = true
+		}
+	}
+	agents = visible
+	if s.agents.bootstrap != "" && !hasBootstrap {
+		agents = append([]*runtimev1.Agent{s.agents.bootstrapAgent()}, agents...)
 	}
 	if !hasDefault {
 		agents = append([]*runtimev1.Agent{s.agents.defaultAgent()}, agents...)
@@ -104,9 +138,15 @@ func (s *Server) ListAgents(ctx context.Context, _ *runtimev1.ListAgentsRequest)
 // GetAgent returns one agent ("default" always exists).
 func (s *Server) GetAgent(ctx context.Context, req *runtimev1.GetAgentRequest) (*runtimev1.GetAgentResponse, error) {
 	a, err := s.store.GetAgent(ctx, req.GetName())
+	if err == nil && !visibleTo(ctx, a) {
+		err = runtimestore.ErrNotFound // another user's agent: not even its name leaks
+	}
 	if errors.Is(err, runtimestore.ErrNotFound) {
 		if req.GetName() == defaultAgentName {
 			return &runtimev1.GetAgentResponse{Agent: s.agents.defaultAgent()}, nil
+		}
+		if s.agents.bootstrap != "" && req.GetName() == s.agents.bootstrap {
+			return &runtimev1.GetAgentResponse{Agent: s.agents.bootstrapAgent()}, nil
 		}
 		return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent %q not found", req.GetName())
 	}
@@ -120,6 +160,14 @@ func (s *Server) GetAgent(ctx context.Context, req *runtimev1.GetAgentRequest) (
 // keyed by the agent's update_time, so the change applies at the next turn.
 func (s *Server) UpsertAgent(ctx context.Context, req *runtimev1.UpsertAgentRequest) (*runtimev1.UpsertAgentResponse, error) {
 	a := proto.Clone(req.GetAgent()).(*runtimev1.Agent)
+	// The owner is output only: an operator's write keeps the stored one
+	// (an owned agent stays private), a new agent is shared.
+	a.Owner = nil
+	if cur, err := s.store.GetAgent(ctx, a.GetName()); err == nil {
+		a.Owner = cur.GetOwner()
+	} else if !errors.Is(err, runtimestore.ErrNotFound) {
+		return nil, storeErr(err)
+	}
 	a.UpdateTime = timestamppb.New(s.now())
 	if err := s.store.PutAgent(ctx, a); err != nil {
 		return nil, storeErr(err)

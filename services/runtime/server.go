@@ -76,6 +76,12 @@ type Config struct {
 	// Limits bounds tool arguments, user text and the thread workspace
 	// (limits.go).
 	Limits LimitsConfig `yaml:"limits"`
+	// BootstrapAgent names the bootstrap agent, whose threads get
+	// setup_agent to create an agent owned by their user (docs/deerflow.md
+	// §1.3; docs/decisions/0151-owned-agents.md). Empty (the default): none.
+	BootstrapAgent string `yaml:"bootstrap_agent"`
+	// Uploads bounds UploadThreadFile and the multipart upload route (uploads.go).
+	Uploads UploadsConfig `yaml:"uploads"`
 }
 
 // Upstreams holds one entry per upstream service.
@@ -132,6 +138,7 @@ func (c *Config) SetDefaults() {
 	}
 	c.setToolDefaults()
 	c.setLimitDefaults()
+	c.Uploads.setDefaults()
 	c.Loop.SetDefaults()
 }
 
@@ -154,6 +161,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.validateTools(); err != nil {
+		return err
+	}
+	if err := c.validateAgentsAndUploads(); err != nil {
 		return err
 	}
 	return c.Loop.Validate()
@@ -189,6 +199,9 @@ type Server struct {
 	agents *agentBook
 
 	credProbe credentialProbe // last accepted credential probe (ready.go)
+	// gw is the gateway's connection to this listener, kept by
+	// RegisterGateway for the multipart upload route (uploads.go).
+	gw *grpc.ClientConn
 }
 
 var (
@@ -297,6 +310,7 @@ func (s *Server) Register(r grpc.ServiceRegistrar) { runtimev1.RegisterRuntimeSe
 
 // RegisterGateway registers the REST mirror.
 func (s *Server) RegisterGateway(ctx context.Context, mux *gwruntime.ServeMux, conn *grpc.ClientConn) error {
+	s.gw = conn
 	return runtimev1.RegisterRuntimeServiceHandler(ctx, mux, conn)
 }
 

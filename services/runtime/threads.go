@@ -135,8 +135,12 @@ const DefaultAgentAttribute = "agent"
 // createThread creates a thread of the caller; child is nil except for the
 // agent loop's subagent threads (never taken from a request).
 func (s *Server) createThread(ctx context.Context, agent string, md map[string]string, child *runtimestore.Child) (*runtimestore.Thread, error) {
-	if agent != "" && agent != defaultAgentName && child == nil { // a child uses its override
-		if _, err := s.store.GetAgent(ctx, agent); errors.Is(err, runtimestore.ErrNotFound) {
+	if agent != "" && !s.agents.reserved(agent) && child == nil { // a child uses its override
+		a, err := s.store.GetAgent(ctx, agent)
+		if err == nil && !visibleTo(ctx, a) {
+			err = runtimestore.ErrNotFound // another user's agent (docs/decisions/0151-owned-agents.md)
+		}
+		if errors.Is(err, runtimestore.ErrNotFound) {
 			return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent: %q not found", agent)
 		} else if err != nil {
 			return nil, storeErr(err)

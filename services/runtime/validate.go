@@ -72,29 +72,8 @@ func (s *Server) Validate(_ string, req any) error {
 		if a == nil {
 			return invalid("agent", grpcx.ViolationRequired, "required")
 		}
-		if !agentNameRE.MatchString(a.GetName()) {
-			return invalid("agent.name", grpcx.ViolationInvalid, "%q must be 1..64 of [a-z0-9-]", a.GetName())
-		}
-		if len(a.GetDescription()) > 1024 {
-			return invalid("agent.description", grpcx.ViolationTooLong, "longer than 1024 characters")
-		}
-		if len(a.GetSystemPrompt()) > 64<<10 {
-			return invalid("agent.system_prompt", grpcx.ViolationTooLong, "longer than 64 KiB")
-		}
-		for i, sv := range a.GetToolSearch().GetExemptServers() {
-			if sv == "" {
-				return invalid(fmt.Sprintf("agent.tool_search.exempt_servers[%d]", i), grpcx.ViolationRequired, "must not be empty")
-			}
-		}
-		for i, g := range a.GetToolGroups().GetValues() {
-			if g == "" {
-				return invalid(fmt.Sprintf("agent.tool_groups.values[%d]", i), grpcx.ViolationRequired, "must not be empty")
-			}
-		}
-		for i, g := range a.GetSkills().GetValues() {
-			if g == "" {
-				return invalid(fmt.Sprintf("agent.skills.values[%d]", i), grpcx.ViolationRequired, "must not be empty")
-			}
+		if p := agentProblem(a); p != nil {
+			return invalid("agent."+p.field, p.why, "%s", p.msg)
 		}
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 func (s *Server) wire() {
 	c := &s.cfg
 	s.loops.s = s
-	s.agents = &agentBook{def: c.DefaultAgent, store: s.store}
+	s.agents = &agentBook{def: c.DefaultAgent, store: s.store, bootstrap: c.BootstrapAgent}
 	tools := make([]runtimeassembly.ConfigTool, 0, len(c.Tools))
 	for _, t := range c.Tools {
 		tools = append(tools, runtimeassembly.ConfigTool{Name: t.Name, Group: t.Group, Use: t.Use})
@@ -22,6 +22,7 @@ func (s *Server) wire() {
 		DeferredListMax: c.ToolSearch.DeferredListMax, AutoPromoteTopK: c.ToolSearch.AutoPromoteTopK,
 		FailOpenListing: c.Authz.FailOpenListing, CacheEntries: c.CacheEntries, CacheBytes: c.CacheBytes,
 		MaxDescriptionBytes: c.ToolBounds.MaxDescriptionBytes, MaxSchemaBytes: c.ToolBounds.MaxSchemaBytes,
+		BootstrapAgent: c.BootstrapAgent,
 	}, runtimeassembly.Deps{
 		Catalog: s.catalog, Authz: s.authz, Skills: s.skills, Store: s.store, Agents: s.agents, Log: s.log, Now: s.now,
 		Metrics: runtimeassembly.Metrics{Assemblies: s.metrics.assemblies, Promotions: s.metrics.promotions, FailOpen: s.metrics.failOpen},
@@ -29,7 +30,8 @@ func (s *Server) wire() {
 	dispatcher := runtimetools.NewDispatcher(runtimetools.Settings{
 		AllowBash: c.AllowBash, ToolCallTimeout: c.ToolCallTimeout, SearchLimit: c.ToolSearch.SearchLimit, MaxMessageBytes: s.env.MaxMessageBytes,
 		FileMaxBytes: c.limits().Workspace.FileMaxBytes, ThreadQuotaBytes: c.limits().Workspace.ThreadQuotaBytes,
-	}, runtimetools.Deps{Workspace: s.ws, Catalog: s.catalog, Skills: s.skills, Assembly: s.assembly, Now: s.now, Log: s.log, Promotions: s.metrics.promotions})
+	}, runtimetools.Deps{Workspace: s.ws, Catalog: s.catalog, Skills: s.skills, Assembly: s.assembly, Now: s.now, Log: s.log, Promotions: s.metrics.promotions,
+		Agents: &ownedAgents{store: s.store, now: s.now, reserved: s.agents.reserved}})
 	s.chain = runtimechain.Standard(runtimechain.Deps{
 		Views: s.assembly, Authorizer: s.authz, Workspace: s.ws, Results: s.ws, Tools: dispatcher,
 		Budget: runtimechain.BudgetSettings{ExternalizeMinChars: c.ToolOutput.ExternalizeMinChars, PreviewHeadChars: c.ToolOutput.PreviewHeadChars,

@@ -93,6 +93,9 @@ type Settings struct {
 	// MaxDescriptionBytes and MaxSchemaBytes bound what of one MCP tool is
 	// bound for the model (runtime.tool_bounds; 0 = unbounded).
 	MaxDescriptionBytes, MaxSchemaBytes int
+	// BootstrapAgent is runtime.bootstrap_agent: threads of this agent get
+	// setup_agent ("" = none).
+	BootstrapAgent string
 }
 
 // ConfigTool is one configured tool (runtime.tools entry).
@@ -361,10 +364,12 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	// Skills visible to the principal (for describe_skill, the skills
 	// section and slash activation): enabled, in the agent's allowlist,
 	// allowed by authz. Skills being unreachable only removes skills.
+	evolution := false
 	if resp, err := s.skills.ListSkills(runtimeident.ActingFor(ctx), &skillsv1.ListSkillsRequest{EnabledOnly: true}); err != nil {
 		b.SkillsNote = "skills unavailable: " + ShortErr(err)
 		b.Report.Notes = append(b.Report.Notes, b.SkillsNote)
 	} else {
+		evolution = resp.GetEvolutionEnabled()
 		var names []string
 		for _, sk := range resp.GetSkills() {
 			if sk.GetEnabled() && inList(agent.GetSkills(), sk.GetName()) {
@@ -409,6 +414,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		builtins = append(builtins, DescribeSkill)
 	}
 	builtins = append(builtins, ReviewSkillPackage)
+	builtins = append(builtins, s.conditionalBuiltins(th, evolution)...)
 	if agent.GetSubagentsEnabled() {
 		builtins = append(builtins, TaskTool)
 	}
@@ -435,6 +441,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	if acp != nil {
 		cands = append(cands, acp)
 	}
+	cands = append(cands, s.lateBuiltins(th, agent, p)...)
 	seen := make(map[string]bool, len(cands))
 	unique := make([]*Tool, 0, len(cands))
 	for _, c := range cands {

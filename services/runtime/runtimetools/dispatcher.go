@@ -40,6 +40,7 @@ type Skills interface {
 	DescribeSkills(ctx context.Context, in *skillsv1.DescribeSkillsRequest, opts ...grpc.CallOption) (*skillsv1.DescribeSkillsResponse, error)
 	ReadSkillFile(ctx context.Context, in *skillsv1.ReadSkillFileRequest, opts ...grpc.CallOption) (*skillsv1.ReadSkillFileResponse, error)
 	ReviewSkillPackage(ctx context.Context, in *skillsv1.ReviewSkillPackageRequest, opts ...grpc.CallOption) (*skillsv1.ReviewSkillPackageResponse, error)
+	ManageSkill(ctx context.Context, in *skillsv1.ManageSkillRequest, opts ...grpc.CallOption) (*skillsv1.ManageSkillResponse, error)
 }
 
 // Assembly is what tool_search and the skill tools need of the assembly
@@ -78,6 +79,8 @@ type Deps struct {
 	Log       *slog.Logger
 	// Promotions counts promoted names by origin (nil: not recorded).
 	Promotions *prometheus.CounterVec
+	// Agents changes and creates owned agents (update_agent, setup_agent).
+	Agents Agents
 }
 
 // Dispatcher runs the tool of a call; it implements runtimechain.ToolCaller.
@@ -89,6 +92,7 @@ type Dispatcher struct {
 	assembly   Assembly
 	now        func() time.Time
 	promotions *prometheus.CounterVec
+	agents     Agents
 }
 
 var _ runtimechain.ToolCaller = (*Dispatcher)(nil)
@@ -98,7 +102,7 @@ func NewDispatcher(cfg Settings, d Deps) *Dispatcher {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Dispatcher{cfg: cfg, ws: d.Workspace, catalog: d.Catalog, skills: d.Skills, assembly: d.Assembly, now: d.Now, promotions: d.Promotions}
+	return &Dispatcher{cfg: cfg, ws: d.Workspace, catalog: d.Catalog, skills: d.Skills, assembly: d.Assembly, now: d.Now, promotions: d.Promotions, agents: d.Agents}
 }
 
 // CallTool implements runtimechain.ToolCaller: tool_search, a config tool
@@ -144,6 +148,14 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 			return s.reviewSkill(cctx, ec)
 		case runtimeassembly.TaskTool:
 			return nil, runtimechain.Business("the task tool needs the agent loop (RunTurn); it cannot run through ExecuteToolCall")
+		case runtimeassembly.SkillManage:
+			return s.skillManage(cctx, ec)
+		case runtimeassembly.ListUploadedFiles:
+			return s.listUploadedFiles(cctx, ec)
+		case runtimeassembly.UpdateAgent:
+			return s.updateAgent(cctx, ec)
+		case runtimeassembly.SetupAgent:
+			return s.setupAgent(cctx, ec)
 		}
 	case runtimeassembly.SourceMCP:
 		return s.callMCP(ctx, ec)

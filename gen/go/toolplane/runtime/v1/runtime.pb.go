@@ -408,21 +408,29 @@ const (
 	ErrorReason_ERROR_REASON_INVALID_REQUEST ErrorReason = 8
 	// An unexpected server failure, e.g. of the thread store (INTERNAL); the message carries only the request id, the cause is logged.
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 9
+	// An upload exceeds runtime.uploads.max_file_bytes or max_thread_bytes
+	// (RESOURCE_EXHAUSTED); metadata "limit" names the key.
+	ErrorReason_ERROR_REASON_UPLOAD_TOO_LARGE ErrorReason = 10
+	// An uploaded script or skill archive was refused by the skills scan
+	// (FAILED_PRECONDITION); metadata "rule_ids" or "code" names why.
+	ErrorReason_ERROR_REASON_UPLOAD_REFUSED ErrorReason = 11
 )
 
 // Enum value maps for ErrorReason.
 var (
 	ErrorReason_name = map[int32]string{
-		0: "ERROR_REASON_UNSPECIFIED",
-		1: "ERROR_REASON_THREAD_NOT_FOUND",
-		2: "ERROR_REASON_AGENT_NOT_FOUND",
-		3: "ERROR_REASON_RUN_NOT_FOUND",
-		4: "ERROR_REASON_UPSTREAM_UNAVAILABLE",
-		5: "ERROR_REASON_ASSEMBLY_FAILED",
-		6: "ERROR_REASON_RUN_NOT_WAITING",
-		7: "ERROR_REASON_RUN_ACTIVE",
-		8: "ERROR_REASON_INVALID_REQUEST",
-		9: "ERROR_REASON_INTERNAL",
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_THREAD_NOT_FOUND",
+		2:  "ERROR_REASON_AGENT_NOT_FOUND",
+		3:  "ERROR_REASON_RUN_NOT_FOUND",
+		4:  "ERROR_REASON_UPSTREAM_UNAVAILABLE",
+		5:  "ERROR_REASON_ASSEMBLY_FAILED",
+		6:  "ERROR_REASON_RUN_NOT_WAITING",
+		7:  "ERROR_REASON_RUN_ACTIVE",
+		8:  "ERROR_REASON_INVALID_REQUEST",
+		9:  "ERROR_REASON_INTERNAL",
+		10: "ERROR_REASON_UPLOAD_TOO_LARGE",
+		11: "ERROR_REASON_UPLOAD_REFUSED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -435,6 +443,8 @@ var (
 		"ERROR_REASON_RUN_ACTIVE":           7,
 		"ERROR_REASON_INVALID_REQUEST":      8,
 		"ERROR_REASON_INTERNAL":             9,
+		"ERROR_REASON_UPLOAD_TOO_LARGE":     10,
+		"ERROR_REASON_UPLOAD_REFUSED":       11,
 	}
 )
 
@@ -2505,7 +2515,7 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x15SkillActivationSource\x12'\n" +
 	"#SKILL_ACTIVATION_SOURCE_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dSKILL_ACTIVATION_SOURCE_SLASH\x10\x01\x12 \n" +
-	"\x1cSKILL_ACTIVATION_SOURCE_READ\x10\x02*\xd5\x02\n" +
+	"\x1cSKILL_ACTIVATION_SOURCE_READ\x10\x02*\x99\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_THREAD_NOT_FOUND\x10\x01\x12 \n" +
@@ -2516,7 +2526,10 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x1cERROR_REASON_RUN_NOT_WAITING\x10\x06\x12\x1b\n" +
 	"\x17ERROR_REASON_RUN_ACTIVE\x10\a\x12 \n" +
 	"\x1cERROR_REASON_INVALID_REQUEST\x10\b\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\tBFZDgithub.com/toolplane/toolplane/gen/go/toolplane/runtime/v1;runtimev1b\x06proto3"
+	"\x15ERROR_REASON_INTERNAL\x10\t\x12!\n" +
+	"\x1dERROR_REASON_UPLOAD_TOO_LARGE\x10\n" +
+	"\x12\x1f\n" +
+	"\x1bERROR_REASON_UPLOAD_REFUSED\x10\vBFZDgithub.com/toolplane/toolplane/gen/go/toolplane/runtime/v1;runtimev1b\x06proto3"
 
 var (
 	file_toolplane_runtime_v1_runtime_proto_rawDescOnce sync.Once
