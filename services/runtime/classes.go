@@ -25,5 +25,6 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.runtime.v1.RuntimeService/ConnectMyServer":       auth.ClassPublic,
 		"/toolplane.runtime.v1.RuntimeService/DisconnectMyServer":    auth.ClassPublic,
 		"/toolplane.runtime.v1.RuntimeService/ListMyConnections":     auth.ClassPublic,
+		"/toolplane.runtime.v1.RuntimeService/UploadThreadFile":      auth.ClassPublic,
 	}
 }

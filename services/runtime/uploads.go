@@ -187,24 +187,29 @@ func (s *Server) scanUpload(ctx context.Context, st *runtimetools.StagedUpload, 
 	if err != nil {
 		return storeErr(err)
 	}
-	req := &skillsv1.ScanSkillRequest{Source: &skillsv1.ScanSkillRequest_Archive{Archive: data}}
+	// A .skill must be a skill package; a .zip or .tar.gz may hold anything
+	// and has its entries scanned.
+	req := &skillsv1.ScanSkillRequest{Source: &skillsv1.ScanSkillRequest_Archive{Archive: data},
+		ArchiveEntries: !strings.HasSuffix(strings.ToLower(name), ".skill")}
 	if kind == runtimetools.UploadScript {
 		ext := strings.ToLower(path.Ext(name))
 		if strings.ContainsAny(ext, " \t") || len(ext) > 16 {
 			ext = ""
 		}
+		// The script as the one program of a minimal package (the scan
+		// needs a SKILL.md; this one is clean by construction).
 		req.Source = &skillsv1.ScanSkillRequest_Files{Files: &skillsv1.InlineFiles{Name: "upload",
-			Files: []*skillsv1.SkillFile{{Path: "scripts/upload" + ext, Content: data}}}}
+			Files: []*skillsv1.SkillFile{{Path: "SKILL.md", Content: []byte(uploadSkillMD)}, {Path: "scripts/upload" + ext, Content: data}}}}
 	}
 	resp, err := s.skills.ScanSkill(runtimeident.ActingFor(ctx), req)
 	if status.Code(err) == codes.InvalidArgument {
-		meta := map[string]string{}
+		code := ""
 		for _, d := range status.Convert(err).Details() {
 			if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetMetadata()["code"] != "" {
-				meta["code"] = ei.GetMetadata()["code"]
+				code = ei.GetMetadata()["code"]
 			}
 		}
-		return uploadRefused(meta, "%s was refused as a skill archive: %s", name, status.Convert(err).Message())
+		return uploadRefused(map[string]string{"code": code}, "%s was refused as a skill archive: %s", name, status.Convert(err).Message())
 	}
 	if err != nil {
 		return statusErr(codes.Unavailable, runtimev1.ErrorReason_ERROR_REASON_UPSTREAM_UNAVAILABLE,
@@ -222,6 +227,9 @@ func (s *Server) scanUpload(ctx context.Context, st *runtimetools.StagedUpload, 
 	}
 	return nil
 }
+
+// uploadSkillMD wraps an uploaded script for the scan.
+const uploadSkillMD = "---\nname: upload\ndescription: An uploaded script, scanned as a program.\n---\nUploaded script.\n"
 
 // uploadRoute is the REST form of UploadThreadFile
 // (docs/decisions/0150-where-acp-and-workspace-servers-run.md): one or more
@@ -393,7 +401,13 @@ func forwardCredentials(r *http.Request) (context.Context, error) {
 func writeHTTPStatus(w http.ResponseWriter, err error) {
 	st := status.Convert(err)
 	b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(st.Proto())
+	code := gwruntime.HTTPStatusFromCode(st.Code())
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == runtimev1.ErrorReason_ERROR_REASON_UPLOAD_TOO_LARGE.String() {
+			code = http.StatusRequestEntityTooLarge
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(gwruntime.HTTPStatusFromCode(st.Code()))
+	w.WriteHeader(code)
 	_, _ = w.Write(b)
 }

@@ -281,6 +281,10 @@ func (s *Server) RollbackSkill(ctx context.Context, req *skillsv1.RollbackSkillR
 // ScanSkill scans an archive, inline files or an installed skill; nothing is stored.
 func (s *Server) ScanSkill(ctx context.Context, req *skillsv1.ScanSkillRequest) (*skillsv1.ScanSkillResponse, error) {
 	pkg, root, _, err := s.source(ctx, req.GetArchive(), req.GetFiles(), req.GetName(), req.GetSource() != nil)
+	if req.GetArchiveEntries() && req.GetArchive() != nil {
+		pkg, err = skillsarchive.ReadEntries(req.GetArchive(), s.cfg.limits())
+		root = "archive"
+	}
 	if err != nil {
 		return nil, s.fail(ctx, "ScanSkill", err)
 	}

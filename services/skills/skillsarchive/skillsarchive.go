@@ -181,6 +181,35 @@ func Read(data []byte, lim Limits) (*Package, error) {
 	return b.finish()
 }
 
+// ReadEntries decodes an archive like [Read], with every entry check (names,
+// traversal, links, special files, sizes, ratio, binaries, nested
+// archives), but without the layout rules of a skill package: any folder
+// structure, no SKILL.md needed. Paths are as in the archive; RootName is
+// empty. It is how an archive that is not a skill (an upload) is scanned.
+func ReadEntries(data []byte, lim Limits) (*Package, error) {
+	lim = lim.withDefaults()
+	if int64(len(data)) > lim.MaxArchiveBytes {
+		return nil, &RefusalError{Reason: ReasonArchiveTooLarge,
+			Detail: fmt.Sprintf("archive is %d bytes; the limit is %d", len(data), lim.MaxArchiveBytes)}
+	}
+	b := newBuilder(lim, int64(len(data)))
+	var err error
+	switch {
+	case bytes.HasPrefix(data, []byte("PK\x03\x04")) || bytes.HasPrefix(data, []byte("PK\x05\x06")):
+		err = b.readZip(data)
+	case bytes.HasPrefix(data, []byte{0x1f, 0x8b}):
+		err = b.readTarGz(data)
+	default:
+		return nil, &RefusalError{Reason: ReasonUnknownFormat, Detail: "expected a zip or tar.gz archive"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	files := append([]File(nil), b.files...)
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return &Package{Files: files}, nil
+}
+
 // FromFiles builds a package from inline files (path → content), applying the
 // same name, size, content and layout checks as [Read]. executable lists paths
 // to mark executable (may be nil).

@@ -229,3 +229,22 @@ func TestTarFolderWithData(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// ReadEntries applies every entry check of Read but no package layout
+// rule: a data archive without SKILL.md reads, the hostile corpus's entry
+// refusals still refuse.
+func TestReadEntries(t *testing.T) {
+	pkg, err := skillsarchive.ReadEntries(sat.Zip(sat.Entry{Name: "a/x.csv", Data: []byte("1")}, sat.Entry{Name: "b/y.csv", Data: []byte("2")}), skillsarchive.Limits{})
+	if err != nil || len(pkg.Files) != 2 || pkg.Files[0].Path != "a/x.csv" || pkg.RootName != "" {
+		t.Fatalf("data archive: %+v %v", pkg, err)
+	}
+	layout := map[string]bool{"missing_skill_md": true, "multiple_top_level": true, "nested_skill_md": true, "empty_package": true}
+	for _, c := range sat.Hostile() {
+		if strings.HasPrefix(c.Reason, "scan:") || layout[c.Reason] {
+			continue
+		}
+		if _, err := skillsarchive.ReadEntries(c.Data, skillsarchive.Limits{}); string(skillsarchive.ReasonOf(err)) != c.Reason {
+			t.Errorf("%s: %v, want %s", c.Name, err, c.Reason)
+		}
+	}
+}

@@ -1146,9 +1146,14 @@ type ScanSkillRequest struct {
 	//	*ScanSkillRequest_Name
 	Source isScanSkillRequest_Source `protobuf_oneof:"source"`
 	// Output format.
-	Format        ScanFormat `protobuf:"varint,4,opt,name=format,proto3,enum=toolplane.skills.v1.ScanFormat" json:"format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Format ScanFormat `protobuf:"varint,4,opt,name=format,proto3,enum=toolplane.skills.v1.ScanFormat" json:"format,omitempty"`
+	// With `archive`: scan the archive's entries without requiring a skill
+	// package's layout (any folders, no SKILL.md), after the same entry checks
+	// (traversal, links, bombs, binaries); how the runtime scans an uploaded
+	// .zip or .tar.gz.
+	ArchiveEntries bool `protobuf:"varint,5,opt,name=archive_entries,json=archiveEntries,proto3" json:"archive_entries,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ScanSkillRequest) Reset() {
@@ -1220,6 +1225,13 @@ func (x *ScanSkillRequest) GetFormat() ScanFormat {
 		return x.Format
 	}
 	return ScanFormat_SCAN_FORMAT_UNSPECIFIED
+}
+
+func (x *ScanSkillRequest) GetArchiveEntries() bool {
+	if x != nil {
+		return x.ArchiveEntries
+	}
+	return false
 }
 
 type isScanSkillRequest_Source interface {
@@ -2055,12 +2067,13 @@ const file_toolplane_skills_v1_skills_service_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\"\x82\x01\n" +
 	"\x15RollbackSkillResponse\x120\n" +
 	"\x05skill\x18\x01 \x01(\v2\x1a.toolplane.skills.v1.SkillR\x05skill\x127\n" +
-	"\x06report\x18\x02 \x01(\v2\x1f.toolplane.skills.v1.ScanReportR\x06report\"\xc1\x01\n" +
+	"\x06report\x18\x02 \x01(\v2\x1f.toolplane.skills.v1.ScanReportR\x06report\"\xea\x01\n" +
 	"\x10ScanSkillRequest\x12\x1a\n" +
 	"\aarchive\x18\x01 \x01(\fH\x00R\aarchive\x128\n" +
 	"\x05files\x18\x02 \x01(\v2 .toolplane.skills.v1.InlineFilesH\x00R\x05files\x12\x14\n" +
 	"\x04name\x18\x03 \x01(\tH\x00R\x04name\x127\n" +
-	"\x06format\x18\x04 \x01(\x0e2\x1f.toolplane.skills.v1.ScanFormatR\x06formatB\b\n" +
+	"\x06format\x18\x04 \x01(\x0e2\x1f.toolplane.skills.v1.ScanFormatR\x06format\x12'\n" +
+	"\x0farchive_entries\x18\x05 \x01(\bR\x0earchiveEntriesB\b\n" +
 	"\x06source\"j\n" +
 	"\x11ScanSkillResponse\x127\n" +
 	"\x06report\x18\x01 \x01(\v2\x1f.toolplane.skills.v1.ScanReportR\x06report\x12\x1c\n" +
