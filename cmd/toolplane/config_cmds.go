@@ -158,7 +158,6 @@ var shippedRoles = []string{"admin", "user"}
 var deerflowSectionReasons = map[string]string{
 	"config_version":  "DeerFlow schema version; toolplane.yaml has none",
 	"guardrails":      "express guardrail rules as authz policy lines with conditions (authz.policy_file)",
-	"skill_evolution": "skill_manage is not a Toolplane built-in; custom skills are installed with `toolplane skills install`",
 	"skill_scan":      "the deterministic skill scan always runs in Toolplane (skills.scan_timeout bounds it)",
 	"extensions":      "agent middlewares are not supported",
 	"mcp_tasks":       "durable MCP tasks are not supported",
@@ -227,6 +226,8 @@ func importDeerFlow(cfgPath, extPath string) (*importResult, error) {
 			r.importSubagents(val)
 		case "acp_agents":
 			r.importACPAgents(val)
+		case "skill_evolution":
+			r.importSkillEvolution(val)
 		default:
 			reason, ok := deerflowSectionReasons[key]
 			if !ok {

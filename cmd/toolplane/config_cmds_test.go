@@ -201,7 +201,7 @@ func TestImportDeerFlowFull(t *testing.T) {
 	if err := yaml.Unmarshal(data, &top); err != nil {
 		t.Fatal(err)
 	}
-	carried := []string{"tools", "tool_groups", "tool_search", "tool_output", "skills", "authorization", "sandbox", "log_level", "models", "loop_detection", "subagents", "token_budget"}
+	carried := []string{"tools", "tool_groups", "tool_search", "tool_output", "skills", "authorization", "sandbox", "log_level", "models", "loop_detection", "subagents", "token_budget", "skill_evolution"}
 	for k := range top {
 		if !slices.Contains(carried, k) && !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, k+":") }) {
 			t.Errorf("top-level key %q neither carried over nor reported", k)

@@ -115,7 +115,7 @@ func (s *Server) ListAgents(ctx context.Context, _ *runtimev1.ListAgentsRequest)
 	visible := agents[:0]
 	for _, a := range agents {
 		if !visibleTo(ctx, a) {
-			continue // another user's agent (docs/decisions/0151-owned-agents.md)
+			continue // another user's agent (docs/decisions/0152-owned-agents.md)
 		}
 		visible = append(visible, a)
 		switch a.GetName() {

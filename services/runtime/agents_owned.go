@@ -19,7 +19,7 @@ import (
 	"github.com/toolplane/toolplane/services/runtime/runtimetools"
 )
 
-// Owned agents (docs/decisions/0151-owned-agents.md): setup_agent creates
+// Owned agents (docs/decisions/0152-owned-agents.md): setup_agent creates
 // an agent owned by its caller; only the owner sees it, starts threads with
 // it and changes it with update_agent. Agents written with UpsertAgent are
 // shared (no owner) and are never changed from a thread.

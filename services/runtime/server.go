@@ -78,7 +78,7 @@ type Config struct {
 	Limits LimitsConfig `yaml:"limits"`
 	// BootstrapAgent names the bootstrap agent, whose threads get
 	// setup_agent to create an agent owned by their user (docs/deerflow.md
-	// §1.3; docs/decisions/0151-owned-agents.md). Empty (the default): none.
+	// §1.3; docs/decisions/0152-owned-agents.md). Empty (the default): none.
 	BootstrapAgent string `yaml:"bootstrap_agent"`
 	// Uploads bounds UploadThreadFile and the multipart upload route (uploads.go).
 	Uploads UploadsConfig `yaml:"uploads"`

@@ -138,7 +138,7 @@ func (s *Server) createThread(ctx context.Context, agent string, md map[string]s
 	if agent != "" && !s.agents.reserved(agent) && child == nil { // a child uses its override
 		a, err := s.store.GetAgent(ctx, agent)
 		if err == nil && !visibleTo(ctx, a) {
-			err = runtimestore.ErrNotFound // another user's agent (docs/decisions/0151-owned-agents.md)
+			err = runtimestore.ErrNotFound // another user's agent (docs/decisions/0152-owned-agents.md)
 		}
 		if errors.Is(err, runtimestore.ErrNotFound) {
 			return nil, statusErr(codes.NotFound, runtimev1.ErrorReason_ERROR_REASON_AGENT_NOT_FOUND, "agent: %q not found", agent)

@@ -32,7 +32,7 @@ func init() {
 }
 
 // OwnedBy reports whether agent a is owned by principal p (same tenant and
-// subject; docs/decisions/0151-owned-agents.md). A shared agent (no owner)
+// subject; docs/decisions/0152-owned-agents.md). A shared agent (no owner)
 // is owned by nobody.
 func OwnedBy(a *runtimev1.Agent, p *typev1.Principal) bool {
 	o := a.GetOwner()

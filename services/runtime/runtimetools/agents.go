@@ -13,7 +13,7 @@ import (
 )
 
 // Agents is what update_agent and setup_agent need of the runtime's agents
-// (docs/decisions/0151-owned-agents.md). Validation errors are
+// (docs/decisions/0152-owned-agents.md). Validation errors are
 // *AgentInvalidError; the ownership and existence refusals are the
 // sentinels below.
 type Agents interface {

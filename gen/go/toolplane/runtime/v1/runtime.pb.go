@@ -1382,7 +1382,7 @@ type Agent struct {
 	// created with setup_agent; unset for agents written with UpsertAgent,
 	// which are shared. An owned agent is visible to and usable by its owner
 	// only, and only its owner's threads may change it with update_agent
-	// (docs/decisions/0151-owned-agents.md).
+	// (docs/decisions/0152-owned-agents.md).
 	Owner         *AgentOwner `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

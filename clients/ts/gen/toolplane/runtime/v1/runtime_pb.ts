@@ -615,7 +615,7 @@ export type Agent = Message$1<"toolplane.runtime.v1.Agent"> & {
    * created with setup_agent; unset for agents written with UpsertAgent,
    * which are shared. An owned agent is visible to and usable by its owner
    * only, and only its owner's threads may change it with update_agent
-   * (docs/decisions/0151-owned-agents.md).
+   * (docs/decisions/0152-owned-agents.md).
    *
    * @generated from field: toolplane.runtime.v1.AgentOwner owner = 10;
    */
