@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,15 +63,12 @@ func agentProblem(a *runtimev1.Agent) *agentViolation {
 	return nil
 }
 
-// toolField names an agent field by the tools' argument names.
+// toolField names an agent field by the tools' argument names
+// ("system_prompt" is "soul", "skills.values[0]" is "skills[0]").
 func toolField(f string) string {
-	switch f {
-	case "system_prompt":
+	f = strings.Replace(f, ".values", "", 1)
+	if f == "system_prompt" {
 		return "soul"
-	case "tool_groups.values":
-		return "tool_groups"
-	case "skills.values":
-		return "skills"
 	}
 	return f
 }
@@ -89,6 +87,10 @@ func actingFor(ctx context.Context) bool {
 	id, ok := auth.Caller(ctx)
 	return ok && id.ActingFor != nil
 }
+
+// maxOwnedAgents bounds the agents one user creates with setup_agent (the
+// agent namespace is shared by every tenant).
+const maxOwnedAgents = 50
 
 // ownedAgents implements runtimetools.Agents over the agent store. mu
 // serialises create-if-absent and read-modify-write in this process.
@@ -162,6 +164,19 @@ func (o *ownedAgents) CreateOwned(ctx context.Context, p *typev1.Principal, a *r
 		return nil, runtimetools.ErrAgentExists
 	} else if !errors.Is(err, runtimestore.ErrNotFound) {
 		return nil, err
+	}
+	all, err := o.store.ListAgents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, x := range all {
+		if runtimeassembly.OwnedBy(x, p) {
+			n++
+		}
+	}
+	if n >= maxOwnedAgents {
+		return nil, &runtimetools.AgentInvalidError{Field: "name", Reason: fmt.Sprintf("you own %d agents already, the most one user may create", n)}
 	}
 	a.Owner = &runtimev1.AgentOwner{Tenant: auth.TenantOf(p), Subject: p.GetSubject()}
 	a.UpdateTime = timestamppb.New(o.now())

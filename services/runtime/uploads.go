@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	gwruntime "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -110,13 +111,24 @@ func (s *Server) UploadThreadFile(stream grpc.ClientStreamingServer[runtimev1.Up
 		return err
 	}
 	id := th.Proto.GetThreadId()
-	// One upload of a name at a time per thread (the quota sum and the rename).
-	unlock := s.ws.Lock(id + "\x00upload\x00" + name)
-	defer unlock()
 	lim := s.cfg.Uploads
 	st, err := s.ws.StageUpload(id, lim.MaxFileBytes)
 	if err != nil {
 		return storeErr(fmt.Errorf("stage upload: %w", err))
+	}
+	// The bytes are received by a goroutine that owns the staged file, so
+	// that a client stalling mid-stream is cut at uploadTimeout: the handler
+	// returns, the stream's context ends, Recv fails and the goroutine
+	// discards the file.
+	received := make(chan error, 1)
+	go func() { received <- s.receiveUpload(stream, st, name) }()
+	timer := time.NewTimer(uploadTimeout)
+	defer timer.Stop()
+	select {
+	case err = <-received:
+	case <-timer.C:
+		go func() { <-received; st.Discard() }()
+		return status.Errorf(codes.DeadlineExceeded, "upload of %s not complete after %s", name, uploadTimeout)
 	}
 	committed := false
 	defer func() {
@@ -124,23 +136,13 @@ func (s *Server) UploadThreadFile(stream grpc.ClientStreamingServer[runtimev1.Up
 			st.Discard()
 		}
 	}()
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if m.GetHeader() != nil {
-			return invalid("header", grpcx.ViolationInvalid, "only the first message may be a header")
-		}
-		if _, err := st.Write(m.GetChunk()); errors.Is(err, runtimetools.ErrUploadTooLarge) {
-			return uploadTooLarge("runtime.uploads.max_file_bytes", lim.MaxFileBytes, "%s is larger than runtime.uploads.max_file_bytes (%d bytes)", name, lim.MaxFileBytes)
-		} else if err != nil {
-			return storeErr(fmt.Errorf("write upload: %w", err))
-		}
+	if err != nil {
+		return err
 	}
+	// The quota sum and the rename of one thread's uploads are serialised
+	// (receiving is not: a slow client does not hold up the others).
+	unlock := s.ws.Lock(id + "\x00uploads")
+	defer unlock()
 	others, err := st.UploadsBytes(name)
 	if err != nil {
 		return storeErr(fmt.Errorf("uploads quota: %w", err))
@@ -162,6 +164,32 @@ func (s *Server) UploadThreadFile(stream grpc.ClientStreamingServer[runtimev1.Up
 	s.log.InfoContext(ctx, "file uploaded", "thread", id, "file", name, "bytes", size, "replaced", replaced)
 	return stream.SendAndClose(&runtimev1.UploadThreadFileResponse{File: &runtimev1.UploadedFile{
 		VirtualPath: "/mnt/user-data/uploads/" + name, SizeBytes: size, Sha256: sum, MimeType: mt, Replaced: replaced}})
+}
+
+// uploadTimeout bounds one upload from its header to its last chunk.
+const uploadTimeout = 10 * time.Minute
+
+// receiveUpload writes the chunks of stream into st until the client closes
+// its side; a second header or a file over max_file_bytes ends it.
+func (s *Server) receiveUpload(stream grpc.ClientStreamingServer[runtimev1.UploadThreadFileRequest, runtimev1.UploadThreadFileResponse], st *runtimetools.StagedUpload, name string) error {
+	lim := s.cfg.Uploads
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if m.GetHeader() != nil {
+			return invalid("header", grpcx.ViolationInvalid, "only the first message may be a header")
+		}
+		if _, err := st.Write(m.GetChunk()); errors.Is(err, runtimetools.ErrUploadTooLarge) {
+			return uploadTooLarge("runtime.uploads.max_file_bytes", lim.MaxFileBytes, "%s is larger than runtime.uploads.max_file_bytes (%d bytes)", name, lim.MaxFileBytes)
+		} else if err != nil {
+			return storeErr(fmt.Errorf("write upload: %w", err))
+		}
+	}
 }
 
 // scanUpload reviews a script or skill archive through the skills
@@ -272,6 +300,10 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 		writeHTTPStatus(w, err)
 		return
 	}
+	// A stalled client is cut: the whole request within uploadTimeout.
+	ctx, cancel := context.WithTimeout(ctx, uploadTimeout)
+	defer cancel()
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uploadTimeout))
 	client := runtimev1.NewRuntimeServiceClient(s.gw)
 	var files []*runtimev1.UploadedFile
 	for {
