@@ -156,11 +156,11 @@ var shippedRoles = []string{"admin", "user"}
 // with no Toolplane equivalent, what to do instead. Other keys get a generic
 // reason.
 var deerflowSectionReasons = map[string]string{
-	"config_version":  "DeerFlow schema version; toolplane.yaml has none",
-	"guardrails":      "express guardrail rules as authz policy lines with conditions (authz.policy_file)",
-	"skill_scan":      "the deterministic skill scan always runs in Toolplane (skills.scan_timeout bounds it)",
-	"extensions":      "agent middlewares are not supported",
-	"mcp_tasks":       "durable MCP tasks are not supported",
+	"config_version": "DeerFlow schema version; toolplane.yaml has none",
+	"guardrails":     "express guardrail rules as authz policy lines with conditions (authz.policy_file)",
+	"skill_scan":     "the deterministic skill scan always runs in Toolplane (skills.scan_timeout bounds it)",
+	"extensions":     "agent middlewares are not supported",
+	"mcp_tasks":      "durable MCP tasks are not supported",
 }
 
 // importDeerFlow translates a DeerFlow config.yaml (and extensions file; ""
