@@ -305,7 +305,7 @@ func TestUploadsOverGRPC(t *testing.T) {
 	wantCode(t, err, codes.ResourceExhausted, "ERROR_REASON_UPLOAD_TOO_LARGE")
 	check("oversize")
 	// Names that are not base names.
-	for _, n := range []string{"../escape.txt", "a/b.txt", `a\b.txt`, ".hidden", "..", "", "nul\x00.txt", strings.Repeat("n", 256)} {
+	for _, n := range []string{"../escape.txt", "a/b.txt", `a\b.txt`, ".hidden", "..", "", "nul\x00.txt", strings.Repeat("n", 256), "invoice\u202egnp.sh", "zero\u200bwidth.txt"} {
 		_, err = upload(t, alice, th, n, []byte("x"))
 		wantCode(t, err, codes.InvalidArgument, "")
 	}

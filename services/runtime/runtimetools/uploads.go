@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
@@ -53,8 +54,11 @@ func UploadNameProblem(name string) string {
 		return "must not start with '.' (no hidden files, '.' or '..')"
 	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
+		if r < 0x20 || r == 0x7f || unicode.Is(unicode.Cc, r) {
 			return "must not contain NUL or control characters"
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return "must not contain invisible format characters (bidi overrides, zero-width)"
 		}
 	}
 	return ""
