@@ -434,6 +434,19 @@ func TestUploadsOverREST(t *testing.T) {
 	if code, _ := post(aliceToken, "application/json", []byte(`{}`)); code != http.StatusBadRequest {
 		t.Fatalf("not multipart: %d", code)
 	}
+	// The RPC's own route: newline-delimited JSON messages.
+	stream := fmt.Sprintf(`{"header":{"thread_id":%q,"filename":"lines.txt"}}`+"\n"+`{"chunk":"aGVsbG8gd29ybGQ="}`+"\n", th)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.httpAddr+"/v1/uploads:stream", strings.NewReader(stream))
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(sb), `"size_bytes":"11"`) {
+		t.Fatalf("uploads:stream: %d %s", resp.StatusCode, sb)
+	}
 	// Oversize refused before buffering: a Content-Length over the bound
 	// is answered without the server reading the (never sent) body.
 	conn, err := net.Dial("tcp", s.httpAddr)
@@ -448,7 +461,7 @@ func TestUploadsOverREST(t *testing.T) {
 		t.Fatalf("1 TiB Content-Length: %q %v", line, err)
 	}
 	ents, _ := os.ReadDir(filepath.Join(s.dataDir, "runtime", "threads", th, "user-data", "uploads"))
-	if len(ents) != 2 {
+	if len(ents) != 3 {
 		t.Fatalf("uploads holds %d files", len(ents))
 	}
 }
