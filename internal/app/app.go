@@ -372,7 +372,7 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	conns = append(conns, gwConn)
 	hl := cfg.Server.HTTP
 	mux := gateway.NewMux(gateway.RequireCredential(au),
-		gateway.LimitBodies(gateway.BodyLimits{Default: hl.MaxBodyBytes, ToolCall: hl.ToolCallMaxBodyBytes, Upload: hl.UploadMaxBodyBytes}))
+		gateway.LimitBodies(gateway.BodyLimits{Default: hl.MaxBodyBytes, ToolCall: hl.ToolCallMaxBodyBytes, Upload: hl.UploadMaxBodyBytes, UploadInFlight: hl.UploadMaxInFlight}))
 	for _, s := range services {
 		if err := s.RegisterGateway(ctx, mux, gwConn); err != nil {
 			closeAll()

@@ -14,6 +14,7 @@ import (
 	"net/textproto"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolplane/toolplane/internal/auth"
 )
@@ -197,6 +199,11 @@ type BodyLimits struct {
 	ToolCall int64
 	// Upload bounds the skill-archive routes (server.http.upload_max_body_bytes).
 	Upload int64
+	// UploadInFlight caps the skill-archive requests served at once
+	// (server.http.upload_max_in_flight; 0 = no cap): each costs several
+	// times its body in memory while decoded, copied and scanned, so the cap
+	// is what bounds the process's memory under concurrent uploads.
+	UploadInFlight int
 }
 
 // RouteClass names the body class of a REST request: "tool_call",
@@ -216,13 +223,25 @@ func RouteClass(method, path string) (class, key string) {
 // ReasonRequestTooLarge is the ErrorInfo reason of a body over its bound.
 const ReasonRequestTooLarge = "REQUEST_TOO_LARGE"
 
+// ReasonTooManyUploads is the ErrorInfo reason of an upload refused because
+// server.http.upload_max_in_flight uploads are being served.
+const ReasonTooManyUploads = "TOO_MANY_UPLOADS"
+
 // LimitBodies bounds every REST request body by its route class before
 // the gateway decodes it: a Content-Length over the bound is refused at
 // once, without reading the body; a body without Content-Length is read
 // through a reader that fails after limit bytes, so at most limit+1 bytes
 // are ever read (memory and time flat in the body size). Both answer
 // INVALID_ARGUMENT (HTTP 400) with reason REQUEST_TOO_LARGE naming the key.
+//
+// An upload beyond l.UploadInFlight concurrent ones is refused at once,
+// before its body is read: RESOURCE_EXHAUSTED (HTTP 429) with reason
+// TOO_MANY_UPLOADS naming server.http.upload_max_in_flight and a RetryInfo.
 func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
+	var uploads chan struct{}
+	if l.UploadInFlight > 0 {
+		uploads = make(chan struct{}, l.UploadInFlight)
+	}
 	return runtime.WithMiddlewares(func(next runtime.HandlerFunc) runtime.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 			class, key := RouteClass(r.Method, r.URL.Path)
@@ -232,6 +251,16 @@ func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
 				limit = l.ToolCall
 			case "upload":
 				limit = l.Upload
+				if uploads != nil && r.Body != nil && r.Body != http.NoBody {
+					select {
+					case uploads <- struct{}{}:
+						defer func() { <-uploads }()
+					default:
+						w.Header().Set("Retry-After", "1")
+						writeStatus(w, http.StatusTooManyRequests, tooManyUploads(l.UploadInFlight))
+						return
+					}
+				}
 			}
 			if limit > 0 && r.Body != nil && r.Body != http.NoBody {
 				msg := fmt.Sprintf("request body is larger than %s (%d bytes)", key, limit)
@@ -244,6 +273,16 @@ func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
 			next(w, r, params)
 		}
 	})
+}
+
+func tooManyUploads(n int) *status.Status {
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("%d skill uploads are being processed (server.http.upload_max_in_flight); retry shortly", n))
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonTooManyUploads, Domain: auth.ErrorDomain,
+		Metadata: map[string]string{"limit": "server.http.upload_max_in_flight", "max_in_flight": fmt.Sprint(n)}},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}); err == nil {
+		st = d
+	}
+	return st
 }
 
 func tooLarge(msg, key string, limit int64) *status.Status {

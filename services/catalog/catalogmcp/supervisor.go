@@ -145,13 +145,13 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 		}
 	}
 	vars := map[string]string{}
-	cfg, err := catalogconfig.Expand(s.raw, func(k string) (string, bool) {
+	cfg, err := catalogconfig.Expand(s.raw, catalogconfig.LookupWithScopeDir(func(k string) (string, bool) {
 		v, ok := lookup(k)
 		if ok {
 			vars[k] = v
 		}
 		return v, ok
-	})
+	}))
 	s.mask = newMasker(cfg, vars)
 	if err != nil {
 		return fail(err)
@@ -363,6 +363,25 @@ func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
 	}
 }
 
+// scopedConfig returns the expanded configuration with `${TOOLPLANE_SCOPE_DIR}`
+// bound to the directory of key's scope (the zero key: the server's shared
+// directory, used by shared servers and by the discovery session of scoped
+// ones), creating it.
+func (s *Supervisor) scopedConfig(key ScopeKey) (catalogconfig.Server, error) {
+	if !catalogconfig.UsesScopeDir(s.cfg) {
+		return s.cfg, nil
+	}
+	scope := s.cfg.Scope()
+	if key == (ScopeKey{}) {
+		scope = catalogconfig.ScopeShared
+	}
+	dir, err := catalogconfig.ScopeDir(s.opts.ScopeDirRoot, s.raw.Name, scope, key.Tenant, key.Subject, key.Thread)
+	if err != nil {
+		return catalogconfig.Server{}, err
+	}
+	return catalogconfig.BindScopeDir(s.cfg, dir), nil
+}
+
 func (s *Supervisor) initCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d := s.cfg.InitTimeout(); d > 0 {
 		return context.WithTimeout(ctx, d)
@@ -380,7 +399,11 @@ func (s *Supervisor) connect(ctx context.Context) (*Session, []ToolDef, error) {
 			return nil, nil, err
 		}
 	}
-	sess, err := Connect(ictx, s.cfg, opts, s.RequestRelist)
+	cfg, err := s.scopedConfig(ScopeKey{})
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := Connect(ictx, cfg, opts, s.RequestRelist)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("%w (%s) exceeded: %w", errInitTimeout, s.cfg.InitTimeout(), err)
