@@ -66,6 +66,14 @@ func (w *Workspace) WritablePath(p string) (string, bool) {
 // and path) until the returned func is called.
 func (w *Workspace) Lock(key string) func() { return w.locks.lock(key) }
 
+// reserve serialises the quota check and the write of one thread's files,
+// so concurrent writers on a thread cannot each see room for their bytes
+// and together exceed runtime.limits.workspace.thread_quota_bytes: the
+// check and the write are one atomic reservation. It is taken after the
+// read-before-write gate's (thread, path) lock, never before, so the two
+// cannot deadlock.
+func (w *Workspace) reserve(threadID string) func() { return w.locks.lock("quota\x00" + threadID) }
+
 // CleanVirtual validates and cleans a virtual path; it returns the path
 // relative to the user-data root ("workspace/a.txt").
 func CleanVirtual(p string, writable bool) (clean, rel string, err error) {
@@ -286,6 +294,7 @@ func (s *Dispatcher) writeFile(_ context.Context, ec *runtimechain.Call, args ma
 	}
 	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	size := int64(len(content))
+	defer s.ws.reserve(ec.Thread.Proto.GetThreadId())()
 	if appendMode, _ := args["append"].(bool); appendMode {
 		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 		if fi, err := r.Stat(rel); err == nil {
@@ -355,6 +364,7 @@ func (s *Dispatcher) strReplace(_ context.Context, ec *runtimechain.Call, args m
 		return nil, err
 	}
 	defer r.Close()
+	defer s.ws.reserve(ec.Thread.Proto.GetThreadId())()
 	b, err := r.ReadFile(rel)
 	if err != nil {
 		return nil, fsErr(clean, err)
