@@ -397,7 +397,7 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	if selected["runtime"] {
 		mlog := log.With("service", "runtime-mcp")
 		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx, Catalog: mcpCatalog,
-			AllowedOrigins: hl.MCPAllowedOrigins, MaxBodyBytes: hl.MCPMaxBodyBytes,
+			AllowedOrigins: hl.MCPAllowedOrigins, MaxBodyBytes: hl.MCPMaxBodyBytes, MaxSessionsPerPrincipal: hl.MCPMaxSessionsPerPrincipal,
 			OnRefusal: func(r *http.Request, code int, reason string) {
 				mlog.Info("mcp request refused", "method", r.Method, "status", code, "reason", reason, "remote", r.RemoteAddr)
 			}}

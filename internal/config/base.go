@@ -89,6 +89,10 @@ type HTTP struct {
 	// whose requests /mcp serves; a request with another Origin header is
 	// 403. Default none: only clients that send no Origin.
 	MCPAllowedOrigins []string `yaml:"mcp_allowed_origins"`
+	// MCPMaxSessionsPerPrincipal caps the live MCP sessions one principal
+	// holds on /mcp: a new one past the cap ends that principal's least
+	// recently used idle session, and is 429 when all are busy. Default 16.
+	MCPMaxSessionsPerPrincipal int `yaml:"mcp_max_sessions_per_principal"`
 }
 
 // RateLimit is one `server.rate_limits` entry: the token buckets of a role
@@ -235,6 +239,9 @@ func (b *Base) setDefaults(services []string) {
 	if s.HTTP.UploadMaxInFlight == 0 {
 		s.HTTP.UploadMaxInFlight = 2
 	}
+	if s.HTTP.MCPMaxSessionsPerPrincipal == 0 {
+		s.HTTP.MCPMaxSessionsPerPrincipal = 16
+	}
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = 30 * time.Second
 	}
@@ -310,6 +317,9 @@ func (b *Base) validate(services []string) error {
 		if v < 1<<10 || v > 1<<30 {
 			return errf("server.http."+key, "must be between 1 KiB and 1 GiB, got %d", v)
 		}
+	}
+	if s.HTTP.MCPMaxSessionsPerPrincipal < 1 || s.HTTP.MCPMaxSessionsPerPrincipal > 65536 {
+		return errf("server.http.mcp_max_sessions_per_principal", "must be between 1 and 65536, got %d", s.HTTP.MCPMaxSessionsPerPrincipal)
 	}
 	if s.HTTP.UploadMaxInFlight < 1 || s.HTTP.UploadMaxInFlight > 1024 {
 		return errf("server.http.upload_max_in_flight", "must be between 1 and 1024, got %d", s.HTTP.UploadMaxInFlight)
