@@ -75,8 +75,10 @@ func NewMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
 // decoded: otherwise a malformed body would answer 400 to an anonymous caller
 // (docs/architecture.md §5, "no token → UNAUTHENTICATED, also with a malformed body"). Only
 // UNAUTHENTICATED is decided here; the gRPC chain behind the gateway checks
-// the credential again and does everything else.
-func RequireCredential(au *auth.Authenticator) runtime.ServeMuxOption {
+// the credential again and does everything else. onRefused, when given,
+// is told of each refusal whose request carried a credential (failed
+// logins, auth.FailedLogins).
+func RequireCredential(au *auth.Authenticator, onRefused ...func(r *http.Request, err error)) runtime.ServeMuxOption {
 	return runtime.WithMiddlewares(func(next runtime.HandlerFunc) runtime.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 			if au != nil && au.Enabled() {
@@ -85,6 +87,11 @@ func RequireCredential(au *auth.Authenticator) runtime.ServeMuxOption {
 					md.Set("authorization", v...)
 				}
 				if _, err := au.Credential(metadata.NewIncomingContext(r.Context(), md)); status.Code(err) == codes.Unauthenticated {
+					if len(md.Get("authorization")) > 0 {
+						for _, f := range onRefused {
+							f(r, err)
+						}
+					}
 					body, merr := protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(status.Convert(err).Proto())
 					if merr != nil {
 						body = []byte(`{"code":16,"message":"unauthenticated","details":[]}`)

@@ -3,48 +3,59 @@ package catalogmcp
 import (
 	"log/slog"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/toolplane/toolplane/internal/observability"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
 // masker replaces the secrets of one server's expanded configuration in
-// text that leaves the catalog (log lines, Status.LastError, ListServers):
-// the values of its env keys and of the variables it references whose names
-// look like secrets (catalogconfig.IsSecretKey), every header value, the
-// password of its URL and URL query values under secret-like names; and,
-// whatever the configuration, `Bearer <token>` and `<secret-name>=<value>`
-// shapes that a child prints to stderr. Values shorter than minSecretLen are
-// not searched for (masking "1" or "on" everywhere would destroy the text;
-// the shape rules still apply).
+// text that leaves the catalog (log lines, Status.LastError, ListServers,
+// WatchCatalog, call errors): the value of every `${VAR}` it references and
+// every env value, every header value (and the token after "Bearer "), its
+// URL's password and every URL query value, and its OAuth client secret and
+// extra token parameters; and, whatever the configuration, `Bearer <token>`
+// and `<secret-name>=<value>` shapes that a child prints to stderr. A value
+// under a secret-like name (catalogconfig.IsSecretKey) is masked from
+// observability.MinSecretLen bytes; any other from minPlainLen bytes and
+// unless it is a path (starts with "/" or "."), so that words such as
+// "warning" and the operator's directories stay readable. The same values
+// are registered with observability.Secrets, which masks every log line and
+// gRPC error text of the process (docs/architecture.md §5).
 type masker struct {
 	secrets []string // longest first
 }
 
-const minSecretLen = 4
+// minPlainLen is the shortest value under a name that does not look secret
+// the masker searches for.
+const minPlainLen = 8
 
-var secretShapes = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]+`),
-	regexp.MustCompile(`(?i)(\b[A-Za-z0-9_.-]*(?:token|secret|password|passwd|api[_-]?key|credential)[A-Za-z0-9_.-]*\s*[=:]\s*"?)[^\s"',;&]+`),
-}
-
-func newMasker(cfg catalogconfig.Server, vars map[string]string) *masker {
+func newMasker(cfg catalogconfig.Server, vars map[string]string, oauth *catalogconfig.OAuth) *masker {
 	m := &masker{}
 	add := func(v string) {
-		if len(v) >= minSecretLen {
+		if len(v) >= observability.MinSecretLen {
 			m.secrets = append(m.secrets, v)
 		}
 	}
-	for k, v := range cfg.Env {
-		if catalogconfig.IsSecretKey(k) {
+	plain := func(v string) {
+		if len(v) >= minPlainLen && !strings.HasPrefix(v, "/") && !strings.HasPrefix(v, ".") {
 			add(v)
 		}
 	}
-	for k, v := range vars {
+	named := func(k, v string) {
 		if catalogconfig.IsSecretKey(k) {
 			add(v)
+		} else {
+			plain(v)
+		}
+	}
+	for k, v := range cfg.Env {
+		named(k, v)
+	}
+	for k, v := range vars {
+		if k != catalogconfig.ScopeDirVar {
+			named(k, v)
 		}
 	}
 	for _, v := range cfg.Headers {
@@ -57,12 +68,19 @@ func newMasker(cfg catalogconfig.Server, vars map[string]string) *masker {
 		if p, ok := u.User.Password(); ok {
 			add(p)
 		}
-		for k, vs := range u.Query() {
-			if catalogconfig.IsSecretKey(k) {
-				for _, v := range vs {
-					add(v)
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				add(v)
+				if e := url.QueryEscape(v); e != v {
+					add(e) // as it appears inside the URL
 				}
 			}
+		}
+	}
+	if oauth != nil {
+		add(oauth.ClientSecret)
+		for _, v := range oauth.ExtraTokenParams {
+			add(v)
 		}
 	}
 	sort.Slice(m.secrets, func(i, j int) bool { return len(m.secrets[i]) > len(m.secrets[j]) })
@@ -79,10 +97,7 @@ func (m *masker) mask(s string) string {
 			s = strings.ReplaceAll(s, v, catalogconfig.Mask)
 		}
 	}
-	for _, re := range secretShapes {
-		s = re.ReplaceAllString(s, "${1}"+catalogconfig.Mask)
-	}
-	return s
+	return observability.MaskShapes(s)
 }
 
 // logger returns the supervisor's logger tagged with the server name and type.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolplane/toolplane/internal/observability"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
@@ -145,19 +146,24 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 		}
 	}
 	vars := map[string]string{}
-	cfg, err := catalogconfig.Expand(s.raw, catalogconfig.LookupWithScopeDir(func(k string) (string, bool) {
+	record := func(k string) (string, bool) {
 		v, ok := lookup(k)
 		if ok {
 			vars[k] = v
 		}
 		return v, ok
-	}))
-	s.mask = newMasker(cfg, vars)
+	}
+	cfg, err := catalogconfig.Expand(s.raw, catalogconfig.LookupWithScopeDir(record))
+	s.setMasker(cfg, vars)
 	if err != nil {
 		return fail(err)
 	}
 	s.cfg = cfg
-	if s.oauth, err = newOAuthState(s.raw, cfg, lookup, s.opts.OAuth); err != nil {
+	s.oauth, err = newOAuthState(s.raw, cfg, record, s.opts.OAuth)
+	if s.oauth != nil {
+		s.setMasker(cfg, vars) // with the OAuth values read
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if s.oauth != nil {
@@ -192,6 +198,22 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 	s.cancel = cancel
 	go s.run(ctx)
 	return s
+}
+
+// setMasker builds the server's masker from its expanded configuration
+// and the variables read, and registers the same values with the process's
+// observability.Secrets (removed when the supervisor stops).
+func (s *Supervisor) setMasker(cfg catalogconfig.Server, vars map[string]string) {
+	var o *catalogconfig.OAuth
+	if s.oauth != nil {
+		o = s.oauth.cfg
+	}
+	s.mask = newMasker(cfg, vars, o)
+	observability.Secrets.Set(s.maskOwner(), s.mask.secrets)
+}
+
+func (s *Supervisor) maskOwner() string {
+	return fmt.Sprintf("catalog/mcp/%s#%d", s.raw.Name, s.st.Instance)
 }
 
 func (s *Supervisor) settle() { s.settleOn.Do(func() { close(s.settled) }) }
@@ -505,6 +527,7 @@ func (s *Supervisor) stop() {
 		s.cancel()
 	}
 	<-s.done
+	observability.Secrets.Set(s.maskOwner(), nil)
 	if s.cancel != nil {
 		s.log.Info("catalog: MCP server stopped")
 	}
