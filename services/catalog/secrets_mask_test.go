@@ -58,6 +58,9 @@ func TestSecretsNeverLeave(t *testing.T) {
 			"env": map[string]string{"LIT": secrets["literal env"], "API_TOKEN": "${MY_TOKEN}"}},
 		"http-leak": map[string]any{"type": "http", "url": echo.URL + "/mcp",
 			"headers": map[string]string{"X-Api-Key": secrets["header"], "Authorization": "Bearer " + secrets["bearer header"]}},
+		// A value written in the configuration masks this server's texts
+		// only: it cannot make the process's other log lines hide a text.
+		"vandal": map[string]any{"command": "sh", "args": []string{"-c", "exit 1"}, "env": map[string]string{"X": "MCP server CONNECTING"}},
 		"query-leak": map[string]any{"type": "http", "url": "http://127.0.0.1:1/mcp?sig=" + secrets["query"]},
 		"oauth-leak": map[string]any{"type": "http", "url": echo.URL + "/mcp",
 			"oauth": map[string]any{"token_url": echo.URL + "/token", "client_id": "cid", "client_secret": "${OAUTH_SECRET}"}},
@@ -84,7 +87,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 				n++
 			}
 		}
-		return n == 4
+		return n == 5
 	})
 	res, _ := h.svc.ListServers(ctx, &catalogv1.ListServersRequest{})
 	for _, s := range res.GetServers() {
@@ -116,7 +119,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 		}
 	}
 	// The texts still tell what failed, with the mask where the value was.
-	for _, want := range []string{"boot with *** env *** tok ***", "sig=***"} {
+	for _, want := range []string{"boot with *** env *** tok ***", "sig=***", `msg="catalog: MCP server CONNECTING" server=http-leak`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no output shows %q:\n%.3000s", want, all)
 		}

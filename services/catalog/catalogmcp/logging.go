@@ -1,6 +1,7 @@
 package catalogmcp
 
 import (
+	"context"
 	"log/slog"
 	"net/url"
 	"sort"
@@ -20,11 +21,19 @@ import (
 // under a secret-like name (catalogconfig.IsSecretKey) is masked from
 // observability.MinSecretLen bytes; any other from minPlainLen bytes and
 // unless it is a path (starts with "/" or "."), so that words such as
-// "warning" and the operator's directories stay readable. The same values
-// are registered with observability.Secrets, which masks every log line and
-// gRPC error text of the process (docs/architecture.md §5).
+// "warning" and the operator's directories stay readable. The values read
+// from the environment are also registered with observability.Secrets,
+// which masks every log line and gRPC error text of the process
+// (docs/architecture.md §5); the server's own log lines, including its
+// transport's, pass through this masker (maskHandler).
 type masker struct {
 	secrets []string // longest first
+	// fromEnv are the values read from the suite's environment (`${VAR}`),
+	// the ones registered with observability.Secrets: a value written in the
+	// configuration itself is masked in this server's own texts only, so
+	// that whoever writes a server cannot make every log line of the
+	// process hide a chosen text.
+	fromEnv []string
 }
 
 // minPlainLen is the shortest value under a name that does not look secret
@@ -55,7 +64,9 @@ func newMasker(cfg catalogconfig.Server, vars map[string]string, oauth *catalogc
 	}
 	for k, v := range vars {
 		if k != catalogconfig.ScopeDirVar {
+			n := len(m.secrets)
 			named(k, v)
+			m.fromEnv = append(m.fromEnv, m.secrets[n:]...)
 		}
 	}
 	for _, v := range cfg.Headers {
@@ -129,4 +140,52 @@ func (s *Supervisor) maskErr(err error) error {
 		return err
 	}
 	return &maskedError{err: err, msg: msg}
+}
+
+// maskHandler masks the message and every attribute value of the records
+// of one server's logger (its supervisor's lines and its transport's own).
+type maskHandler struct {
+	inner slog.Handler
+	m     *masker
+}
+
+func (h maskHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+
+func (h maskHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, h.m.mask(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.inner.Handle(ctx, out)
+}
+
+func (h maskHandler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	if v.Kind() == slog.KindGroup {
+		g := v.Group()
+		masked := make([]any, len(g))
+		for i, x := range g {
+			masked[i] = h.attr(x)
+		}
+		return slog.Group(a.Key, masked...)
+	}
+	if v.Kind() == slog.KindString || v.Kind() == slog.KindAny {
+		if s := v.String(); h.m.mask(s) != s {
+			return slog.String(a.Key, h.m.mask(s))
+		}
+	}
+	return a
+}
+
+func (h maskHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	masked := make([]slog.Attr, len(as))
+	for i, a := range as {
+		masked[i] = h.attr(a)
+	}
+	return maskHandler{inner: h.inner.WithAttrs(masked), m: h.m}
+}
+
+func (h maskHandler) WithGroup(name string) slog.Handler {
+	return maskHandler{inner: h.inner.WithGroup(name), m: h.m}
 }

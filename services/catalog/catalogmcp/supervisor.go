@@ -209,7 +209,16 @@ func (s *Supervisor) setMasker(cfg catalogconfig.Server, vars map[string]string)
 		o = s.oauth.cfg
 	}
 	s.mask = newMasker(cfg, vars, o)
-	observability.Secrets.Set(s.maskOwner(), s.mask.secrets)
+	observability.Secrets.Set(s.maskOwner(), s.mask.fromEnv)
+	base := s.opts.Logger
+	if base == nil {
+		base = slog.Default()
+	}
+	if mh, ok := base.Handler().(maskHandler); ok {
+		base = slog.New(mh.inner) // re-init: not masked twice
+	}
+	s.opts.Logger = slog.New(maskHandler{inner: base.Handler(), m: s.mask})
+	s.log = s.logger()
 }
 
 func (s *Supervisor) maskOwner() string {
