@@ -60,7 +60,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 			"headers": map[string]string{"X-Api-Key": secrets["header"], "Authorization": "Bearer " + secrets["bearer header"]}},
 		// A value written in the configuration masks this server's texts
 		// only: it cannot make the process's other log lines hide a text.
-		"vandal": map[string]any{"command": "sh", "args": []string{"-c", "exit 1"}, "env": map[string]string{"X": "MCP server CONNECTING"}},
+		"vandal":     map[string]any{"command": "sh", "args": []string{"-c", "exit 1"}, "env": map[string]string{"X": "MCP server CONNECTING"}},
 		"query-leak": map[string]any{"type": "http", "url": "http://127.0.0.1:1/mcp?sig=" + secrets["query"]},
 		"oauth-leak": map[string]any{"type": "http", "url": echo.URL + "/mcp",
 			"oauth": map[string]any{"token_url": echo.URL + "/token", "client_id": "cid", "client_secret": "${OAUTH_SECRET}"}},
