@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"net/textproto"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -249,6 +251,12 @@ func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
 	if l.UploadInFlight > 0 {
 		uploads = make(chan struct{}, l.UploadInFlight)
 	}
+	// One caller must not hold every slot (slow bodies would shut everyone
+	// else out): a credential gets at most half of them (at least one), and
+	// an upload body must arrive within UploadReadTimeout.
+	perCred := max(1, l.UploadInFlight/2)
+	var credMu sync.Mutex
+	byCred := map[string]int{}
 	return runtime.WithMiddlewares(func(next runtime.HandlerFunc) runtime.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 			class, key := RouteClass(r.Method, r.URL.Path)
@@ -259,14 +267,35 @@ func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
 			case "upload":
 				limit = l.Upload
 				if uploads != nil && r.Body != nil && r.Body != http.NoBody {
+					sum := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+					cred := string(sum[:])
+					credMu.Lock()
+					mine := byCred[cred]
+					if mine < perCred {
+						byCred[cred]++
+					}
+					credMu.Unlock()
+					if mine >= perCred {
+						w.Header().Set("Retry-After", "1")
+						writeStatus(w, http.StatusTooManyRequests, tooManyUploads(l.UploadInFlight, fmt.Sprintf("this credential already has %d skill upload(s) in flight", perCred)))
+						return
+					}
+					defer func() {
+						credMu.Lock()
+						if byCred[cred]--; byCred[cred] <= 0 {
+							delete(byCred, cred)
+						}
+						credMu.Unlock()
+					}()
 					select {
 					case uploads <- struct{}{}:
 						defer func() { <-uploads }()
 					default:
 						w.Header().Set("Retry-After", "1")
-						writeStatus(w, http.StatusTooManyRequests, tooManyUploads(l.UploadInFlight))
+						writeStatus(w, http.StatusTooManyRequests, tooManyUploads(l.UploadInFlight, fmt.Sprintf("%d skill uploads are being processed", l.UploadInFlight)))
 						return
 					}
+					_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(UploadReadTimeout))
 				}
 			}
 			if limit > 0 && r.Body != nil && r.Body != http.NoBody {
@@ -282,8 +311,12 @@ func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
 	})
 }
 
-func tooManyUploads(n int) *status.Status {
-	st := status.New(codes.ResourceExhausted, fmt.Sprintf("%d skill uploads are being processed (server.http.upload_max_in_flight); retry shortly", n))
+// UploadReadTimeout bounds the time a skill-archive body may take to
+// arrive once its upload slot is taken (64 MiB at ≈ 550 KB/s).
+const UploadReadTimeout = 2 * time.Minute
+
+func tooManyUploads(n int, why string) *status.Status {
+	st := status.New(codes.ResourceExhausted, why+" (server.http.upload_max_in_flight); retry shortly")
 	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonTooManyUploads, Domain: auth.ErrorDomain,
 		Metadata: map[string]string{"limit": "server.http.upload_max_in_flight", "max_in_flight": fmt.Sprint(n)}},
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}); err == nil {

@@ -124,23 +124,35 @@ func TestUploadsInFlightCapped(t *testing.T) {
 	if err := mux.HandlePath(http.MethodPost, "/v1/threads", func(http.ResponseWriter, *http.Request, map[string]string) {}); err != nil {
 		t.Fatal(err)
 	}
+	upload := func(cred string, body io.Reader) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/v1/skills:install", body)
+		r.Header.Set("Authorization", "Bearer "+cred)
+		return r
+	}
 	done := make(chan int, 2)
-	for range 2 {
+	for _, cred := range []string{"a", "b"} {
 		go func() {
 			w := httptest.NewRecorder()
-			mux.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/skills:install", strings.NewReader("{}")))
+			mux.ServeHTTP(w, upload(cred, strings.NewReader("{}")))
 			done <- w.Code
 		}()
 	}
 	<-entered
 	<-entered
 	z := &zeros{n: 1 << 20}
-	req := httptest.NewRequest(http.MethodPost, "/v1/skills:install", z)
+	req := upload("c", z)
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, req)
 	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "server.http.upload_max_in_flight") ||
 		!strings.Contains(w.Body.String(), ReasonTooManyUploads) || w.Header().Get("Retry-After") == "" || z.read != 0 {
 		t.Fatalf("third upload: %d %s (read %d)", w.Code, w.Body, z.read)
+	}
+	// One credential holds at most half the slots (slow bodies of one
+	// caller cannot shut everyone out): "a"'s second upload is refused as such.
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, upload("a", strings.NewReader("{}")))
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "this credential already has 1") {
+		t.Fatalf("second upload of a credential: %d %s", w.Code, w.Body)
 	}
 	w = httptest.NewRecorder()
 	mux.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/threads", strings.NewReader("{}")))
@@ -153,7 +165,7 @@ func TestUploadsInFlightCapped(t *testing.T) {
 	}
 	go func() {
 		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/skills:install", strings.NewReader("{}")))
+		mux.ServeHTTP(w, upload("d", strings.NewReader("{}")))
 		done <- w.Code
 	}()
 	<-entered // a slot was freed: served
