@@ -38,8 +38,10 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
@@ -195,7 +197,11 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 		rates = append(rates, grpcx.RoleRate{Role: r.Role, DecisionsPerSecond: r.DecisionsPerSecond, DecisionsBurst: r.DecisionsBurst,
 			WritesPerSecond: r.WritesPerSecond, WritesBurst: r.WritesBurst})
 	}
-	chain := grpcx.ServerOptions(grpcx.ChainOptions{Logger: log, Metrics: metrics, Authenticator: au, Policy: pol, RateLimiter: grpcx.NewRateLimiter(rates)})
+	// Failed logins (gRPC, REST, /mcp) are logged at info and recorded as
+	// decisions once per minute per source (auth.FailedLogins).
+	failed := auth.NewFailedLogins(auth.FailedLoginsOptions{Logger: log.With("service", "auth")})
+	defer failed.Close()
+	chain := grpcx.ServerOptions(grpcx.ChainOptions{Logger: log, Metrics: metrics, Authenticator: au, Policy: pol, RateLimiter: grpcx.NewRateLimiter(rates), FailedLogins: failed})
 	// watchCtx ends the Watch* streams when the drain period is over.
 	watchCtx, endWatches := context.WithCancel(context.Background())
 	defer endWatches()
@@ -370,9 +376,20 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 		return err
 	}
 	conns = append(conns, gwConn)
+	if selected["authz"] && au.Enabled() {
+		ac, err := dialMem(selfToken)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		conns = append(conns, ac)
+		failed.SetSink(recordFailedLogin(authzv1.NewAuthzServiceClient(ac)))
+	}
 	hl := cfg.Server.HTTP
-	mux := gateway.NewMux(gateway.RequireCredential(au),
-		gateway.LimitBodies(gateway.BodyLimits{Default: hl.MaxBodyBytes, ToolCall: hl.ToolCallMaxBodyBytes, Upload: hl.UploadMaxBodyBytes}))
+	mux := gateway.NewMux(gateway.RequireCredential(au, func(r *http.Request, err error) {
+		failed.Note("rest", remoteHost(r.RemoteAddr), r.Method+" "+r.URL.Path, status.Convert(err).Message())
+	}),
+		gateway.LimitBodies(gateway.BodyLimits{Default: hl.MaxBodyBytes, ToolCall: hl.ToolCallMaxBodyBytes, Upload: hl.UploadMaxBodyBytes, UploadInFlight: hl.UploadMaxInFlight}))
 	for _, s := range services {
 		if err := s.RegisterGateway(ctx, mux, gwConn); err != nil {
 			closeAll()
@@ -397,9 +414,12 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	if selected["runtime"] {
 		mlog := log.With("service", "runtime-mcp")
 		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx, Catalog: mcpCatalog,
-			AllowedOrigins: hl.MCPAllowedOrigins, MaxBodyBytes: hl.MCPMaxBodyBytes,
+			AllowedOrigins: hl.MCPAllowedOrigins, MaxBodyBytes: hl.MCPMaxBodyBytes, MaxSessionsPerPrincipal: hl.MCPMaxSessionsPerPrincipal,
 			OnRefusal: func(r *http.Request, code int, reason string) {
 				mlog.Info("mcp request refused", "method", r.Method, "status", code, "reason", reason, "remote", r.RemoteAddr)
+				if code == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
+					failed.Note("mcp", remoteHost(r.RemoteAddr), r.Method+" "+r.URL.Path, "invalid credential")
+				}
 			}}
 		if au.Enabled() {
 			// Every /mcp request's credential is verified here and each MCP
@@ -516,6 +536,39 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
+}
+
+// recordFailedLogin writes a failed login to the decision log: a refusal
+// of resource type credential for the unauthenticated principal of the
+// default tenant, the target naming the surface and what was asked.
+func recordFailedLogin(ac authzv1.AuthzServiceClient) func(context.Context, auth.FailedLogin) error {
+	return func(ctx context.Context, rec auth.FailedLogin) error {
+		code := "auth.credential_invalid"
+		if rec.Flood {
+			code = "auth.credential_invalid_flood"
+		}
+		target := rec.Surface + " " + rec.Target
+		if len(target) > 256 {
+			target = target[:256]
+		}
+		msg := rec.ReasonMessage()
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		_, err := ac.RecordRefusal(ctx, &authzv1.RecordRefusalRequest{
+			Principal:    &typev1.Principal{Subject: "(unauthenticated)", Tenant: "default"},
+			ResourceType: authzv1.ResourceType_RESOURCE_TYPE_CREDENTIAL, Action: authzv1.Action_ACTION_USE,
+			Target: target, Reason: &authzv1.Reason{Code: code, Message: msg}})
+		return err
+	}
+}
+
+// remoteHost is the host of an http.Request.RemoteAddr (port dropped).
+func remoteHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // upstreamConn dials the in-process server for a local upstream, or the

@@ -77,6 +77,11 @@ type HTTP struct {
 	// UploadMaxBodyBytes bounds the skill-archive routes (skills:install,
 	// :scan, :review, PATCH /v1/skills/{name}); default 64 MiB.
 	UploadMaxBodyBytes int64 `yaml:"upload_max_body_bytes"`
+	// UploadMaxInFlight caps the skill-archive requests served at once; more
+	// are refused with RESOURCE_EXHAUSTED (HTTP 429) before their body is
+	// read. Each costs several times its body in memory (JSON, decoded
+	// archive, gRPC copies, scan), so this bounds memory; default 2.
+	UploadMaxInFlight int `yaml:"upload_max_in_flight"`
 	// MCPMaxBodyBytes bounds a POST body on the MCP front door (/mcp);
 	// default 4 MiB + 64 KiB.
 	MCPMaxBodyBytes int64 `yaml:"mcp_max_body_bytes"`
@@ -84,6 +89,10 @@ type HTTP struct {
 	// whose requests /mcp serves; a request with another Origin header is
 	// 403. Default none: only clients that send no Origin.
 	MCPAllowedOrigins []string `yaml:"mcp_allowed_origins"`
+	// MCPMaxSessionsPerPrincipal caps the live MCP sessions one principal
+	// holds on /mcp: a new one past the cap ends that principal's least
+	// recently used idle session, and is 429 when all are busy. Default 16.
+	MCPMaxSessionsPerPrincipal int `yaml:"mcp_max_sessions_per_principal"`
 }
 
 // RateLimit is one `server.rate_limits` entry: the token buckets of a role
@@ -227,6 +236,12 @@ func (b *Base) setDefaults(services []string) {
 	if s.HTTP.MCPMaxBodyBytes == 0 {
 		s.HTTP.MCPMaxBodyBytes = 4<<20 + 64<<10
 	}
+	if s.HTTP.UploadMaxInFlight == 0 {
+		s.HTTP.UploadMaxInFlight = 2
+	}
+	if s.HTTP.MCPMaxSessionsPerPrincipal == 0 {
+		s.HTTP.MCPMaxSessionsPerPrincipal = 16
+	}
 	if s.ShutdownTimeout == 0 {
 		s.ShutdownTimeout = 30 * time.Second
 	}
@@ -302,6 +317,12 @@ func (b *Base) validate(services []string) error {
 		if v < 1<<10 || v > 1<<30 {
 			return errf("server.http."+key, "must be between 1 KiB and 1 GiB, got %d", v)
 		}
+	}
+	if s.HTTP.MCPMaxSessionsPerPrincipal < 1 || s.HTTP.MCPMaxSessionsPerPrincipal > 65536 {
+		return errf("server.http.mcp_max_sessions_per_principal", "must be between 1 and 65536, got %d", s.HTTP.MCPMaxSessionsPerPrincipal)
+	}
+	if s.HTTP.UploadMaxInFlight < 1 || s.HTTP.UploadMaxInFlight > 1024 {
+		return errf("server.http.upload_max_in_flight", "must be between 1 and 1024, got %d", s.HTTP.UploadMaxInFlight)
 	}
 	roles := map[string]bool{}
 	for i, r := range s.RateLimits {

@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,8 @@ import (
 	"net/textproto"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolplane/toolplane/internal/auth"
 )
@@ -73,8 +77,10 @@ func NewMux(extra ...runtime.ServeMuxOption) *runtime.ServeMux {
 // decoded: otherwise a malformed body would answer 400 to an anonymous caller
 // (docs/architecture.md §5, "no token → UNAUTHENTICATED, also with a malformed body"). Only
 // UNAUTHENTICATED is decided here; the gRPC chain behind the gateway checks
-// the credential again and does everything else.
-func RequireCredential(au *auth.Authenticator) runtime.ServeMuxOption {
+// the credential again and does everything else. onRefused, when given,
+// is told of each refusal whose request carried a credential (failed
+// logins, auth.FailedLogins).
+func RequireCredential(au *auth.Authenticator, onRefused ...func(r *http.Request, err error)) runtime.ServeMuxOption {
 	return runtime.WithMiddlewares(func(next runtime.HandlerFunc) runtime.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 			if au != nil && au.Enabled() {
@@ -83,6 +89,11 @@ func RequireCredential(au *auth.Authenticator) runtime.ServeMuxOption {
 					md.Set("authorization", v...)
 				}
 				if _, err := au.Credential(metadata.NewIncomingContext(r.Context(), md)); status.Code(err) == codes.Unauthenticated {
+					if len(md.Get("authorization")) > 0 {
+						for _, f := range onRefused {
+							f(r, err)
+						}
+					}
 					body, merr := protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(status.Convert(err).Proto())
 					if merr != nil {
 						body = []byte(`{"code":16,"message":"unauthenticated","details":[]}`)
@@ -197,6 +208,11 @@ type BodyLimits struct {
 	ToolCall int64
 	// Upload bounds the skill-archive routes (server.http.upload_max_body_bytes).
 	Upload int64
+	// UploadInFlight caps the skill-archive requests served at once
+	// (server.http.upload_max_in_flight; 0 = no cap): each costs several
+	// times its body in memory while decoded, copied and scanned, so the cap
+	// is what bounds the process's memory under concurrent uploads.
+	UploadInFlight int
 }
 
 // RouteClass names the body class of a REST request: "tool_call",
@@ -216,13 +232,31 @@ func RouteClass(method, path string) (class, key string) {
 // ReasonRequestTooLarge is the ErrorInfo reason of a body over its bound.
 const ReasonRequestTooLarge = "REQUEST_TOO_LARGE"
 
+// ReasonTooManyUploads is the ErrorInfo reason of an upload refused because
+// server.http.upload_max_in_flight uploads are being served.
+const ReasonTooManyUploads = "TOO_MANY_UPLOADS"
+
 // LimitBodies bounds every REST request body by its route class before
 // the gateway decodes it: a Content-Length over the bound is refused at
 // once, without reading the body; a body without Content-Length is read
 // through a reader that fails after limit bytes, so at most limit+1 bytes
 // are ever read (memory and time flat in the body size). Both answer
 // INVALID_ARGUMENT (HTTP 400) with reason REQUEST_TOO_LARGE naming the key.
+//
+// An upload beyond l.UploadInFlight concurrent ones is refused at once,
+// before its body is read: RESOURCE_EXHAUSTED (HTTP 429) with reason
+// TOO_MANY_UPLOADS naming server.http.upload_max_in_flight and a RetryInfo.
 func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
+	var uploads chan struct{}
+	if l.UploadInFlight > 0 {
+		uploads = make(chan struct{}, l.UploadInFlight)
+	}
+	// One caller must not hold every slot (slow bodies would shut everyone
+	// else out): a credential gets at most half of them (at least one), and
+	// an upload body must arrive within UploadReadTimeout.
+	perCred := max(1, l.UploadInFlight/2)
+	var credMu sync.Mutex
+	byCred := map[string]int{}
 	return runtime.WithMiddlewares(func(next runtime.HandlerFunc) runtime.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 			class, key := RouteClass(r.Method, r.URL.Path)
@@ -232,6 +266,37 @@ func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
 				limit = l.ToolCall
 			case "upload":
 				limit = l.Upload
+				if uploads != nil && r.Body != nil && r.Body != http.NoBody {
+					sum := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+					cred := string(sum[:])
+					credMu.Lock()
+					mine := byCred[cred]
+					if mine < perCred {
+						byCred[cred]++
+					}
+					credMu.Unlock()
+					if mine >= perCred {
+						w.Header().Set("Retry-After", "1")
+						writeStatus(w, http.StatusTooManyRequests, tooManyUploads(l.UploadInFlight, fmt.Sprintf("this credential already has %d skill upload(s) in flight", perCred)))
+						return
+					}
+					defer func() {
+						credMu.Lock()
+						if byCred[cred]--; byCred[cred] <= 0 {
+							delete(byCred, cred)
+						}
+						credMu.Unlock()
+					}()
+					select {
+					case uploads <- struct{}{}:
+						defer func() { <-uploads }()
+					default:
+						w.Header().Set("Retry-After", "1")
+						writeStatus(w, http.StatusTooManyRequests, tooManyUploads(l.UploadInFlight, fmt.Sprintf("%d skill uploads are being processed", l.UploadInFlight)))
+						return
+					}
+					_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(UploadReadTimeout))
+				}
 			}
 			if limit > 0 && r.Body != nil && r.Body != http.NoBody {
 				msg := fmt.Sprintf("request body is larger than %s (%d bytes)", key, limit)
@@ -244,6 +309,20 @@ func LimitBodies(l BodyLimits) runtime.ServeMuxOption {
 			next(w, r, params)
 		}
 	})
+}
+
+// UploadReadTimeout bounds the time a skill-archive body may take to
+// arrive once its upload slot is taken (64 MiB at ≈ 550 KB/s).
+const UploadReadTimeout = 2 * time.Minute
+
+func tooManyUploads(n int, why string) *status.Status {
+	st := status.New(codes.ResourceExhausted, why+" (server.http.upload_max_in_flight); retry shortly")
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonTooManyUploads, Domain: auth.ErrorDomain,
+		Metadata: map[string]string{"limit": "server.http.upload_max_in_flight", "max_in_flight": fmt.Sprint(n)}},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}); err == nil {
+		st = d
+	}
+	return st
 }
 
 func tooLarge(msg, key string, limit int64) *status.Status {

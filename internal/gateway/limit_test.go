@@ -107,3 +107,72 @@ func BenchmarkRefuseOversizedREST(b *testing.B) {
 		}
 	}
 }
+
+// TestUploadsInFlightCapped: with upload_max_in_flight uploads being served,
+// one more is refused with 429 RESOURCE_EXHAUSTED before its body is read;
+// once one ends, the next is served. Other routes are not capped.
+func TestUploadsInFlightCapped(t *testing.T) {
+	mux := NewMux(LimitBodies(BodyLimits{Default: 1 << 10, ToolCall: 4 << 10, Upload: 8 << 10, UploadInFlight: 2}))
+	entered, release := make(chan struct{}, 4), make(chan struct{})
+	if err := mux.HandlePath(http.MethodPost, "/v1/skills:install", func(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+		_, _ = io.ReadAll(r.Body)
+		entered <- struct{}{}
+		<-release
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mux.HandlePath(http.MethodPost, "/v1/threads", func(http.ResponseWriter, *http.Request, map[string]string) {}); err != nil {
+		t.Fatal(err)
+	}
+	upload := func(cred string, body io.Reader) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/v1/skills:install", body)
+		r.Header.Set("Authorization", "Bearer "+cred)
+		return r
+	}
+	done := make(chan int, 2)
+	for _, cred := range []string{"a", "b"} {
+		go func() {
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, upload(cred, strings.NewReader("{}")))
+			done <- w.Code
+		}()
+	}
+	<-entered
+	<-entered
+	z := &zeros{n: 1 << 20}
+	req := upload("c", z)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "server.http.upload_max_in_flight") ||
+		!strings.Contains(w.Body.String(), ReasonTooManyUploads) || w.Header().Get("Retry-After") == "" || z.read != 0 {
+		t.Fatalf("third upload: %d %s (read %d)", w.Code, w.Body, z.read)
+	}
+	// One credential holds at most half the slots (slow bodies of one
+	// caller cannot shut everyone out): "a"'s second upload is refused as such.
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, upload("a", strings.NewReader("{}")))
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "this credential already has 1") {
+		t.Fatalf("second upload of a credential: %d %s", w.Code, w.Body)
+	}
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/threads", strings.NewReader("{}")))
+	if w.Code != http.StatusOK {
+		t.Fatalf("non-upload route capped: %d %s", w.Code, w.Body)
+	}
+	release <- struct{}{}
+	if c := <-done; c != http.StatusOK {
+		t.Fatalf("upload: %d", c)
+	}
+	go func() {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, upload("d", strings.NewReader("{}")))
+		done <- w.Code
+	}()
+	<-entered // a slot was freed: served
+	close(release)
+	for range 2 {
+		if c := <-done; c != http.StatusOK {
+			t.Fatalf("upload: %d", c)
+		}
+	}
+}

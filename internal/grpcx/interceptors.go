@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
@@ -48,6 +50,9 @@ type ChainOptions struct {
 	// RateLimiter, when non-nil, limits decision and write RPCs per
 	// principal after the class check (ratelimit.go).
 	RateLimiter *RateLimiter
+	// FailedLogins, when non-nil, records refused credentials (once per
+	// window per source; auth.FailedLogins).
+	FailedLogins *auth.FailedLogins
 }
 
 // RequestID returns the request id of ctx, or "".
@@ -156,6 +161,7 @@ func ServerOptions(o ChainOptions) []grpc.ServerOption {
 			if !exempt(info.FullMethod) {
 				err = guard(log, ctx, info.FullMethod, err)
 			}
+			err = observability.Secrets.MaskError(err) // no secret leaves in an error text
 			logDone(log, ctx, info.FullMethod, start, err)
 			return resp, err
 		},
@@ -196,6 +202,7 @@ func ServerOptions(o ChainOptions) []grpc.ServerOption {
 			if !exempt(info.FullMethod) {
 				err = guard(log, ctx, info.FullMethod, err)
 			}
+			err = observability.Secrets.MaskError(err)
 			logDone(log, ctx, info.FullMethod, start, err)
 			return err
 		},
@@ -258,6 +265,11 @@ func credentialTap(o ChainOptions) tap.ServerInHandle {
 			return auth.WithVerifiedCredential(ctx, id), nil
 		}
 		if status.Code(err) == codes.Unauthenticated {
+			if len(md.Get("authorization")) > 0 {
+				if source, ok := loginSource(ctx); ok {
+					o.FailedLogins.Note("grpc", source, info.FullMethodName, status.Convert(err).Message())
+				}
+			}
 			if o.Logger != nil {
 				o.Logger.DebugContext(ctx, "rpc", "method", info.FullMethodName, "code", codes.Unauthenticated.String(), "error", status.Convert(err).Message(), "stage", "before decoding")
 			}
@@ -265,6 +277,26 @@ func credentialTap(o ChainOptions) tap.ServerInHandle {
 		}
 		return ctx, nil
 	}
+}
+
+// loginSource names where a refused credential came from: the peer's host
+// on the public listener (the port dropped: one client, one source). On the
+// in-process listener ok is false: the REST gateway has already refused and
+// recorded a bad credential itself (gateway.RequireCredential), and a
+// forwarded-for header is never trusted for it.
+func loginSource(ctx context.Context) (source string, ok bool) {
+	p, found := peer.FromContext(ctx)
+	if !found || p.Addr == nil {
+		return "unknown", true
+	}
+	if p.Addr.Network() == "bufconn" {
+		return "", false
+	}
+	source = p.Addr.String()
+	if host, _, err := net.SplitHostPort(source); err == nil {
+		source = host
+	}
+	return source, true
 }
 
 type ctxStream struct {

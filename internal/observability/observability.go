@@ -21,7 +21,9 @@ import (
 // NewLogger returns a slog logger writing to w at level ("debug", "info",
 // "warn", "error") in format "text" or "json". Records written with a
 // *Context method carry the request id and trace id of their context.
+// Every line passes through Secrets (mask.go) before it reaches w.
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
+	w = Secrets.Writer(w)
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}

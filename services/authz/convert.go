@@ -33,6 +33,9 @@ var sourceEnums = map[string]authzv1.PolicySource{
 }
 
 func resourceEnum(s string) authzv1.ResourceType {
+	if s == "credential" { // recorded failed logins only (refusalResource)
+		return authzv1.ResourceType_RESOURCE_TYPE_CREDENTIAL
+	}
 	for k, v := range resourceNames {
 		if v == s {
 			return k

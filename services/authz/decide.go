@@ -211,6 +211,15 @@ func (s *Server) FilterResources(ctx context.Context, req *authzv1.FilterResourc
 	return resp, nil
 }
 
+// refusalResource names a refused resource type; "credential" (failed
+// logins) exists only in recorded refusals.
+func refusalResource(rt authzv1.ResourceType) string {
+	if rt == authzv1.ResourceType_RESOURCE_TYPE_CREDENTIAL {
+		return "credential"
+	}
+	return resourceNames[rt]
+}
+
 // RecordRefusal writes a refusal decided outside authz (the runtime's
 // tool-call chain) to the decision log: a deny of kind
 // DECISION_KIND_REFUSAL with the caller's reason, for the principal the
@@ -227,7 +236,7 @@ func (s *Server) RecordRefusal(ctx context.Context, req *authzv1.RecordRefusalRe
 	rec := &authzstore.DecisionRecord{
 		ID: id, Kind: authzstore.KindRefusal, Time: s.now().UTC(),
 		Tenant: tenantOf(p), Subject: p.GetSubject(), Roles: p.GetRoles(), Attributes: p.GetAttributes(),
-		Resource: resourceNames[req.GetResourceType()], Action: actionNames[req.GetAction()], Target: req.GetTarget(),
+		Resource: refusalResource(req.GetResourceType()), Action: actionNames[req.GetAction()], Target: req.GetTarget(),
 		CallContext: callContextFromProto(cc), Allow: false,
 		Reasons: []authzcasbin.Reason{{Code: req.GetReason().GetCode(), Message: req.GetReason().GetMessage()}},
 	}

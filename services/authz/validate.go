@@ -152,8 +152,10 @@ func validateRequest(fullMethod string, req any) error {
 		if err := validatePrincipal(r.GetPrincipal()); err != nil {
 			return err
 		}
-		if err := validateResource(r.GetResourceType()); err != nil {
-			return err
+		if r.GetResourceType() != authzv1.ResourceType_RESOURCE_TYPE_CREDENTIAL { // failed logins
+			if err := validateResource(r.GetResourceType()); err != nil {
+				return err
+			}
 		}
 		if _, ok := actionNames[r.GetAction()]; !ok {
 			return bad("action", grpcx.ViolationRequired, "required: list, call or use")

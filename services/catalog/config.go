@@ -49,6 +49,12 @@ type Config struct {
 	// "enforce" or "off" (the operator's own local binaries by path).
 	// Default "enforce".
 	FileCommandPolicy string `yaml:"file_command_policy"`
+	// StaticDirs are the directories a static server written through the
+	// API (UpdateServer, ReplaceServers) may read its `path` from; a path
+	// outside them, also through a symlink or `..`, is refused naming
+	// mcpServers.<name>.path. Default: the directory of extensions_config.
+	// The file's own servers are the operator's and are not confined.
+	StaticDirs []string `yaml:"static_dirs"`
 	// NameRetention is how long the exposed name of a (server, tool) pair no
 	// longer in the catalog stays assigned to it, so a returning server gets
 	// its names back (docs/architecture.md §7). Default 720h (30 days).

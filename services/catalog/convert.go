@@ -82,6 +82,8 @@ func serverTypeString(t catalogv1.ServerType) string {
 
 func scopeEnum(s string) catalogv1.SessionScope {
 	switch s {
+	case catalogconfig.ScopePerTenant:
+		return catalogv1.SessionScope_SESSION_SCOPE_PER_TENANT
 	case catalogconfig.ScopePerUser:
 		return catalogv1.SessionScope_SESSION_SCOPE_PER_USER
 	case catalogconfig.ScopePerThread:
@@ -92,6 +94,8 @@ func scopeEnum(s string) catalogv1.SessionScope {
 
 func scopeString(s catalogv1.SessionScope) string {
 	switch s {
+	case catalogv1.SessionScope_SESSION_SCOPE_PER_TENANT:
+		return catalogconfig.ScopePerTenant
 	case catalogv1.SessionScope_SESSION_SCOPE_PER_USER:
 		return catalogconfig.ScopePerUser
 	case catalogv1.SessionScope_SESSION_SCOPE_PER_THREAD:

@@ -151,7 +151,8 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	}
 	s.oauthClose = oclose
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
-		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), HTTPClient: cfg.Egress.policy().StreamingClient(), OAuth: oopts},
+		Options: catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), HTTPClient: cfg.Egress.policy().StreamingClient(), OAuth: oopts,
+			ScopeDirRoot: scopeDirRoot(env.DataDir)},
 		PoolCap:     cfg.Sessions.MaxScoped,
 		PoolIdleTTL: cfg.Sessions.IdleTTL,
 		OnChange:    s.rebuild,
@@ -478,4 +479,16 @@ func (s *Server) rebuildWhenSettled() {
 			s.rebuild()
 		}
 	}()
+}
+
+// scopeDirRoot is where `${TOOLPLANE_SCOPE_DIR}` directories live:
+// <data dir>/mcp-scopes ("" without a data dir: servers referencing it fail).
+func scopeDirRoot(dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs // a child may run with another cwd
+	}
+	return filepath.Join(dataDir, "mcp-scopes")
 }

@@ -143,6 +143,9 @@ func (s *Server) buildServers(in []*catalogv1.ServerConfig, cur *catalogconfig.F
 		if err := s.checkEgress(&srv); err != nil {
 			return nil, invalidServerConfig(i, err)
 		}
+		if err := s.checkStaticPath(&srv, prev); err != nil {
+			return nil, invalidServerConfig(i, err)
+		}
 		out = append(out, srv)
 	}
 	return out, nil

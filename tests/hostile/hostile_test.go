@@ -275,6 +275,57 @@ func TestHostileCases(t *testing.T) {
 		return err
 	}
 
+	// Failed logins first (so the bad tokens of the table below fall in the
+	// same window and are not recorded again): 20 bad tokens on each of
+	// gRPC, REST and /mcp give one decision per surface and source, of
+	// resource type credential, and no more.
+	t.Run("audit/failed logins recorded once per window per source", func(t *testing.T) {
+		bad := s.rt(t, "tp-not-a-token")
+		for i := range 20 {
+			if _, err := bad.ListThreads(ctx, &runtimev1.ListThreadsRequest{}); status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("gRPC bad token: %v", err)
+			}
+			if code, _, _ := s.do(t, s.httpURL, httpCase{method: "GET", path: "/v1/threads", headers: bearer(fmt.Sprintf("tp-bad-%d", i))}); code != 401 {
+				t.Fatalf("REST bad token: %d", code)
+			}
+			if code, _, _ := s.do(t, s.mcpURL, httpCase{method: "POST", body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`, headers: bearer("tp-bad")}); code != 401 {
+				t.Fatalf("/mcp bad token: %d", code)
+			}
+		}
+		az := authzv1.NewAuthzServiceClient(s.conn(t, adminTok))
+		creds := func() []*authzv1.DecisionRecord {
+			res, err := az.ListDecisions(ctx, &authzv1.ListDecisionsRequest{PageSize: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []*authzv1.DecisionRecord
+			for _, d := range res.GetDecisions() {
+				if d.GetResourceType() == authzv1.ResourceType_RESOURCE_TYPE_CREDENTIAL {
+					out = append(out, d)
+				}
+			}
+			return out
+		}
+		var got []*authzv1.DecisionRecord
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got = creds(); len(got) >= 3 {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		got = creds()
+		surfaces := map[string]bool{}
+		for _, d := range got {
+			surfaces[strings.Fields(d.GetTarget())[0]] = true
+			if d.GetAllow() || len(d.GetReasons()) != 1 || d.GetReasons()[0].GetCode() != "auth.credential_invalid" || strings.Contains(d.GetReasons()[0].GetMessage(), "tp-bad") {
+				t.Errorf("record: %v", d)
+			}
+		}
+		if len(got) != 3 || !surfaces["grpc"] || !surfaces["rest"] || !surfaces["mcp"] {
+			t.Fatalf("60 failed logins gave %d credential records (surfaces %v), want one per surface", len(got), surfaces)
+		}
+	})
+
 	type grpcCase struct {
 		class, name string
 		run         func() error

@@ -52,6 +52,8 @@ const (
 	ScopePerUser = "per_user"
 	// ScopePerThread gives each (tenant, subject, thread id) its own child.
 	ScopePerThread = "per_thread"
+	// ScopePerTenant gives each tenant its own child, shared by its users.
+	ScopePerTenant = "per_tenant"
 )
 
 // Values of `pin_new_tools` (docs/architecture.md §7): a new tool of a
@@ -124,7 +126,7 @@ type Server struct {
 	// SessionInitTimeout in seconds; absent = 60 s; 0 or JSON null = no bound
 	// (docs/deerflow.md §5.1). Bounds connect + initialize + tools/list.
 	SessionInitTimeout *float64 `json:"session_init_timeout,omitempty"`
-	// SessionScope is shared (default) | per_user | per_thread.
+	// SessionScope is shared (default) | per_tenant | per_user | per_thread.
 	SessionScope string `json:"session_scope,omitempty"`
 	// Routing is the server-level routing (docs/deerflow.md §2.8).
 	Routing *Routing `json:"routing,omitempty"`
@@ -377,9 +379,12 @@ func (s *Server) Validate() error {
 		return fmt.Errorf("%s.type: %q is not one of stdio, sse, http, static", p, s.EffectiveType())
 	}
 	switch s.SessionScope {
-	case "", ScopeShared, ScopePerUser, ScopePerThread:
+	case "", ScopeShared, ScopePerTenant, ScopePerUser, ScopePerThread:
 	default:
-		return fmt.Errorf("%s.session_scope: %q is not one of shared, per_user, per_thread", p, s.SessionScope)
+		return fmt.Errorf("%s.session_scope: %q is not one of shared, per_tenant, per_user, per_thread", p, s.SessionScope)
+	}
+	if err := s.validateScopeDir(p); err != nil {
+		return err
 	}
 	if s.ToolCallTimeout != nil && (*s.ToolCallTimeout < 0 || math.IsNaN(*s.ToolCallTimeout)) {
 		return fmt.Errorf("%s.tool_call_timeout: must be >= 0 seconds", p)

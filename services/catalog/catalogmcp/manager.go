@@ -164,7 +164,7 @@ func (m *Manager) Supervisor(name string) (*Supervisor, bool) {
 func (m *Manager) Pool() *Pool { return m.pool }
 
 // Call calls an original tool on server. key selects the per-scope session
-// for per_user / per_thread servers (ignored for shared ones). ctx carries
+// for per_tenant / per_user / per_thread servers (ignored for shared ones). ctx carries
 // the call's deadline. Errors: ErrUnknownServer, ErrStatic, *NotReadyError,
 // ctx errors, *SessionError, *RPCError, or transport errors.
 //
@@ -210,8 +210,11 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		return nil, err
 	}
 	key.Server = server
-	if cfg.Scope() == catalogconfig.ScopePerUser {
+	switch cfg.Scope() {
+	case catalogconfig.ScopePerUser:
 		key.Thread = ""
+	case catalogconfig.ScopePerTenant:
+		key.Subject, key.Thread = "", ""
 	}
 	dial := func(dctx context.Context) (*Session, error) {
 		ictx, cancel := sup.initCtx(dctx)
@@ -223,7 +226,11 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 				return nil, err
 			}
 		}
-		return Connect(ictx, cfg, opts, nil)
+		scoped, err := sup.scopedConfig(key)
+		if err != nil {
+			return nil, err
+		}
+		return Connect(ictx, scoped, opts, nil)
 	}
 	for attempt := 0; ; attempt++ {
 		sess, release, err := m.pool.Acquire(ctx, key, dial)

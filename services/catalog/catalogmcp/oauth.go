@@ -150,10 +150,11 @@ func (o *oauthState) waitAuthorized(ctx context.Context) bool {
 	}
 }
 
-// perPrincipal: logins are per user for scoped servers with the
-// authorization code grant; machine grants use the server's credential.
+// perPrincipal: logins are per user for per_user / per_thread servers with
+// the authorization code grant; machine grants, and per_tenant servers (one
+// session shared by a tenant's users), use the server's credential.
 func (o *oauthState) perPrincipal(cfg catalogconfig.Server) bool {
-	if cfg.Scope() == catalogconfig.ScopeShared {
+	if cfg.Scope() == catalogconfig.ScopeShared || cfg.Scope() == catalogconfig.ScopePerTenant {
 		return false
 	}
 	return o.cfg == nil || o.cfg.EffectiveGrant() == catalogconfig.GrantAuthorizationCode

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// ScopeKey identifies a per-scope child: (server, tenant, subject[, thread]).
+// ScopeKey identifies a per-scope child: (server, tenant[, subject[, thread]]);
+// a per_tenant key has an empty subject and thread.
 // Tenant and subject come from the acting-for principal and the thread from
 // a trusted CallContext (docs/architecture.md §10.3), never from request text.
 // A per_thread call without a trusted thread id (a user credential, or no

@@ -97,6 +97,9 @@ type Options struct {
 	// OAuth configures OAuth for sse/http servers (oauth.go; nil = tokens
 	// in memory, no logins).
 	OAuth *OAuthOptions
+	// ScopeDirRoot holds the scope directories `${TOOLPLANE_SCOPE_DIR}`
+	// expands to (catalogconfig.ScopeDir); "" = a server referencing it fails.
+	ScopeDirRoot string
 }
 
 func (o Options) grace() time.Duration {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/toolplane/toolplane/internal/observability"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
@@ -145,19 +146,24 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 		}
 	}
 	vars := map[string]string{}
-	cfg, err := catalogconfig.Expand(s.raw, func(k string) (string, bool) {
+	record := func(k string) (string, bool) {
 		v, ok := lookup(k)
 		if ok {
 			vars[k] = v
 		}
 		return v, ok
-	})
-	s.mask = newMasker(cfg, vars)
+	}
+	cfg, err := catalogconfig.Expand(s.raw, catalogconfig.LookupWithScopeDir(record))
+	s.setMasker(cfg, vars)
 	if err != nil {
 		return fail(err)
 	}
 	s.cfg = cfg
-	if s.oauth, err = newOAuthState(s.raw, cfg, lookup, s.opts.OAuth); err != nil {
+	s.oauth, err = newOAuthState(s.raw, cfg, record, s.opts.OAuth)
+	if s.oauth != nil {
+		s.setMasker(cfg, vars) // with the OAuth values read
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if s.oauth != nil {
@@ -192,6 +198,31 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 	s.cancel = cancel
 	go s.run(ctx)
 	return s
+}
+
+// setMasker builds the server's masker from its expanded configuration
+// and the variables read, and registers the same values with the process's
+// observability.Secrets (removed when the supervisor stops).
+func (s *Supervisor) setMasker(cfg catalogconfig.Server, vars map[string]string) {
+	var o *catalogconfig.OAuth
+	if s.oauth != nil {
+		o = s.oauth.cfg
+	}
+	s.mask = newMasker(cfg, vars, o)
+	observability.Secrets.Set(s.maskOwner(), s.mask.fromEnv)
+	base := s.opts.Logger
+	if base == nil {
+		base = slog.Default()
+	}
+	if mh, ok := base.Handler().(maskHandler); ok {
+		base = slog.New(mh.inner) // re-init: not masked twice
+	}
+	s.opts.Logger = slog.New(maskHandler{inner: base.Handler(), m: s.mask})
+	s.log = s.logger()
+}
+
+func (s *Supervisor) maskOwner() string {
+	return fmt.Sprintf("catalog/mcp/%s#%d", s.raw.Name, s.st.Instance)
 }
 
 func (s *Supervisor) settle() { s.settleOn.Do(func() { close(s.settled) }) }
@@ -363,6 +394,25 @@ func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
 	}
 }
 
+// scopedConfig returns the expanded configuration with `${TOOLPLANE_SCOPE_DIR}`
+// bound to the directory of key's scope (the zero key: the server's shared
+// directory, used by shared servers and by the discovery session of scoped
+// ones), creating it.
+func (s *Supervisor) scopedConfig(key ScopeKey) (catalogconfig.Server, error) {
+	if !catalogconfig.UsesScopeDir(s.cfg) {
+		return s.cfg, nil
+	}
+	scope := s.cfg.Scope()
+	if key == (ScopeKey{}) {
+		scope = catalogconfig.ScopeShared
+	}
+	dir, err := catalogconfig.ScopeDir(s.opts.ScopeDirRoot, s.raw.Name, scope, key.Tenant, key.Subject, key.Thread)
+	if err != nil {
+		return catalogconfig.Server{}, err
+	}
+	return catalogconfig.BindScopeDir(s.cfg, dir), nil
+}
+
 func (s *Supervisor) initCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d := s.cfg.InitTimeout(); d > 0 {
 		return context.WithTimeout(ctx, d)
@@ -380,7 +430,11 @@ func (s *Supervisor) connect(ctx context.Context) (*Session, []ToolDef, error) {
 			return nil, nil, err
 		}
 	}
-	sess, err := Connect(ictx, s.cfg, opts, s.RequestRelist)
+	cfg, err := s.scopedConfig(ScopeKey{})
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := Connect(ictx, cfg, opts, s.RequestRelist)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("%w (%s) exceeded: %w", errInitTimeout, s.cfg.InitTimeout(), err)
@@ -482,6 +536,7 @@ func (s *Supervisor) stop() {
 		s.cancel()
 	}
 	<-s.done
+	observability.Secrets.Set(s.maskOwner(), nil)
 	if s.cancel != nil {
 		s.log.Info("catalog: MCP server stopped")
 	}

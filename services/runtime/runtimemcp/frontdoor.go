@@ -107,6 +107,10 @@ type Options struct {
 	// MaxBodyBytes bounds a POST body (default DefaultMaxBodyBytes;
 	// server.http.mcp_max_body_bytes).
 	MaxBodyBytes int64
+	// MaxSessionsPerPrincipal caps the live HTTP MCP sessions of one
+	// principal (default DefaultMaxSessionsPerPrincipal;
+	// server.http.mcp_max_sessions_per_principal; sessioncap.go).
+	MaxSessionsPerPrincipal int
 	// OnRefusal, when set, is told of every request the guard refuses
 	// (status and reason), for logs and metrics.
 	OnRefusal func(r *http.Request, code int, reason string)
@@ -131,6 +135,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxSessionsPerPrincipal <= 0 {
+		o.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	}
 }
 
@@ -163,6 +170,8 @@ type Server struct {
 	// owners maps an MCP session id to the key of the principal (or, without
 	// a Verifier, the credential) that created it (guard.go).
 	owners *lru.Cache[string, string]
+	// caps counts each owner's sessions (sessioncap.go).
+	caps *sessionCap
 }
 
 // bindingCap bounds each of the thread-binding caches.
@@ -188,7 +197,7 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 	sessions, _ := lru.New[string, string](bindingCap)
 	stable, _ := lru.New[string, string](bindingCap)
 	levels, _ := lru.New[string, mcp.LoggingLevel](bindingCap)
-	s := &Server{rt: rt, opts: opts, sessions: sessions, stable: stable, levels: levels, owners: newOwners()}
+	s := &Server{rt: rt, opts: opts, sessions: sessions, stable: stable, levels: levels, owners: newOwners(), caps: newSessionCap(opts.MaxSessionsPerPrincipal)}
 	s.notes = newNotifier()
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	hooks := &server.Hooks{}
@@ -226,6 +235,7 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 		}
 		s.levels.Remove(sess.SessionID())
 		s.owners.Remove(sess.SessionID())
+		s.caps.remove(sess.SessionID())
 	})
 	s.mcp = server.NewMCPServer(opts.Name, version.String(),
 		server.WithToolCapabilities(true),

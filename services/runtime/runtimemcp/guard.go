@@ -89,6 +89,11 @@ func ownerFrom(ctx context.Context) string {
 //  4. Body: a POST body over Options.MaxBodyBytes is 413 naming the limit,
 //     refused from Content-Length before a byte is read, else after
 //     reading at most limit+1 bytes.
+//  5. Sessions per principal: a request that would open a session (POST
+//     initialize, GET without a session id) beyond
+//     Options.MaxSessionsPerPrincipal ends the principal's least recently
+//     used idle session first, and is 429 naming the limit when every one
+//     of them has a request in flight (sessioncap.go).
 func (s *Server) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.opts.AllowedOrigins, o) && !sameOrigin(o, r.Host) {
@@ -126,13 +131,15 @@ func (s *Server) guard(h http.Handler) http.Handler {
 				return
 			}
 		}
+		var body []byte
 		if r.Method == http.MethodPost && r.Body != nil {
 			limit := s.opts.MaxBodyBytes
 			if r.ContentLength > limit {
 				s.tooLarge(w, r, limit)
 				return
 			}
-			body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+			var err error
+			body, err = io.ReadAll(io.LimitReader(r.Body, limit+1))
 			_ = r.Body.Close()
 			if err != nil {
 				s.refuse(w, r, http.StatusBadRequest, "body_unreadable", "request body could not be read")
@@ -144,9 +151,27 @@ func (s *Server) guard(h http.Handler) http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
+		// 5. Sessions per principal (sessioncap.go).
+		switch {
+		case createsSession(r, body):
+			evict, release, ok := s.caps.admit(owner)
+			if !ok {
+				s.tooManySessions(w, r)
+				return
+			}
+			defer release()
+			if evict != "" {
+				evictSession(h, r, evict)
+			}
+		case sid != "":
+			defer s.caps.begin(sid)()
+		}
 		r = r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner))
 		bw := &bindingWriter{ResponseWriter: w, s: s, owner: owner, had: sid != ""}
 		h.ServeHTTP(bw, r)
+		if bw.minted != "" {
+			s.caps.end(bw.minted)
+		}
 		if r.Method == http.MethodDelete && sid != "" && bw.code == http.StatusOK {
 			s.owners.Remove(sid)
 		}
@@ -194,10 +219,11 @@ func writeRefusal(w http.ResponseWriter, code int, reason, msg string) {
 // it.
 type bindingWriter struct {
 	http.ResponseWriter
-	s     *Server
-	owner string
-	had   bool
-	code  int
+	s      *Server
+	owner  string
+	had    bool
+	code   int
+	minted string // the session id this response minted
 }
 
 func (b *bindingWriter) bind() {
@@ -207,6 +233,8 @@ func (b *bindingWriter) bind() {
 	b.code = http.StatusOK
 	if sid := b.Header().Get(headerSessionID); sid != "" && !b.had {
 		b.s.owners.Add(sid, b.owner)
+		b.s.caps.bind(b.owner, sid)
+		b.minted = sid
 	}
 }
 

@@ -102,6 +102,9 @@ func NewDispatcher(cfg Settings, d Deps) *Dispatcher {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Workspace != nil {
+		d.Workspace.quota.Store(cfg.ThreadQuotaBytes) // saved results count too
+	}
 	return &Dispatcher{cfg: cfg, ws: d.Workspace, catalog: d.Catalog, skills: d.Skills, assembly: d.Assembly, now: d.Now, promotions: d.Promotions, agents: d.Agents}
 }
 

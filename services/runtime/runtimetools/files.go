@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -45,6 +46,9 @@ var WorkspaceDirs = []string{"workspace", "outputs", "uploads"}
 type Workspace struct {
 	dir   string
 	locks keyedLocks
+	// quota is runtime.limits.workspace.thread_quota_bytes (0: unbounded),
+	// applied to saved tool results too (SaveResult).
+	quota atomic.Int64
 }
 
 // NewWorkspace returns the workspace rooted at dir (<data dir>/runtime).
@@ -65,6 +69,14 @@ func (w *Workspace) WritablePath(p string) (string, bool) {
 // Lock serialises work on key (read-before-write gate + write per thread
 // and path) until the returned func is called.
 func (w *Workspace) Lock(key string) func() { return w.locks.lock(key) }
+
+// reserve serialises the quota check and the write of one thread's files,
+// so concurrent writers on a thread cannot each see room for their bytes
+// and together exceed runtime.limits.workspace.thread_quota_bytes: the
+// check and the write are one atomic reservation. It is taken after the
+// read-before-write gate's (thread, path) lock, never before, so the two
+// cannot deadlock.
+func (w *Workspace) reserve(threadID string) func() { return w.locks.lock("quota\x00" + threadID) }
 
 // CleanVirtual validates and cleans a virtual path; it returns the path
 // relative to the user-data root ("workspace/a.txt").
@@ -286,6 +298,7 @@ func (s *Dispatcher) writeFile(_ context.Context, ec *runtimechain.Call, args ma
 	}
 	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	size := int64(len(content))
+	defer s.ws.reserve(ec.Thread.Proto.GetThreadId())()
 	if appendMode, _ := args["append"].(bool); appendMode {
 		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 		if fi, err := r.Stat(rel); err == nil {
@@ -321,6 +334,18 @@ func (s *Dispatcher) checkWrite(r *os.Root, rel, clean string, size int64) error
 	if q <= 0 {
 		return nil
 	}
+	used, err := usedBytes(r, rel)
+	if err != nil {
+		return err
+	}
+	if used+size > q {
+		return runtimechain.Business("writing %s would bring this thread's files to %d bytes, over runtime.limits.workspace.thread_quota_bytes (%d bytes); delete or shorten files first", clean, used+size, q)
+	}
+	return nil
+}
+
+// usedBytes is the size of the files under r except the file rel.
+func usedBytes(r *os.Root, rel string) (int64, error) {
 	var used int64
 	err := fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || p == rel {
@@ -331,13 +356,7 @@ func (s *Dispatcher) checkWrite(r *os.Root, rel, clean string, size int64) error
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if used+size > q {
-		return runtimechain.Business("writing %s would bring this thread's files to %d bytes, over runtime.limits.workspace.thread_quota_bytes (%d bytes); delete or shorten files first", clean, used+size, q)
-	}
-	return nil
+	return used, err
 }
 
 // strReplace implements str_replace.
@@ -355,6 +374,7 @@ func (s *Dispatcher) strReplace(_ context.Context, ec *runtimechain.Call, args m
 		return nil, err
 	}
 	defer r.Close()
+	defer s.ws.reserve(ec.Thread.Proto.GetThreadId())()
 	b, err := r.ReadFile(rel)
 	if err != nil {
 		return nil, fsErr(clean, err)
@@ -518,6 +538,19 @@ func (w *Workspace) SaveResult(threadID, callID, prefix, ext, text string) (*run
 	defer r.Close()
 	if err := r.MkdirAll("outputs/.tool-results", 0o700); err != nil {
 		return nil, err
+	}
+	// Saved results count against the thread's quota like the file tools'
+	// writes (one reservation with them): over it, nothing is saved and the
+	// caller says the output could not be saved.
+	if q := w.quota.Load(); q > 0 {
+		defer w.reserve(threadID)()
+		used, err := usedBytes(r, rel)
+		if err != nil {
+			return nil, err
+		}
+		if used+int64(len(text)) > q {
+			return nil, fmt.Errorf("saving the output would bring this thread's files over runtime.limits.workspace.thread_quota_bytes (%d bytes)", q)
+		}
 	}
 	if err := r.WriteFile(rel, []byte(text), 0o600); err != nil {
 		return nil, err

@@ -38,6 +38,10 @@ const (
 	ResourceType_RESOURCE_TYPE_MODEL ResourceType = 3
 	// An MCP server by name (actions: list, call).
 	ResourceType_RESOURCE_TYPE_MCP_SERVER ResourceType = 4
+	// A credential presented to the suite (action: use). Only in recorded
+	// refusals (RecordRefusal): failed logins, recorded once per window per
+	// source; Authorize and FilterResources refuse it.
+	ResourceType_RESOURCE_TYPE_CREDENTIAL ResourceType = 5
 )
 
 // Enum value maps for ResourceType.
@@ -48,6 +52,7 @@ var (
 		2: "RESOURCE_TYPE_SKILL",
 		3: "RESOURCE_TYPE_MODEL",
 		4: "RESOURCE_TYPE_MCP_SERVER",
+		5: "RESOURCE_TYPE_CREDENTIAL",
 	}
 	ResourceType_value = map[string]int32{
 		"RESOURCE_TYPE_UNSPECIFIED": 0,
@@ -55,6 +60,7 @@ var (
 		"RESOURCE_TYPE_SKILL":       2,
 		"RESOURCE_TYPE_MODEL":       3,
 		"RESOURCE_TYPE_MCP_SERVER":  4,
+		"RESOURCE_TYPE_CREDENTIAL":  5,
 	}
 )
 
@@ -1400,13 +1406,14 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\x0epolicy_version\x18\f \x01(\x03R\rpolicyVersion\x12'\n" +
 	"\x0fcandidate_count\x18\r \x01(\x05R\x0ecandidateCount\x12#\n" +
 	"\rallowed_count\x18\x0e \x01(\x05R\fallowedCount\x12\x16\n" +
-	"\x06denied\x18\x0f \x03(\tR\x06denied*\x95\x01\n" +
+	"\x06denied\x18\x0f \x03(\tR\x06denied*\xb3\x01\n" +
 	"\fResourceType\x12\x1d\n" +
 	"\x19RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RESOURCE_TYPE_TOOL\x10\x01\x12\x17\n" +
 	"\x13RESOURCE_TYPE_SKILL\x10\x02\x12\x17\n" +
 	"\x13RESOURCE_TYPE_MODEL\x10\x03\x12\x1c\n" +
-	"\x18RESOURCE_TYPE_MCP_SERVER\x10\x04*R\n" +
+	"\x18RESOURCE_TYPE_MCP_SERVER\x10\x04\x12\x1c\n" +
+	"\x18RESOURCE_TYPE_CREDENTIAL\x10\x05*R\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vACTION_LIST\x10\x01\x12\x0f\n" +

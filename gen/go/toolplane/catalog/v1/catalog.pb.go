@@ -166,6 +166,8 @@ const (
 	SessionScope_SESSION_SCOPE_PER_USER SessionScope = 2
 	// One child per (tenant, subject, thread id of the trusted CallContext).
 	SessionScope_SESSION_SCOPE_PER_THREAD SessionScope = 3
+	// One child per tenant of the acting-for Principal (every user of a tenant shares it).
+	SessionScope_SESSION_SCOPE_PER_TENANT SessionScope = 4
 )
 
 // Enum value maps for SessionScope.
@@ -175,12 +177,14 @@ var (
 		1: "SESSION_SCOPE_SHARED",
 		2: "SESSION_SCOPE_PER_USER",
 		3: "SESSION_SCOPE_PER_THREAD",
+		4: "SESSION_SCOPE_PER_TENANT",
 	}
 	SessionScope_value = map[string]int32{
 		"SESSION_SCOPE_UNSPECIFIED": 0,
 		"SESSION_SCOPE_SHARED":      1,
 		"SESSION_SCOPE_PER_USER":    2,
 		"SESSION_SCOPE_PER_THREAD":  3,
+		"SESSION_SCOPE_PER_TENANT":  4,
 	}
 )
 
@@ -2171,12 +2175,13 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x11SERVER_TYPE_STDIO\x10\x01\x12\x13\n" +
 	"\x0fSERVER_TYPE_SSE\x10\x02\x12\x14\n" +
 	"\x10SERVER_TYPE_HTTP\x10\x03\x12\x16\n" +
-	"\x12SERVER_TYPE_STATIC\x10\x04*\x81\x01\n" +
+	"\x12SERVER_TYPE_STATIC\x10\x04*\x9f\x01\n" +
 	"\fSessionScope\x12\x1d\n" +
 	"\x19SESSION_SCOPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SESSION_SCOPE_SHARED\x10\x01\x12\x1a\n" +
 	"\x16SESSION_SCOPE_PER_USER\x10\x02\x12\x1c\n" +
-	"\x18SESSION_SCOPE_PER_THREAD\x10\x03*Z\n" +
+	"\x18SESSION_SCOPE_PER_THREAD\x10\x03\x12\x1c\n" +
+	"\x18SESSION_SCOPE_PER_TENANT\x10\x04*Z\n" +
 	"\vRoutingMode\x12\x1c\n" +
 	"\x18ROUTING_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ROUTING_MODE_OFF\x10\x01\x12\x17\n" +
