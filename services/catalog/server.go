@@ -53,6 +53,8 @@ type Server struct {
 
 	acp *catalogacp.Pool // nil: no ACP agents configured
 
+	feats featureHub // WatchFeatures (features.go)
+
 	snap    atomic.Pointer[snapshot]
 	buildMu sync.Mutex
 	cache   map[string]*serverCache
@@ -154,7 +156,9 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		Options:     catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), HTTPClient: cfg.Egress.policy().StreamingClient(), OAuth: oopts},
 		PoolCap:     cfg.Sessions.MaxScoped,
 		PoolIdleTTL: cfg.Sessions.IdleTTL,
-		OnChange:    s.rebuild,
+		OnChange:    func() { s.rebuild(); s.featuresChanged() },
+		// Resources and prompts (features.go).
+		OnFeaturesChange: s.featuresChanged,
 	})
 	f, raw, err := s.initialConfig()
 	if err != nil {
