@@ -573,9 +573,13 @@ func (s *Server) onFeatureRequest(ctx context.Context, _ any, message any) error
 		return nil
 	}
 	var m struct {
+		ID     any    `json:"id"`
 		Method string `json:"method"`
 		Params struct {
-			URI string `json:"uri"`
+			URI           string `json:"uri"`
+			Notifications struct {
+				ResourceSubscriptions []string `json:"resourceSubscriptions"`
+			} `json:"notifications"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(raw, &m) != nil {
@@ -587,6 +591,10 @@ func (s *Server) onFeatureRequest(ctx context.Context, _ any, message any) error
 			return nil // mcp-go answers invalid params
 		}
 		return s.subscribeResource(ctx, m.Params.URI)
+	case mcp.MethodSubscriptionsListen:
+		if len(m.Params.Notifications.ResourceSubscriptions) > 0 {
+			return s.listenResources(ctx, m.ID, m.Params.Notifications.ResourceSubscriptions)
+		}
 	case mcp.MethodResourcesUnsubscribe:
 		if sess := server.ClientSessionFromContext(ctx); sess != nil {
 			s.unsubscribeResource(sess.SessionID(), m.Params.URI)
@@ -604,7 +612,7 @@ const maxSubscriptionsPerSession = 64
 func (s *Server) subscribeResource(ctx context.Context, uri string) error {
 	sess := server.ClientSessionFromContext(ctx)
 	if sess == nil || sess.SessionID() == "" {
-		return errors.New("resources/subscribe needs a session (protocol 2026-07-28: subscriptions/listen)")
+		return errors.New("resources/subscribe needs a session (protocol 2026-07-28: subscriptions/listen with resourceSubscriptions)")
 	}
 	id := sess.SessionID()
 	s.feat.mu.Lock()
@@ -617,25 +625,49 @@ func (s *Server) subscribeResource(ctx context.Context, uri string) error {
 	if n >= maxSubscriptionsPerSession {
 		return fmt.Errorf("resources/subscribe: at most %d subscriptions per session", maxSubscriptionsPerSession)
 	}
+	// The stream outlives the request: it ends on unsubscribe, at the
+	// session's end or when the front door closes.
+	stream, cancel, err := s.openSubscription(ctx, s.bgCtx, uri)
+	if err != nil {
+		return err
+	}
+	s.feat.mu.Lock()
+	if s.feat.subs[id] == nil {
+		s.feat.subs[id] = map[string]context.CancelFunc{}
+	}
+	s.feat.subs[id][uri] = cancel
+	s.feat.mu.Unlock()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer cancel()
+		s.relayUpdates(id, uri, stream, func(u string) error {
+			return s.mcp.SendNotificationToSpecificClient(id, string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": u})
+		})
+	}()
+	return nil
+}
+
+// openSubscription authorizes uri for the request's principal and opens the
+// catalog's subscription, bound to life (confirmed before it returns).
+func (s *Server) openSubscription(ctx, life context.Context, uri string) (grpc.ServerStreamingClient[catalogv1.SubscribeResourceResponse], context.CancelFunc, error) {
 	fc, err := s.newFeatureCall(ctx)
 	if err != nil {
-		return upstreamErr("resources/subscribe", err)
+		return nil, nil, upstreamErr("resources/subscribe", err)
 	}
 	defer fc.cancel()
 	srv, err := s.ownerOfURI(fc, uri)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := s.authorize(fc, authzv1.ResourceType_RESOURCE_TYPE_RESOURCE, uri, srv); err != nil {
-		return err
+		return nil, nil, err
 	}
-	// The stream outlives the request: it ends on unsubscribe, at the
-	// session's end or when the front door closes.
-	sctx, cancel := context.WithCancel(s.actingFor(s.bgCtx, fc.p))
+	sctx, cancel := context.WithCancel(s.actingFor(life, fc.p))
 	stream, err := s.opts.Catalog.SubscribeResource(sctx, &catalogv1.SubscribeResourceRequest{Uri: uri, CallContext: fc.cc})
 	if err != nil {
 		cancel()
-		return upstreamErr("resources/subscribe", err)
+		return nil, nil, upstreamErr("resources/subscribe", err)
 	}
 	first := make(chan error, 1)
 	go func() {
@@ -652,26 +684,71 @@ func (s *Server) subscribeResource(ctx context.Context, uri string) error {
 	}
 	if err != nil {
 		cancel()
-		return upstreamErr("resources/subscribe", err)
+		return nil, nil, upstreamErr("resources/subscribe", err)
 	}
-	s.feat.mu.Lock()
-	if s.feat.subs[id] == nil {
-		s.feat.subs[id] = map[string]context.CancelFunc{}
+	return stream, cancel, nil
+}
+
+// listenResources serves the resourceSubscriptions of a 2026-07-28
+// subscriptions/listen request: each URI is authorized and subscribed
+// before mcp-go acknowledges the stream (a refusal fails the request), and
+// its updates are written to the listen stream until the request ends.
+func (s *Server) listenResources(ctx context.Context, id any, uris []string) error {
+	sess := server.ClientSessionFromContext(ctx)
+	if sess == nil {
+		return errors.New("subscriptions/listen: no session")
 	}
-	s.feat.subs[id][uri] = cancel
-	s.feat.mu.Unlock()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		defer cancel()
-		s.relayUpdates(id, uri, stream)
-	}()
+	if len(uris) > maxSubscriptionsPerSession {
+		return fmt.Errorf("subscriptions/listen: at most %d resource subscriptions", maxSubscriptionsPerSession)
+	}
+	type open struct {
+		uri    string
+		stream grpc.ServerStreamingClient[catalogv1.SubscribeResourceResponse]
+		cancel context.CancelFunc
+	}
+	var opened []open
+	seen := map[string]bool{}
+	for _, u := range uris {
+		if u == "" || seen[u] {
+			continue
+		}
+		seen[u] = true
+		st, cancel, err := s.openSubscription(ctx, s.bgCtx, u)
+		if err != nil {
+			for _, o := range opened {
+				o.cancel()
+			}
+			return err
+		}
+		opened = append(opened, open{u, st, cancel})
+	}
+	for _, o := range opened {
+		stop := context.AfterFunc(ctx, o.cancel) // the listen request's end
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			defer stop()
+			defer o.cancel()
+			s.relayUpdates("", o.uri, o.stream, func(u string) error {
+				n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+					Method: string(mcp.MethodNotificationResourceUpdated),
+					Params: mcp.NotificationParams{Meta: map[string]any{mcp.MetaKeySubscriptionID: id}, AdditionalFields: map[string]any{"uri": u}},
+				}}
+				select {
+				case sess.NotificationChannel() <- n:
+					return nil
+				default:
+					return errors.New("listen stream full")
+				}
+			})
+		}()
+	}
 	return nil
 }
 
 // relayUpdates sends notifications/resources/updated to the session for
 // every update the catalog streams.
-func (s *Server) relayUpdates(id, uri string, stream grpc.ServerStreamingClient[catalogv1.SubscribeResourceResponse]) {
+func (s *Server) relayUpdates(id, uri string, stream grpc.ServerStreamingClient[catalogv1.SubscribeResourceResponse], send func(uri string) error) {
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -686,7 +763,7 @@ func (s *Server) relayUpdates(id, uri string, stream grpc.ServerStreamingClient[
 		if m.GetUpdatedUri() == "" {
 			continue
 		}
-		if err := s.mcp.SendNotificationToSpecificClient(id, string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": m.GetUpdatedUri()}); err != nil {
+		if err := send(m.GetUpdatedUri()); err != nil {
 			s.opts.Logger.Debug("mcp front door: resources/updated not delivered", "error", err)
 		}
 	}
