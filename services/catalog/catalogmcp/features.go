@@ -350,9 +350,39 @@ func (s *Supervisor) Features() Features {
 	return s.feat.cur
 }
 
+// Bounds of a server's features: listing waits at most featureListTimeout
+// (a server that hangs on resources/list does not hold its tools back), and
+// at most maxFeatureItems objects of each kind of at most maxFeatureBytes
+// each are kept (the rest is dropped and logged).
+const (
+	featureListTimeout = 10 * time.Second
+	maxFeatureItems    = 10000
+	maxFeatureBytes    = 64 << 10
+)
+
+// capItems applies the bounds to one kind.
+func (s *Supervisor) capItems(kind string, items []json.RawMessage) []json.RawMessage {
+	out := items[:0:0]
+	dropped := 0
+	for _, it := range items {
+		if len(it) > maxFeatureBytes || len(out) >= maxFeatureItems {
+			dropped++
+			continue
+		}
+		out = append(out, it)
+	}
+	if dropped > 0 {
+		s.log.Warn("catalog: MCP server lists too many or too large "+kind+"; some are not exposed", "dropped", dropped,
+			"max_items", maxFeatureItems, "max_bytes", maxFeatureBytes)
+	}
+	return out
+}
+
 // refreshFeatures lists the features on sess and stores them; a failure
 // keeps the last lists (logged).
 func (s *Supervisor) refreshFeatures(ctx context.Context, sess *Session) {
+	ctx, cancel := context.WithTimeout(ctx, featureListTimeout)
+	defer cancel()
 	var f Features
 	var err error
 	if f.Resources, err = sess.ListResources(ctx); err == nil {
@@ -364,6 +394,7 @@ func (s *Supervisor) refreshFeatures(ctx context.Context, sess *Session) {
 		s.log.Warn("catalog: MCP server resources/prompts listing failed; keeping the last lists", "err", s.mask.mask(err.Error()))
 		return
 	}
+	f.Resources, f.Templates, f.Prompts = s.capItems("resources", f.Resources), s.capItems("resource templates", f.Templates), s.capItems("prompts", f.Prompts)
 	caps := sess.Capabilities()
 	f.Subscribe = caps.Resources != nil && caps.Resources.Subscribe
 	f.Completions = caps.Completions != nil

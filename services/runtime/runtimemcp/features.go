@@ -24,6 +24,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -55,6 +56,7 @@ type featureState struct {
 	principals *lru.Cache[string, *typev1.Principal]
 	mu         sync.Mutex
 	subs       map[string]map[string]context.CancelFunc // session id -> exposed URI -> subscription
+	open       atomic.Int64                             // open catalog subscriptions
 }
 
 // featuresOn reports whether resources and prompts are served (a catalog
@@ -585,6 +587,14 @@ func (s *Server) onFeatureRequest(ctx context.Context, _ any, message any) error
 	if json.Unmarshal(raw, &m) != nil {
 		return nil
 	}
+	// Remember the principal of every session (not only those that use
+	// resources): its end closes the per-thread sessions its tool calls
+	// started.
+	if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" && !s.feat.principals.Contains(sess.SessionID()) {
+		if p, err := s.principal(ctx); err == nil {
+			s.feat.principals.ContainsOrAdd(sess.SessionID(), p)
+		}
+	}
 	switch mcp.MCPMethod(m.Method) {
 	case mcp.MethodResourcesSubscribe:
 		if m.Params.URI == "" {
@@ -606,8 +616,12 @@ func (s *Server) onFeatureRequest(ctx context.Context, _ any, message any) error
 // subscribeWait bounds the wait for the catalog's confirmation.
 const subscribeWait = 15 * time.Second
 
-// maxSubscriptionsPerSession bounds a session's open subscriptions.
-const maxSubscriptionsPerSession = 64
+// maxSubscriptionsPerSession bounds a session's (or a listen request's)
+// open subscriptions, maxOpenSubscriptions the front door's.
+const (
+	maxSubscriptionsPerSession = 64
+	maxOpenSubscriptions       = 4096
+)
 
 func (s *Server) subscribeResource(ctx context.Context, uri string) error {
 	sess := server.ClientSessionFromContext(ctx)
@@ -635,11 +649,18 @@ func (s *Server) subscribeResource(ctx context.Context, uri string) error {
 	if s.feat.subs[id] == nil {
 		s.feat.subs[id] = map[string]context.CancelFunc{}
 	}
+	if _, raced := s.feat.subs[id][uri]; raced { // a concurrent subscribe won
+		s.feat.mu.Unlock()
+		cancel()
+		s.feat.open.Add(-1)
+		return nil
+	}
 	s.feat.subs[id][uri] = cancel
 	s.feat.mu.Unlock()
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
+		defer s.feat.open.Add(-1)
 		defer cancel()
 		s.relayUpdates(id, uri, stream, func(u string) error {
 			return s.mcp.SendNotificationToSpecificClient(id, string(mcp.MethodNotificationResourceUpdated), map[string]any{"uri": u})
@@ -650,7 +671,16 @@ func (s *Server) subscribeResource(ctx context.Context, uri string) error {
 
 // openSubscription authorizes uri for the request's principal and opens the
 // catalog's subscription, bound to life (confirmed before it returns).
-func (s *Server) openSubscription(ctx, life context.Context, uri string) (grpc.ServerStreamingClient[catalogv1.SubscribeResourceResponse], context.CancelFunc, error) {
+func (s *Server) openSubscription(ctx, life context.Context, uri string) (_ grpc.ServerStreamingClient[catalogv1.SubscribeResourceResponse], _ context.CancelFunc, err error) {
+	if s.feat.open.Add(1) > maxOpenSubscriptions {
+		s.feat.open.Add(-1)
+		return nil, nil, fmt.Errorf("resources/subscribe: the front door holds %d subscriptions, its limit; try later", maxOpenSubscriptions)
+	}
+	defer func() {
+		if err != nil {
+			s.feat.open.Add(-1)
+		}
+	}()
 	fc, err := s.newFeatureCall(ctx)
 	if err != nil {
 		return nil, nil, upstreamErr("resources/subscribe", err)
@@ -717,6 +747,7 @@ func (s *Server) listenResources(ctx context.Context, id any, uris []string) err
 		if err != nil {
 			for _, o := range opened {
 				o.cancel()
+				s.feat.open.Add(-1)
 			}
 			return err
 		}
@@ -727,6 +758,7 @@ func (s *Server) listenResources(ctx context.Context, id any, uris []string) err
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
+			defer s.feat.open.Add(-1)
 			defer stop()
 			defer o.cancel()
 			s.relayUpdates("", o.uri, o.stream, func(u string) error {

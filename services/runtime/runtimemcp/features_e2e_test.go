@@ -261,7 +261,7 @@ func TestEndToEndResourcesModernProtocol(t *testing.T) {
 // sessions in the catalog; another session's stay.
 func TestEndToEndDeleteEndsPerThreadSessions(t *testing.T) {
 	url, grpcAddr := startSuiteScope(t, "per_thread")
-	open := func() *client.Client {
+	open := func(viaTool bool) *client.Client {
 		tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + editorToken}))
 		if err != nil {
 			t.Fatal(err)
@@ -273,6 +273,15 @@ func TestEndToEndDeleteEndsPerThreadSessions(t *testing.T) {
 		if _, err := c.Initialize(ctx20(t), mcp.InitializeRequest{}); err != nil {
 			t.Fatal(err)
 		}
+		if viaTool { // a tool call through the runtime starts the thread's child
+			if isErr, txt := callTool(t, c, "tool_search", map[string]any{"query": "select:everything_echo"}); isErr {
+				t.Fatalf("tool_search: %s", txt)
+			}
+			if isErr, txt := callTool(t, c, "everything_echo", map[string]any{"message": "hi"}); isErr {
+				t.Fatalf("echo: %s", txt)
+			}
+			return c
+		}
 		// A read through the per-thread scope starts the thread's child.
 		uris := resourceURIs(t, c)
 		if len(uris) == 0 {
@@ -283,8 +292,8 @@ func TestEndToEndDeleteEndsPerThreadSessions(t *testing.T) {
 		}
 		return c
 	}
-	a := open()
-	b := open()
+	a := open(true)
+	b := open(false)
 	t.Cleanup(func() { _ = b.Close() })
 	// The two sessions' threads, newest first.
 	conn, err := grpcx.Dial(grpcAddr, grpcx.DialOptions{Token: editorToken})
