@@ -32,8 +32,7 @@ const (
 	ResourceModel     = "model"
 	ResourceMCPServer = "mcp_server"
 	// ResourceResource is an MCP resource or resource template by exposed
-	// URI (docs/decisions/0161-front-door-resources-and-prompts.md); URIs
-	// contain "/", so rules name them with "**" globs.
+	// URI (docs/decisions/0161-front-door-resources-and-prompts.md).
 	ResourceResource = "resource"
 	// ResourcePrompt is an MCP prompt by exposed name.
 	ResourcePrompt = "prompt"
@@ -381,8 +380,7 @@ var ErrInvalidPolicy = errors.New("invalid policy")
 // and call every MCP server (the runtime filters servers before tools, so
 // without the mcp_server lines a user would see no MCP tool at all), and
 // list and read (call) every MCP resource and prompt the front door
-// re-exports (resource rules use "**": URIs contain "/"; "*" does not
-// cross it).
+// re-exports.
 const DefaultPolicy = `# Toolplane default policy (source "default").
 p, admin, *, *, *, *, allow
 p, user, *, tool, *, list, allow
@@ -393,9 +391,8 @@ p, user, *, model, *, list, allow
 p, user, *, model, *, use, allow
 p, user, *, mcp_server, *, list, allow
 p, user, *, mcp_server, *, call, allow
-p, admin, *, resource, **, *, allow
-p, user, *, resource, **, list, allow
-p, user, *, resource, **, call, allow
+p, user, *, resource, *, list, allow
+p, user, *, resource, *, call, allow
 p, user, *, prompt, *, list, allow
 p, user, *, prompt, *, call, allow
 `

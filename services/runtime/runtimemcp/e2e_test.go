@@ -91,9 +91,9 @@ func startSuiteScope(t *testing.T, scope string) (string, string) {
 	if err := os.WriteFile(policy, []byte("p, editor, *, *, *, *, allow\n"+
 		"p, viewer, *, *, *, *, allow\n"+
 		"p, viewer, *, tool, everything_get-sum, call, deny\n"+
-		"p, editor, *, resource, **, *, allow\n"+
-		"p, viewer, *, resource, **, *, allow\n"+
-		"p, viewer, *, resource, \"toolplane+mcp://everything/demo://resource/dynamic/**\", *, deny\n"), 0o600); err != nil {
+		
+		"p, viewer, *, resource, *, *, allow\n"+
+		"p, viewer, *, resource, \"toolplane+mcp://everything/demo://resource/dynamic/*\", *, deny\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := app.DefaultConfig()
