@@ -260,7 +260,9 @@ func (s *Server) exposeContentURIs(v *featView, server string, raw json.RawMessa
 		if orig == "" {
 			return orig
 		}
-		if !cfg.Prefixed() {
+		// A URI already in the exposed form is wrapped again, so that a
+		// server cannot pass another server's URI off as its own.
+		if !cfg.Prefixed() && !strings.HasPrefix(orig, exposedPrefix) {
 			if r := v.byURI[orig]; r == nil || r.Server == server {
 				return orig
 			}
