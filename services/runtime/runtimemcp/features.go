@@ -613,8 +613,12 @@ func (s *Server) onFeatureRequest(ctx context.Context, _ any, message any) error
 	return nil
 }
 
-// subscribeWait bounds the wait for the catalog's confirmation.
-const subscribeWait = 15 * time.Second
+// subscribeWait bounds the wait for the catalog's confirmation,
+// closeThreadWait the CloseThreadSessions call at a session's end.
+const (
+	subscribeWait   = 15 * time.Second
+	closeThreadWait = 5 * time.Second
+)
 
 // maxSubscriptionsPerSession bounds a session's (or a listen request's)
 // open subscriptions, maxOpenSubscriptions the front door's.
@@ -840,9 +844,19 @@ func (s *Server) onFeatureSessionEnd(_ context.Context, sess server.ClientSessio
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
-			ctx, cancel := context.WithTimeout(s.actingFor(s.bgCtx, p), s.opts.CallTimeout)
+			// Not bound to the front door's life: a session that ends as the
+			// front door closes (stdio) still has its sessions closed, within
+			// closeThreadWait.
+			ctx, cancel := context.WithTimeout(s.actingFor(context.Background(), p), min(s.opts.CallTimeout, closeThreadWait))
 			defer cancel()
-			if _, err := s.opts.Catalog.CloseThreadSessions(ctx, &catalogv1.CloseThreadSessionsRequest{ThreadId: t}); err != nil {
+			_, err := s.opts.Catalog.CloseThreadSessions(ctx, &catalogv1.CloseThreadSessionsRequest{ThreadId: t})
+			switch {
+			case err == nil:
+			case status.Code(err) == codes.PermissionDenied:
+				// `toolplane mcp` with a user token: the catalog refuses this
+				// service-class call; the catalog's idle TTL closes them.
+				s.opts.Logger.Info("mcp front door: the catalog refused closing the thread's MCP sessions", "error", err)
+			default:
 				s.logFeatureErr("closing the thread's MCP sessions", err)
 			}
 		}()
