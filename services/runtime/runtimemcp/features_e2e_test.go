@@ -91,7 +91,7 @@ func readText(t *testing.T, c *client.Client, uri string) (string, string, error
 // against the real suite and server-everything; a viewer's policy denies
 // the dynamic resources.
 func TestEndToEndResourcesAndPrompts(t *testing.T) {
-	url, _ := startSuite(t)
+	url, grpcAddr := startSuite(t)
 	c, ir, notes := mcpClient(t, url, editorToken)
 	if ir.Capabilities.Resources == nil || !ir.Capabilities.Resources.Subscribe || ir.Capabilities.Prompts == nil || ir.Capabilities.Completions == nil {
 		t.Fatalf("capabilities: %+v", ir.Capabilities)
@@ -163,6 +163,11 @@ func TestEndToEndResourcesAndPrompts(t *testing.T) {
 	if err := c.Unsubscribe(ctx20(t), mcp.UnsubscribeRequest{Params: mcp.UnsubscribeParams{URI: static}}); err != nil {
 		t.Fatalf("resources/unsubscribe: %v", err)
 	}
+	// Updates off again (server-everything's timer would keep the child
+	// alive past stdin's end when it is disabled below).
+	if isErr, txt := callTool(t, c, "everything_toggle-subscriber-updates", nil); isErr {
+		t.Fatalf("toggle-subscriber-updates: %s", txt)
+	}
 
 	// The viewer: static documents yes, dynamic ones denied by policy.
 	v, _, _ := mcpClient(t, url, viewerToken)
@@ -181,6 +186,67 @@ func TestEndToEndResourcesAndPrompts(t *testing.T) {
 	}
 	if _, _, err := readText(t, v, static); err != nil {
 		t.Errorf("viewer resources/read %s: %v", static, err)
+	}
+
+	// The server goes away: both lists change, the sessions are told — a
+	// session-based one on its GET stream, a 2026-07-28 one on its
+	// subscriptions/listen stream.
+	var mu sync.Mutex
+	got := map[string]int{}
+	auth := map[string]string{"Authorization": "Bearer " + editorToken}
+	ltr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(auth), transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := client.NewClient(ltr, client.WithLegacyProtocolOnly())
+	legacy.OnNotification(func(n mcp.JSONRPCNotification) { mu.Lock(); got["legacy "+n.Method]++; mu.Unlock() })
+	if err := legacy.Start(ctx20(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer legacy.Close()
+	if _, err := legacy.Initialize(ctx20(t), mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	mtr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modern := client.NewClient(mtr)
+	modern.OnNotification(func(n mcp.JSONRPCNotification) { mu.Lock(); got["modern "+n.Method]++; mu.Unlock() })
+	if err := modern.Start(ctx20(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer modern.Close()
+	if _, err := modern.Initialize(ctx20(t), mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := modern.ListenAsync(ctx20(t), mcp.SubscriptionFilter{ResourcesListChanged: true, PromptsListChanged: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	time.Sleep(300 * time.Millisecond) // both streams are open
+	conn, err := grpcx.Dial(grpcAddr, grpcx.DialOptions{Token: adminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	off := false
+	if _, err := catalogv1.NewCatalogServiceClient(conn).UpdateServer(ctx20(t), &catalogv1.UpdateServerRequest{Name: "everything", Server: &catalogv1.ServerUpdate{Enabled: &off}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "resources and prompts list_changed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range []string{"legacy ", "modern "} {
+			if got[k+string(mcp.MethodNotificationResourcesListChanged)] == 0 || got[k+string(mcp.MethodNotificationPromptsListChanged)] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if uris := resourceURIs(t, c); len(uris) != 0 {
+		t.Errorf("resources of a disabled server still listed: %v", uris)
 	}
 }
 
