@@ -91,7 +91,6 @@ func startSuiteScope(t *testing.T, scope string) (string, string) {
 	if err := os.WriteFile(policy, []byte("p, editor, *, *, *, *, allow\n"+
 		"p, viewer, *, *, *, *, allow\n"+
 		"p, viewer, *, tool, everything_get-sum, call, deny\n"+
-		
 		"p, viewer, *, resource, *, *, allow\n"+
 		"p, viewer, *, resource, \"toolplane+mcp://everything/demo://resource/dynamic/*\", *, deny\n"), 0o600); err != nil {
 		t.Fatal(err)

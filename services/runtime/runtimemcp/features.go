@@ -57,6 +57,7 @@ type featureState struct {
 	mu         sync.Mutex
 	subs       map[string]map[string]context.CancelFunc // session id -> exposed URI -> subscription
 	open       atomic.Int64                             // open catalog subscriptions
+	deniedOnce sync.Once                                // logFeatureErr
 }
 
 // featuresOn reports whether resources and prompts are served (a catalog
@@ -251,7 +252,20 @@ func (s *Server) authorize(fc *featureCall, rt authzv1.ResourceType, target, ser
 	return nil
 }
 
+// logFeatureErr logs a failure; a refusal of the front door's credential
+// (`toolplane mcp` with a user token: the catalog's and authz's RPCs are
+// service-class) is logged once, then at debug level.
 func (s *Server) logFeatureErr(what string, err error) {
+	if status.Code(err) == codes.PermissionDenied {
+		first := false
+		s.feat.deniedOnce.Do(func() { first = true })
+		if !first {
+			s.opts.Logger.Debug("mcp front door: "+what, "error", err)
+			return
+		}
+		s.opts.Logger.Warn("mcp front door: resources and prompts are unavailable: the catalog or authz refused this front door's credential (a service credential is needed)", "during", what, "error", err)
+		return
+	}
 	s.opts.Logger.Warn("mcp front door: "+what, "error", err)
 }
 
