@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimemcp"
@@ -51,7 +52,8 @@ Example (Claude Desktop / any stdio MCP client):
 		log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 		ctx, stop := signal.NotifyContext(callCtx(cmd), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		s := runtimemcp.New(runtimev1.NewRuntimeServiceClient(conn), runtimemcp.Options{Agent: agent, Logger: log, Catalog: catalogv1.NewCatalogServiceClient(conn)})
+		s := runtimemcp.New(runtimev1.NewRuntimeServiceClient(conn), runtimemcp.Options{Agent: agent, Logger: log, Catalog: catalogv1.NewCatalogServiceClient(conn),
+			Authz: authzv1.NewAuthzServiceClient(conn)})
 		defer s.Close()
 		return s.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 	}

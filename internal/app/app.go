@@ -251,6 +251,8 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	// The runtime's catalog upstream, for the MCP front door's catalog
 	// watch (tool-list change notices, runtimemcp notify.go).
 	var mcpCatalog catalogv1.CatalogServiceClient
+	// and its authz upstream, for resources and prompts (runtimemcp features.go).
+	var mcpAuthz authzv1.AuthzServiceClient
 	if au.Enabled() {
 		b := make([]byte, 32)
 		if _, err := rand.Read(b); err != nil {
@@ -331,6 +333,9 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 				e.Upstreams[up] = conn
 				if up == "catalog" {
 					mcpCatalog = catalogv1.NewCatalogServiceClient(conn)
+				}
+				if up == "authz" {
+					mcpAuthz = authzv1.NewAuthzServiceClient(conn)
 				}
 			}
 			var s *runtime.Server
@@ -413,7 +418,7 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	}
 	if selected["runtime"] {
 		mlog := log.With("service", "runtime-mcp")
-		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx, Catalog: mcpCatalog,
+		mo := runtimemcp.Options{Logger: mlog, RequireAuthorization: cfg.Auth.Enabled, Context: ctx, Catalog: mcpCatalog, Authz: mcpAuthz,
 			AllowedOrigins: hl.MCPAllowedOrigins, MaxBodyBytes: hl.MCPMaxBodyBytes, MaxSessionsPerPrincipal: hl.MCPMaxSessionsPerPrincipal,
 			OnRefusal: func(r *http.Request, code int, reason string) {
 				mlog.Info("mcp request refused", "method", r.Method, "status", code, "reason", reason, "remote", r.RemoteAddr)

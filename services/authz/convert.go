@@ -17,6 +17,8 @@ var resourceNames = map[authzv1.ResourceType]string{
 	authzv1.ResourceType_RESOURCE_TYPE_SKILL:      authzcasbin.ResourceSkill,
 	authzv1.ResourceType_RESOURCE_TYPE_MODEL:      authzcasbin.ResourceModel,
 	authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER: authzcasbin.ResourceMCPServer,
+	authzv1.ResourceType_RESOURCE_TYPE_RESOURCE:   authzcasbin.ResourceResource,
+	authzv1.ResourceType_RESOURCE_TYPE_PROMPT:     authzcasbin.ResourcePrompt,
 }
 
 var actionNames = map[authzv1.Action]string{

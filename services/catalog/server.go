@@ -53,6 +53,8 @@ type Server struct {
 
 	acp *catalogacp.Pool // nil: no ACP agents configured
 
+	feats featureHub // WatchFeatures (features.go)
+
 	snap    atomic.Pointer[snapshot]
 	buildMu sync.Mutex
 	cache   map[string]*serverCache
@@ -155,7 +157,9 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 			ScopeDirRoot: scopeDirRoot(env.DataDir)},
 		PoolCap:     cfg.Sessions.MaxScoped,
 		PoolIdleTTL: cfg.Sessions.IdleTTL,
-		OnChange:    s.rebuild,
+		OnChange:    func() { s.rebuild(); s.featuresChanged() },
+		// Resources and prompts (features.go).
+		OnFeaturesChange: s.featuresChanged,
 	})
 	f, raw, err := s.initialConfig()
 	if err != nil {

@@ -87,7 +87,7 @@ func TestTranslateDeerFlowErrors(t *testing.T) {
 
 func TestParsePolicyTextAndDefault(t *testing.T) {
 	rules := DefaultRules()
-	if len(rules) != 12+8 {
+	if len(rules) != 18+12 { // admin: 6 types x 3 actions; user: 12
 		t.Fatalf("default policy has %d lines", len(rules))
 	}
 	for _, r := range rules {

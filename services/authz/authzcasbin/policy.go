@@ -31,6 +31,11 @@ const (
 	ResourceSkill     = "skill"
 	ResourceModel     = "model"
 	ResourceMCPServer = "mcp_server"
+	// ResourceResource is an MCP resource or resource template by exposed
+	// URI (docs/decisions/0161-front-door-resources-and-prompts.md).
+	ResourceResource = "resource"
+	// ResourcePrompt is an MCP prompt by exposed name.
+	ResourcePrompt = "prompt"
 )
 
 // Actions known to the service.
@@ -65,7 +70,7 @@ const (
 )
 
 // ResourceTypes lists the valid resource types of a request, in documentation order.
-var ResourceTypes = []string{ResourceTool, ResourceSkill, ResourceModel, ResourceMCPServer}
+var ResourceTypes = []string{ResourceTool, ResourceSkill, ResourceModel, ResourceMCPServer, ResourceResource, ResourcePrompt}
 
 // Actions lists the valid actions of a request.
 var Actions = []string{ActionCall, ActionList, ActionUse}
@@ -373,7 +378,9 @@ var ErrInvalidPolicy = errors.New("invalid policy")
 // "*" line expands to one line per resource type and action); role user may
 // list and call every tool, list and use every skill and model, and list
 // and call every MCP server (the runtime filters servers before tools, so
-// without the mcp_server lines a user would see no MCP tool at all).
+// without the mcp_server lines a user would see no MCP tool at all), and
+// list and read (call) every MCP resource and prompt the front door
+// re-exports.
 const DefaultPolicy = `# Toolplane default policy (source "default").
 p, admin, *, *, *, *, allow
 p, user, *, tool, *, list, allow
@@ -384,6 +391,10 @@ p, user, *, model, *, list, allow
 p, user, *, model, *, use, allow
 p, user, *, mcp_server, *, list, allow
 p, user, *, mcp_server, *, call, allow
+p, user, *, resource, *, list, allow
+p, user, *, resource, *, call, allow
+p, user, *, prompt, *, list, allow
+p, user, *, prompt, *, call, allow
 `
 
 // DefaultRules returns the parsed DefaultPolicy.

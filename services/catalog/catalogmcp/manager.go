@@ -23,6 +23,9 @@ type ManagerOptions struct {
 	// OnChange runs (from one goroutine, coalesced) after any server's
 	// state or tools changed.
 	OnChange func()
+	// OnFeaturesChange runs after a server's resources, templates or
+	// prompts changed (features.go); it must not block.
+	OnFeaturesChange func()
 }
 
 // Manager reconciles the configured servers with running supervisors and
@@ -58,6 +61,7 @@ func NewManager(opts ManagerOptions) *Manager {
 	if opts.Lookup == nil {
 		opts.Lookup = os.LookupEnv
 	}
+	opts.featuresChanged = opts.OnFeaturesChange
 	m := &Manager{opts: opts, pool: NewPool(opts.PoolCap, opts.PoolIdleTTL, opts.grace()), byName: map[string]*Supervisor{},
 		changed: make(chan struct{}, 1), stopN: make(chan struct{})}
 	m.wgN.Add(1)

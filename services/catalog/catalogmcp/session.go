@@ -100,6 +100,11 @@ type Options struct {
 	// ScopeDirRoot holds the scope directories `${TOOLPLANE_SCOPE_DIR}`
 	// expands to (catalogconfig.ScopeDir); "" = a server referencing it fails.
 	ScopeDirRoot string
+
+	// featuresChanged runs when a server's resources or prompts changed;
+	// featureRelist on a session's resources or prompts list_changed
+	// (features.go).
+	featuresChanged, featureRelist func()
 }
 
 func (o Options) grace() time.Duration {
@@ -157,6 +162,8 @@ type Session struct {
 	tokenSeq  atomic.Int64
 
 	onListChanged func()
+	caps          mcp.ServerCapabilities
+	feat          sessFeat // features.go
 	closeOnce     sync.Once
 	closeErr      error
 }
@@ -232,6 +239,7 @@ func (t sseRaw) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*t
 func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onListChanged func()) (*Session, error) {
 	s := &Session{server: cfg.Name, kind: cfg.EffectiveType(), dead: make(chan struct{}),
 		progress: map[string]func(Notification){}, listeners: map[int]func(Notification){}, onListChanged: onListChanged}
+	s.feat.onChange = opts.featureRelist
 	var tr transport.Interface
 	switch s.kind {
 	case catalogconfig.TypeStdio:
@@ -336,6 +344,10 @@ func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onList
 	s.ProtocolVersion = res.ProtocolVersion
 	s.ServerInfo = res.ServerInfo
 	s.ListChangedCapable = res.Capabilities.Tools != nil && res.Capabilities.Tools.ListChanged
+	s.caps = res.Capabilities
+	if opts.featureRelist != nil {
+		s.startFeatureListen()
+	}
 	return s, nil
 }
 
@@ -363,6 +375,8 @@ func (s *Session) onNotification(n mcp.JSONRPCNotification) {
 		for _, f := range fns {
 			f(note)
 		}
+	default:
+		s.onFeatureNotification(n)
 	}
 }
 
@@ -589,6 +603,7 @@ var staleSession = regexp.MustCompile(`(?i)(no valid session|session (id )?(not 
 func (s *Session) Close(grace time.Duration) error {
 	s.closeOnce.Do(func() {
 		s.markDead(errors.New("session closed"))
+		s.stopFeatures()
 		done := make(chan struct{})
 		go func() {
 			if s.client != nil {

@@ -98,6 +98,7 @@ type Supervisor struct {
 	log   *slog.Logger
 	mask  *masker     // secrets of cfg, for LastError and log lines
 	oauth *oauthState // nil: no OAuth (oauth.go)
+	feat  featState   // resources and prompts (features.go)
 
 	mu       sync.Mutex
 	st       Status
@@ -424,6 +425,7 @@ func (s *Supervisor) connect(ctx context.Context) (*Session, []ToolDef, error) {
 	ictx, cancel := s.initCtx(ctx)
 	defer cancel()
 	opts := s.opts
+	opts.featureRelist = s.onFeaturesListChanged
 	if s.oauth != nil {
 		var err error
 		if opts, _, err = s.oauth.connectOptions(opts, s.cfg, "", ""); err != nil {
@@ -457,6 +459,7 @@ func (s *Supervisor) connect(ctx context.Context) (*Session, []ToolDef, error) {
 	for i, t := range tools {
 		defs[i] = ToolDef{Tool: t, Origin: s.cfg.Name}
 	}
+	s.refreshFeatures(ictx, sess)
 	return sess, defs, nil
 }
 

@@ -77,4 +77,20 @@
 //     alters what its thread binds (Options.Catalog is watched; the thread is
 //     re-assembled with the subscriber's credential and compared with what
 //     it last saw, so a change elsewhere sends nothing) — notify.go.
+//
+// # Resources, prompts and completion
+//
+// With Options.Catalog and Options.Authz (features.go;
+// docs/decisions/0161-front-door-resources-and-prompts.md): resources/list,
+// resources/templates/list and prompts/list return the catalog's lists
+// (ListResources, ListResourceTemplates, ListPrompts) filtered by authz for
+// the request's principal (mcp_server, then resource / prompt, action list);
+// resources/read, resources/subscribe, prompts/get and completion/complete
+// are decided by authz (action call) and relayed to the owning server by the
+// catalog, on the session scope of the request's thread. Subscriptions send
+// notifications/resources/updated to the session (or, with 2026-07-28, on
+// the subscriptions/listen stream that named the URIs); list changes send
+// notifications/resources/list_changed and prompts/list_changed to every
+// session. When a session ends, its subscriptions end and the catalog closes
+// its thread's per-thread MCP sessions (CloseThreadSessions).
 package runtimemcp

@@ -32,6 +32,9 @@ const (
 	editorToken = "e2e-editor-token"
 	viewerToken = "e2e-viewer-token"
 	adminToken  = "e2e-admin-token"
+	// serviceToken is a service credential (acting for users in the
+	// resources and prompts tests, features_e2e_test.go).
+	serviceToken = "e2e-service-token"
 )
 
 func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
@@ -67,12 +70,19 @@ func everythingJS(t *testing.T) string {
 // startSuite runs the real binary's composition (all four services, auth
 // on, a two-role policy) with server-everything behind the catalog, and
 // returns the front door URL.
-func startSuite(t *testing.T) (string, string) {
+func startSuite(t *testing.T) (string, string) { return startSuiteScope(t, "") }
+
+// startSuiteScope is startSuite with server-everything's session_scope
+// ("" = shared). The policy lets a viewer read resources except the
+// dynamic ones (features_e2e_test.go).
+func startSuiteScope(t *testing.T, scope string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
-		"everything": map[string]any{"command": "node", "args": []string{everythingJS(t), "stdio"}},
-	}})
+	srv := map[string]any{"command": "node", "args": []string{everythingJS(t), "stdio"}}
+	if scope != "" {
+		srv["session_scope"] = scope
+	}
+	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"everything": srv}})
 	extPath := filepath.Join(dir, "extensions_config.json")
 	policy := filepath.Join(dir, "policy.csv")
 	if err := os.WriteFile(extPath, ext, 0o600); err != nil {
@@ -80,7 +90,9 @@ func startSuite(t *testing.T) (string, string) {
 	}
 	if err := os.WriteFile(policy, []byte("p, editor, *, *, *, *, allow\n"+
 		"p, viewer, *, *, *, *, allow\n"+
-		"p, viewer, *, tool, everything_get-sum, call, deny\n"), 0o600); err != nil {
+		"p, viewer, *, tool, everything_get-sum, call, deny\n"+
+		"p, viewer, *, resource, *, *, allow\n"+
+		"p, viewer, *, resource, \"toolplane+mcp://everything/demo://resource/dynamic/*\", *, deny\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := app.DefaultConfig()
@@ -95,6 +107,7 @@ func startSuite(t *testing.T) (string, string) {
 		{Name: "editor", SHA256: sha(editorToken), Kind: "user", Subject: "eddie", Tenant: "default", Roles: []string{"editor"}},
 		{Name: "viewer", SHA256: sha(viewerToken), Kind: "user", Subject: "vera", Tenant: "default", Roles: []string{"viewer"}},
 		{Name: "admin", SHA256: sha(adminToken), Kind: "user", Subject: "root", Tenant: "default", Roles: []string{"admin"}},
+		{Name: "service", SHA256: sha(serviceToken), Kind: "service", Subject: "svc:e2e", Tenant: "default", Roles: []string{"service"}},
 	}
 	if err := os.MkdirAll(cfg.Server.DataDir, 0o700); err != nil {
 		t.Fatal(err)

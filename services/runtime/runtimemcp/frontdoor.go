@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/internal/version"
@@ -80,6 +81,11 @@ type Options struct {
 	// a credential that may watch (the suite's service token); each
 	// subscriber's thread is re-assembled with the subscriber's own.
 	Catalog catalogv1.CatalogServiceClient
+	// Authz, with Catalog, turns on resources, resource templates, prompts
+	// and completion (features.go): listed from the catalog and filtered and
+	// authorized per principal here. Its connection carries the same
+	// credential as Catalog's.
+	Authz authzv1.AuthzServiceClient
 	// SessionIdleTTL ends an HTTP MCP session idle this long (default 30 min);
 	// its thread stays in the runtime.
 	SessionIdleTTL time.Duration
@@ -152,6 +158,7 @@ type Server struct {
 	// notes holds the tool-list subscribers (notify.go); bg counts the
 	// background work bgCtx ends (catalog watches, re-checks).
 	notes    *notifier
+	feat     featureState // resources and prompts (features.go)
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
@@ -225,6 +232,7 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 		req.Params.Meta.AdditionalFields[metaRequestName] = req.Params.Name
 		req.Params.Name = dispatchTool
 	})
+	s.registerFeatureHooks(hooks) // before the hook below forgets the session's thread
 	hooks.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
 		s.unsubscribeID(sess.SessionID())
 		prefix := sess.SessionID() + "\x00"
@@ -237,13 +245,14 @@ func New(rt runtimev1.RuntimeServiceClient, opts Options) *Server {
 		s.owners.Remove(sess.SessionID())
 		s.caps.remove(sess.SessionID())
 	})
-	s.mcp = server.NewMCPServer(opts.Name, version.String(),
+	s.mcp = server.NewMCPServer(opts.Name, version.String(), append([]server.ServerOption{
 		server.WithToolCapabilities(true),
 		server.WithLogging(),
 		server.WithHooks(hooks),
 		server.WithInstructions("Toolplane front door"),
-	)
+	}, s.featureServerOptions()...)...)
 	s.mcp.AddTool(mcp.NewTool(dispatchTool, mcp.WithDescription("internal dispatch; never listed")), s.callTool)
+	s.registerFeatureHandlers()
 	if opts.Catalog != nil {
 		s.bg.Add(1)
 		go func() { defer s.bg.Done(); s.watchCatalog(s.bgCtx) }()

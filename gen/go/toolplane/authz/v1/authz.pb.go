@@ -42,6 +42,11 @@ const (
 	// refusals (RecordRefusal): failed logins, recorded once per window per
 	// source; Authorize and FilterResources refuse it.
 	ResourceType_RESOURCE_TYPE_CREDENTIAL ResourceType = 5
+	// An MCP resource or resource template by exposed URI (actions: list;
+	// call = read, subscribe, complete), re-exported by the MCP front door.
+	ResourceType_RESOURCE_TYPE_RESOURCE ResourceType = 6
+	// An MCP prompt by exposed name (actions: list; call = get, complete).
+	ResourceType_RESOURCE_TYPE_PROMPT ResourceType = 7
 )
 
 // Enum value maps for ResourceType.
@@ -53,6 +58,8 @@ var (
 		3: "RESOURCE_TYPE_MODEL",
 		4: "RESOURCE_TYPE_MCP_SERVER",
 		5: "RESOURCE_TYPE_CREDENTIAL",
+		6: "RESOURCE_TYPE_RESOURCE",
+		7: "RESOURCE_TYPE_PROMPT",
 	}
 	ResourceType_value = map[string]int32{
 		"RESOURCE_TYPE_UNSPECIFIED": 0,
@@ -61,6 +68,8 @@ var (
 		"RESOURCE_TYPE_MODEL":       3,
 		"RESOURCE_TYPE_MCP_SERVER":  4,
 		"RESOURCE_TYPE_CREDENTIAL":  5,
+		"RESOURCE_TYPE_RESOURCE":    6,
+		"RESOURCE_TYPE_PROMPT":      7,
 	}
 )
 
@@ -1406,14 +1415,16 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\x0epolicy_version\x18\f \x01(\x03R\rpolicyVersion\x12'\n" +
 	"\x0fcandidate_count\x18\r \x01(\x05R\x0ecandidateCount\x12#\n" +
 	"\rallowed_count\x18\x0e \x01(\x05R\fallowedCount\x12\x16\n" +
-	"\x06denied\x18\x0f \x03(\tR\x06denied*\xb3\x01\n" +
+	"\x06denied\x18\x0f \x03(\tR\x06denied*\xe9\x01\n" +
 	"\fResourceType\x12\x1d\n" +
 	"\x19RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RESOURCE_TYPE_TOOL\x10\x01\x12\x17\n" +
 	"\x13RESOURCE_TYPE_SKILL\x10\x02\x12\x17\n" +
 	"\x13RESOURCE_TYPE_MODEL\x10\x03\x12\x1c\n" +
 	"\x18RESOURCE_TYPE_MCP_SERVER\x10\x04\x12\x1c\n" +
-	"\x18RESOURCE_TYPE_CREDENTIAL\x10\x05*R\n" +
+	"\x18RESOURCE_TYPE_CREDENTIAL\x10\x05\x12\x1a\n" +
+	"\x16RESOURCE_TYPE_RESOURCE\x10\x06\x12\x18\n" +
+	"\x14RESOURCE_TYPE_PROMPT\x10\a*R\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vACTION_LIST\x10\x01\x12\x0f\n" +

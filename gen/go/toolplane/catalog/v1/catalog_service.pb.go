@@ -2682,7 +2682,7 @@ var File_toolplane_catalog_v1_catalog_service_proto protoreflect.FileDescriptor
 
 const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\n" +
-	"*toolplane/catalog/v1/catalog_service.proto\x12\x14toolplane.catalog.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"toolplane/catalog/v1/catalog.proto\x1a\x1ctoolplane/type/v1/type.proto\"m\n" +
+	"*toolplane/catalog/v1/catalog_service.proto\x12\x14toolplane.catalog.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"toolplane/catalog/v1/catalog.proto\x1a#toolplane/catalog/v1/features.proto\x1a\x1ctoolplane/type/v1/type.proto\"m\n" +
 	"\x17ListPendingToolsRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -2844,7 +2844,7 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"grant_type\x18\x03 \x01(\tR\tgrantType\x12\x1c\n" +
 	"\tconnected\x18\x04 \x01(\bR\tconnected\x129\n" +
 	"\n" +
-	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xe7\x10\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xd1\x18\n" +
 	"\x0eCatalogService\x12a\n" +
 	"\tListTools\x12&.toolplane.catalog.v1.ListToolsRequest\x1a'.toolplane.catalog.v1.ListToolsResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\aGetTool\x12$.toolplane.catalog.v1.GetToolRequest\x1a%.toolplane.catalog.v1.GetToolResponse\"\x03\x90\x02\x01\x12g\n" +
@@ -2867,7 +2867,16 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\x10ListPendingTools\x12-.toolplane.catalog.v1.ListPendingToolsRequest\x1a..toolplane.catalog.v1.ListPendingToolsResponse\"\x03\x90\x02\x01\x12g\n" +
 	"\vApproveTool\x12(.toolplane.catalog.v1.ApproveToolRequest\x1a).toolplane.catalog.v1.ApproveToolResponse\"\x03\x90\x02\x02\x12d\n" +
 	"\n" +
-	"RejectTool\x12'.toolplane.catalog.v1.RejectToolRequest\x1a(.toolplane.catalog.v1.RejectToolResponse\"\x03\x90\x02\x02BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/catalog/v1;catalogv1b\x06proto3"
+	"RejectTool\x12'.toolplane.catalog.v1.RejectToolRequest\x1a(.toolplane.catalog.v1.RejectToolResponse\"\x03\x90\x02\x02\x12m\n" +
+	"\rListResources\x12*.toolplane.catalog.v1.ListResourcesRequest\x1a+.toolplane.catalog.v1.ListResourcesResponse\"\x03\x90\x02\x01\x12\x85\x01\n" +
+	"\x15ListResourceTemplates\x122.toolplane.catalog.v1.ListResourceTemplatesRequest\x1a3.toolplane.catalog.v1.ListResourceTemplatesResponse\"\x03\x90\x02\x01\x12e\n" +
+	"\fReadResource\x12).toolplane.catalog.v1.ReadResourceRequest\x1a*.toolplane.catalog.v1.ReadResourceResponse\x12v\n" +
+	"\x11SubscribeResource\x12..toolplane.catalog.v1.SubscribeResourceRequest\x1a/.toolplane.catalog.v1.SubscribeResourceResponse0\x01\x12g\n" +
+	"\vListPrompts\x12(.toolplane.catalog.v1.ListPromptsRequest\x1a).toolplane.catalog.v1.ListPromptsResponse\"\x03\x90\x02\x01\x12\\\n" +
+	"\tGetPrompt\x12&.toolplane.catalog.v1.GetPromptRequest\x1a'.toolplane.catalog.v1.GetPromptResponse\x12Y\n" +
+	"\bComplete\x12%.toolplane.catalog.v1.CompleteRequest\x1a&.toolplane.catalog.v1.CompleteResponse\x12o\n" +
+	"\rWatchFeatures\x12*.toolplane.catalog.v1.WatchFeaturesRequest\x1a+.toolplane.catalog.v1.WatchFeaturesResponse\"\x03\x90\x02\x010\x01\x12\x7f\n" +
+	"\x13CloseThreadSessions\x120.toolplane.catalog.v1.CloseThreadSessionsRequest\x1a1.toolplane.catalog.v1.CloseThreadSessionsResponse\"\x03\x90\x02\x02BFZDgithub.com/toolplane/toolplane/gen/go/toolplane/catalog/v1;catalogv1b\x06proto3"
 
 var (
 	file_toolplane_catalog_v1_catalog_service_proto_rawDescOnce sync.Once
@@ -2883,70 +2892,88 @@ func file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP() []byte {
 
 var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_toolplane_catalog_v1_catalog_service_proto_goTypes = []any{
-	(*ListPendingToolsRequest)(nil),  // 0: toolplane.catalog.v1.ListPendingToolsRequest
-	(*PendingTool)(nil),              // 1: toolplane.catalog.v1.PendingTool
-	(*ListPendingToolsResponse)(nil), // 2: toolplane.catalog.v1.ListPendingToolsResponse
-	(*ApproveToolRequest)(nil),       // 3: toolplane.catalog.v1.ApproveToolRequest
-	(*ApproveToolResponse)(nil),      // 4: toolplane.catalog.v1.ApproveToolResponse
-	(*RejectToolRequest)(nil),        // 5: toolplane.catalog.v1.RejectToolRequest
-	(*RejectToolResponse)(nil),       // 6: toolplane.catalog.v1.RejectToolResponse
-	(*ListToolsRequest)(nil),         // 7: toolplane.catalog.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),        // 8: toolplane.catalog.v1.ListToolsResponse
-	(*GetToolRequest)(nil),           // 9: toolplane.catalog.v1.GetToolRequest
-	(*GetToolResponse)(nil),          // 10: toolplane.catalog.v1.GetToolResponse
-	(*SearchToolsRequest)(nil),       // 11: toolplane.catalog.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),      // 12: toolplane.catalog.v1.SearchToolsResponse
-	(*GetCatalogRequest)(nil),        // 13: toolplane.catalog.v1.GetCatalogRequest
-	(*GetCatalogResponse)(nil),       // 14: toolplane.catalog.v1.GetCatalogResponse
-	(*WatchCatalogRequest)(nil),      // 15: toolplane.catalog.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),     // 16: toolplane.catalog.v1.WatchCatalogResponse
-	(*CallToolRequest)(nil),          // 17: toolplane.catalog.v1.CallToolRequest
-	(*CallToolResponse)(nil),         // 18: toolplane.catalog.v1.CallToolResponse
-	(*CallToolStreamRequest)(nil),    // 19: toolplane.catalog.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),   // 20: toolplane.catalog.v1.CallToolStreamResponse
-	(*ListAcpAgentsRequest)(nil),     // 21: toolplane.catalog.v1.ListAcpAgentsRequest
-	(*ListAcpAgentsResponse)(nil),    // 22: toolplane.catalog.v1.ListAcpAgentsResponse
-	(*AcpAgent)(nil),                 // 23: toolplane.catalog.v1.AcpAgent
-	(*InvokeAcpAgentRequest)(nil),    // 24: toolplane.catalog.v1.InvokeAcpAgentRequest
-	(*InvokeAcpAgentResponse)(nil),   // 25: toolplane.catalog.v1.InvokeAcpAgentResponse
-	(*AcpUpdate)(nil),                // 26: toolplane.catalog.v1.AcpUpdate
-	(*AcpResult)(nil),                // 27: toolplane.catalog.v1.AcpResult
-	(*ListServersRequest)(nil),       // 28: toolplane.catalog.v1.ListServersRequest
-	(*ListServersResponse)(nil),      // 29: toolplane.catalog.v1.ListServersResponse
-	(*GetServerRequest)(nil),         // 30: toolplane.catalog.v1.GetServerRequest
-	(*GetServerResponse)(nil),        // 31: toolplane.catalog.v1.GetServerResponse
-	(*ServerUpdate)(nil),             // 32: toolplane.catalog.v1.ServerUpdate
-	(*UpdateServerRequest)(nil),      // 33: toolplane.catalog.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),     // 34: toolplane.catalog.v1.UpdateServerResponse
-	(*ReplaceServersRequest)(nil),    // 35: toolplane.catalog.v1.ReplaceServersRequest
-	(*ReplaceServersResponse)(nil),   // 36: toolplane.catalog.v1.ReplaceServersResponse
-	(*ReloadServersRequest)(nil),     // 37: toolplane.catalog.v1.ReloadServersRequest
-	(*ReloadServersResponse)(nil),    // 38: toolplane.catalog.v1.ReloadServersResponse
-	(*ConnectServerRequest)(nil),     // 39: toolplane.catalog.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),    // 40: toolplane.catalog.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),  // 41: toolplane.catalog.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil), // 42: toolplane.catalog.v1.DisconnectServerResponse
-	(*ListConnectionsRequest)(nil),   // 43: toolplane.catalog.v1.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),  // 44: toolplane.catalog.v1.ListConnectionsResponse
-	(*Connection)(nil),               // 45: toolplane.catalog.v1.Connection
-	(*Tool)(nil),                     // 46: toolplane.catalog.v1.Tool
-	(*DefinitionChange)(nil),         // 47: toolplane.catalog.v1.DefinitionChange
-	(*ToolAuditRecord)(nil),          // 48: toolplane.catalog.v1.ToolAuditRecord
-	(ToolSource)(0),                  // 49: toolplane.catalog.v1.ToolSource
-	(SearchMode)(0),                  // 50: toolplane.catalog.v1.SearchMode
-	(*v1.StringList)(nil),            // 51: toolplane.type.v1.StringList
-	(*SearchHit)(nil),                // 52: toolplane.catalog.v1.SearchHit
-	(*ServerCount)(nil),              // 53: toolplane.catalog.v1.ServerCount
-	(*CatalogEvent)(nil),             // 54: toolplane.catalog.v1.CatalogEvent
-	(*structpb.Struct)(nil),          // 55: google.protobuf.Struct
-	(*v1.CallContext)(nil),           // 56: toolplane.type.v1.CallContext
-	(*durationpb.Duration)(nil),      // 57: google.protobuf.Duration
-	(*v1.ContentBlock)(nil),          // 58: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),          // 59: toolplane.type.v1.Notification
-	(*Server)(nil),                   // 60: toolplane.catalog.v1.Server
-	(*ServerConfig)(nil),             // 61: toolplane.catalog.v1.ServerConfig
-	(*timestamppb.Timestamp)(nil),    // 62: google.protobuf.Timestamp
-	(SessionScope)(0),                // 63: toolplane.catalog.v1.SessionScope
+	(*ListPendingToolsRequest)(nil),       // 0: toolplane.catalog.v1.ListPendingToolsRequest
+	(*PendingTool)(nil),                   // 1: toolplane.catalog.v1.PendingTool
+	(*ListPendingToolsResponse)(nil),      // 2: toolplane.catalog.v1.ListPendingToolsResponse
+	(*ApproveToolRequest)(nil),            // 3: toolplane.catalog.v1.ApproveToolRequest
+	(*ApproveToolResponse)(nil),           // 4: toolplane.catalog.v1.ApproveToolResponse
+	(*RejectToolRequest)(nil),             // 5: toolplane.catalog.v1.RejectToolRequest
+	(*RejectToolResponse)(nil),            // 6: toolplane.catalog.v1.RejectToolResponse
+	(*ListToolsRequest)(nil),              // 7: toolplane.catalog.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),             // 8: toolplane.catalog.v1.ListToolsResponse
+	(*GetToolRequest)(nil),                // 9: toolplane.catalog.v1.GetToolRequest
+	(*GetToolResponse)(nil),               // 10: toolplane.catalog.v1.GetToolResponse
+	(*SearchToolsRequest)(nil),            // 11: toolplane.catalog.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),           // 12: toolplane.catalog.v1.SearchToolsResponse
+	(*GetCatalogRequest)(nil),             // 13: toolplane.catalog.v1.GetCatalogRequest
+	(*GetCatalogResponse)(nil),            // 14: toolplane.catalog.v1.GetCatalogResponse
+	(*WatchCatalogRequest)(nil),           // 15: toolplane.catalog.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),          // 16: toolplane.catalog.v1.WatchCatalogResponse
+	(*CallToolRequest)(nil),               // 17: toolplane.catalog.v1.CallToolRequest
+	(*CallToolResponse)(nil),              // 18: toolplane.catalog.v1.CallToolResponse
+	(*CallToolStreamRequest)(nil),         // 19: toolplane.catalog.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 20: toolplane.catalog.v1.CallToolStreamResponse
+	(*ListAcpAgentsRequest)(nil),          // 21: toolplane.catalog.v1.ListAcpAgentsRequest
+	(*ListAcpAgentsResponse)(nil),         // 22: toolplane.catalog.v1.ListAcpAgentsResponse
+	(*AcpAgent)(nil),                      // 23: toolplane.catalog.v1.AcpAgent
+	(*InvokeAcpAgentRequest)(nil),         // 24: toolplane.catalog.v1.InvokeAcpAgentRequest
+	(*InvokeAcpAgentResponse)(nil),        // 25: toolplane.catalog.v1.InvokeAcpAgentResponse
+	(*AcpUpdate)(nil),                     // 26: toolplane.catalog.v1.AcpUpdate
+	(*AcpResult)(nil),                     // 27: toolplane.catalog.v1.AcpResult
+	(*ListServersRequest)(nil),            // 28: toolplane.catalog.v1.ListServersRequest
+	(*ListServersResponse)(nil),           // 29: toolplane.catalog.v1.ListServersResponse
+	(*GetServerRequest)(nil),              // 30: toolplane.catalog.v1.GetServerRequest
+	(*GetServerResponse)(nil),             // 31: toolplane.catalog.v1.GetServerResponse
+	(*ServerUpdate)(nil),                  // 32: toolplane.catalog.v1.ServerUpdate
+	(*UpdateServerRequest)(nil),           // 33: toolplane.catalog.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),          // 34: toolplane.catalog.v1.UpdateServerResponse
+	(*ReplaceServersRequest)(nil),         // 35: toolplane.catalog.v1.ReplaceServersRequest
+	(*ReplaceServersResponse)(nil),        // 36: toolplane.catalog.v1.ReplaceServersResponse
+	(*ReloadServersRequest)(nil),          // 37: toolplane.catalog.v1.ReloadServersRequest
+	(*ReloadServersResponse)(nil),         // 38: toolplane.catalog.v1.ReloadServersResponse
+	(*ConnectServerRequest)(nil),          // 39: toolplane.catalog.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),         // 40: toolplane.catalog.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),       // 41: toolplane.catalog.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil),      // 42: toolplane.catalog.v1.DisconnectServerResponse
+	(*ListConnectionsRequest)(nil),        // 43: toolplane.catalog.v1.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),       // 44: toolplane.catalog.v1.ListConnectionsResponse
+	(*Connection)(nil),                    // 45: toolplane.catalog.v1.Connection
+	(*Tool)(nil),                          // 46: toolplane.catalog.v1.Tool
+	(*DefinitionChange)(nil),              // 47: toolplane.catalog.v1.DefinitionChange
+	(*ToolAuditRecord)(nil),               // 48: toolplane.catalog.v1.ToolAuditRecord
+	(ToolSource)(0),                       // 49: toolplane.catalog.v1.ToolSource
+	(SearchMode)(0),                       // 50: toolplane.catalog.v1.SearchMode
+	(*v1.StringList)(nil),                 // 51: toolplane.type.v1.StringList
+	(*SearchHit)(nil),                     // 52: toolplane.catalog.v1.SearchHit
+	(*ServerCount)(nil),                   // 53: toolplane.catalog.v1.ServerCount
+	(*CatalogEvent)(nil),                  // 54: toolplane.catalog.v1.CatalogEvent
+	(*structpb.Struct)(nil),               // 55: google.protobuf.Struct
+	(*v1.CallContext)(nil),                // 56: toolplane.type.v1.CallContext
+	(*durationpb.Duration)(nil),           // 57: google.protobuf.Duration
+	(*v1.ContentBlock)(nil),               // 58: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),               // 59: toolplane.type.v1.Notification
+	(*Server)(nil),                        // 60: toolplane.catalog.v1.Server
+	(*ServerConfig)(nil),                  // 61: toolplane.catalog.v1.ServerConfig
+	(*timestamppb.Timestamp)(nil),         // 62: google.protobuf.Timestamp
+	(SessionScope)(0),                     // 63: toolplane.catalog.v1.SessionScope
+	(*ListResourcesRequest)(nil),          // 64: toolplane.catalog.v1.ListResourcesRequest
+	(*ListResourceTemplatesRequest)(nil),  // 65: toolplane.catalog.v1.ListResourceTemplatesRequest
+	(*ReadResourceRequest)(nil),           // 66: toolplane.catalog.v1.ReadResourceRequest
+	(*SubscribeResourceRequest)(nil),      // 67: toolplane.catalog.v1.SubscribeResourceRequest
+	(*ListPromptsRequest)(nil),            // 68: toolplane.catalog.v1.ListPromptsRequest
+	(*GetPromptRequest)(nil),              // 69: toolplane.catalog.v1.GetPromptRequest
+	(*CompleteRequest)(nil),               // 70: toolplane.catalog.v1.CompleteRequest
+	(*WatchFeaturesRequest)(nil),          // 71: toolplane.catalog.v1.WatchFeaturesRequest
+	(*CloseThreadSessionsRequest)(nil),    // 72: toolplane.catalog.v1.CloseThreadSessionsRequest
+	(*ListResourcesResponse)(nil),         // 73: toolplane.catalog.v1.ListResourcesResponse
+	(*ListResourceTemplatesResponse)(nil), // 74: toolplane.catalog.v1.ListResourceTemplatesResponse
+	(*ReadResourceResponse)(nil),          // 75: toolplane.catalog.v1.ReadResourceResponse
+	(*SubscribeResourceResponse)(nil),     // 76: toolplane.catalog.v1.SubscribeResourceResponse
+	(*ListPromptsResponse)(nil),           // 77: toolplane.catalog.v1.ListPromptsResponse
+	(*GetPromptResponse)(nil),             // 78: toolplane.catalog.v1.GetPromptResponse
+	(*CompleteResponse)(nil),              // 79: toolplane.catalog.v1.CompleteResponse
+	(*WatchFeaturesResponse)(nil),         // 80: toolplane.catalog.v1.WatchFeaturesResponse
+	(*CloseThreadSessionsResponse)(nil),   // 81: toolplane.catalog.v1.CloseThreadSessionsResponse
 }
 var file_toolplane_catalog_v1_catalog_service_proto_depIdxs = []int32{
 	46, // 0: toolplane.catalog.v1.PendingTool.tool:type_name -> toolplane.catalog.v1.Tool
@@ -3013,28 +3040,46 @@ var file_toolplane_catalog_v1_catalog_service_proto_depIdxs = []int32{
 	0,  // 61: toolplane.catalog.v1.CatalogService.ListPendingTools:input_type -> toolplane.catalog.v1.ListPendingToolsRequest
 	3,  // 62: toolplane.catalog.v1.CatalogService.ApproveTool:input_type -> toolplane.catalog.v1.ApproveToolRequest
 	5,  // 63: toolplane.catalog.v1.CatalogService.RejectTool:input_type -> toolplane.catalog.v1.RejectToolRequest
-	8,  // 64: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
-	10, // 65: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
-	12, // 66: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
-	14, // 67: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
-	16, // 68: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
-	18, // 69: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
-	20, // 70: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
-	22, // 71: toolplane.catalog.v1.CatalogService.ListAcpAgents:output_type -> toolplane.catalog.v1.ListAcpAgentsResponse
-	25, // 72: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:output_type -> toolplane.catalog.v1.InvokeAcpAgentResponse
-	29, // 73: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
-	31, // 74: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
-	34, // 75: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
-	36, // 76: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
-	38, // 77: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
-	40, // 78: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
-	42, // 79: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
-	44, // 80: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
-	2,  // 81: toolplane.catalog.v1.CatalogService.ListPendingTools:output_type -> toolplane.catalog.v1.ListPendingToolsResponse
-	4,  // 82: toolplane.catalog.v1.CatalogService.ApproveTool:output_type -> toolplane.catalog.v1.ApproveToolResponse
-	6,  // 83: toolplane.catalog.v1.CatalogService.RejectTool:output_type -> toolplane.catalog.v1.RejectToolResponse
-	64, // [64:84] is the sub-list for method output_type
-	44, // [44:64] is the sub-list for method input_type
+	64, // 64: toolplane.catalog.v1.CatalogService.ListResources:input_type -> toolplane.catalog.v1.ListResourcesRequest
+	65, // 65: toolplane.catalog.v1.CatalogService.ListResourceTemplates:input_type -> toolplane.catalog.v1.ListResourceTemplatesRequest
+	66, // 66: toolplane.catalog.v1.CatalogService.ReadResource:input_type -> toolplane.catalog.v1.ReadResourceRequest
+	67, // 67: toolplane.catalog.v1.CatalogService.SubscribeResource:input_type -> toolplane.catalog.v1.SubscribeResourceRequest
+	68, // 68: toolplane.catalog.v1.CatalogService.ListPrompts:input_type -> toolplane.catalog.v1.ListPromptsRequest
+	69, // 69: toolplane.catalog.v1.CatalogService.GetPrompt:input_type -> toolplane.catalog.v1.GetPromptRequest
+	70, // 70: toolplane.catalog.v1.CatalogService.Complete:input_type -> toolplane.catalog.v1.CompleteRequest
+	71, // 71: toolplane.catalog.v1.CatalogService.WatchFeatures:input_type -> toolplane.catalog.v1.WatchFeaturesRequest
+	72, // 72: toolplane.catalog.v1.CatalogService.CloseThreadSessions:input_type -> toolplane.catalog.v1.CloseThreadSessionsRequest
+	8,  // 73: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
+	10, // 74: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
+	12, // 75: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
+	14, // 76: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
+	16, // 77: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
+	18, // 78: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
+	20, // 79: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
+	22, // 80: toolplane.catalog.v1.CatalogService.ListAcpAgents:output_type -> toolplane.catalog.v1.ListAcpAgentsResponse
+	25, // 81: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:output_type -> toolplane.catalog.v1.InvokeAcpAgentResponse
+	29, // 82: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
+	31, // 83: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
+	34, // 84: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
+	36, // 85: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
+	38, // 86: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
+	40, // 87: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
+	42, // 88: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
+	44, // 89: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
+	2,  // 90: toolplane.catalog.v1.CatalogService.ListPendingTools:output_type -> toolplane.catalog.v1.ListPendingToolsResponse
+	4,  // 91: toolplane.catalog.v1.CatalogService.ApproveTool:output_type -> toolplane.catalog.v1.ApproveToolResponse
+	6,  // 92: toolplane.catalog.v1.CatalogService.RejectTool:output_type -> toolplane.catalog.v1.RejectToolResponse
+	73, // 93: toolplane.catalog.v1.CatalogService.ListResources:output_type -> toolplane.catalog.v1.ListResourcesResponse
+	74, // 94: toolplane.catalog.v1.CatalogService.ListResourceTemplates:output_type -> toolplane.catalog.v1.ListResourceTemplatesResponse
+	75, // 95: toolplane.catalog.v1.CatalogService.ReadResource:output_type -> toolplane.catalog.v1.ReadResourceResponse
+	76, // 96: toolplane.catalog.v1.CatalogService.SubscribeResource:output_type -> toolplane.catalog.v1.SubscribeResourceResponse
+	77, // 97: toolplane.catalog.v1.CatalogService.ListPrompts:output_type -> toolplane.catalog.v1.ListPromptsResponse
+	78, // 98: toolplane.catalog.v1.CatalogService.GetPrompt:output_type -> toolplane.catalog.v1.GetPromptResponse
+	79, // 99: toolplane.catalog.v1.CatalogService.Complete:output_type -> toolplane.catalog.v1.CompleteResponse
+	80, // 100: toolplane.catalog.v1.CatalogService.WatchFeatures:output_type -> toolplane.catalog.v1.WatchFeaturesResponse
+	81, // 101: toolplane.catalog.v1.CatalogService.CloseThreadSessions:output_type -> toolplane.catalog.v1.CloseThreadSessionsResponse
+	73, // [73:102] is the sub-list for method output_type
+	44, // [44:73] is the sub-list for method input_type
 	44, // [44:44] is the sub-list for extension type_name
 	44, // [44:44] is the sub-list for extension extendee
 	0,  // [0:44] is the sub-list for field type_name
@@ -3046,6 +3091,7 @@ func file_toolplane_catalog_v1_catalog_service_proto_init() {
 		return
 	}
 	file_toolplane_catalog_v1_catalog_proto_init()
+	file_toolplane_catalog_v1_features_proto_init()
 	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[7].OneofWrappers = []any{}
 	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*CallToolStreamResponse_Notification)(nil),

@@ -19,26 +19,35 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CatalogService_ListTools_FullMethodName        = "/toolplane.catalog.v1.CatalogService/ListTools"
-	CatalogService_GetTool_FullMethodName          = "/toolplane.catalog.v1.CatalogService/GetTool"
-	CatalogService_SearchTools_FullMethodName      = "/toolplane.catalog.v1.CatalogService/SearchTools"
-	CatalogService_GetCatalog_FullMethodName       = "/toolplane.catalog.v1.CatalogService/GetCatalog"
-	CatalogService_WatchCatalog_FullMethodName     = "/toolplane.catalog.v1.CatalogService/WatchCatalog"
-	CatalogService_CallTool_FullMethodName         = "/toolplane.catalog.v1.CatalogService/CallTool"
-	CatalogService_CallToolStream_FullMethodName   = "/toolplane.catalog.v1.CatalogService/CallToolStream"
-	CatalogService_ListAcpAgents_FullMethodName    = "/toolplane.catalog.v1.CatalogService/ListAcpAgents"
-	CatalogService_InvokeAcpAgent_FullMethodName   = "/toolplane.catalog.v1.CatalogService/InvokeAcpAgent"
-	CatalogService_ListServers_FullMethodName      = "/toolplane.catalog.v1.CatalogService/ListServers"
-	CatalogService_GetServer_FullMethodName        = "/toolplane.catalog.v1.CatalogService/GetServer"
-	CatalogService_UpdateServer_FullMethodName     = "/toolplane.catalog.v1.CatalogService/UpdateServer"
-	CatalogService_ReplaceServers_FullMethodName   = "/toolplane.catalog.v1.CatalogService/ReplaceServers"
-	CatalogService_ReloadServers_FullMethodName    = "/toolplane.catalog.v1.CatalogService/ReloadServers"
-	CatalogService_ConnectServer_FullMethodName    = "/toolplane.catalog.v1.CatalogService/ConnectServer"
-	CatalogService_DisconnectServer_FullMethodName = "/toolplane.catalog.v1.CatalogService/DisconnectServer"
-	CatalogService_ListConnections_FullMethodName  = "/toolplane.catalog.v1.CatalogService/ListConnections"
-	CatalogService_ListPendingTools_FullMethodName = "/toolplane.catalog.v1.CatalogService/ListPendingTools"
-	CatalogService_ApproveTool_FullMethodName      = "/toolplane.catalog.v1.CatalogService/ApproveTool"
-	CatalogService_RejectTool_FullMethodName       = "/toolplane.catalog.v1.CatalogService/RejectTool"
+	CatalogService_ListTools_FullMethodName             = "/toolplane.catalog.v1.CatalogService/ListTools"
+	CatalogService_GetTool_FullMethodName               = "/toolplane.catalog.v1.CatalogService/GetTool"
+	CatalogService_SearchTools_FullMethodName           = "/toolplane.catalog.v1.CatalogService/SearchTools"
+	CatalogService_GetCatalog_FullMethodName            = "/toolplane.catalog.v1.CatalogService/GetCatalog"
+	CatalogService_WatchCatalog_FullMethodName          = "/toolplane.catalog.v1.CatalogService/WatchCatalog"
+	CatalogService_CallTool_FullMethodName              = "/toolplane.catalog.v1.CatalogService/CallTool"
+	CatalogService_CallToolStream_FullMethodName        = "/toolplane.catalog.v1.CatalogService/CallToolStream"
+	CatalogService_ListAcpAgents_FullMethodName         = "/toolplane.catalog.v1.CatalogService/ListAcpAgents"
+	CatalogService_InvokeAcpAgent_FullMethodName        = "/toolplane.catalog.v1.CatalogService/InvokeAcpAgent"
+	CatalogService_ListServers_FullMethodName           = "/toolplane.catalog.v1.CatalogService/ListServers"
+	CatalogService_GetServer_FullMethodName             = "/toolplane.catalog.v1.CatalogService/GetServer"
+	CatalogService_UpdateServer_FullMethodName          = "/toolplane.catalog.v1.CatalogService/UpdateServer"
+	CatalogService_ReplaceServers_FullMethodName        = "/toolplane.catalog.v1.CatalogService/ReplaceServers"
+	CatalogService_ReloadServers_FullMethodName         = "/toolplane.catalog.v1.CatalogService/ReloadServers"
+	CatalogService_ConnectServer_FullMethodName         = "/toolplane.catalog.v1.CatalogService/ConnectServer"
+	CatalogService_DisconnectServer_FullMethodName      = "/toolplane.catalog.v1.CatalogService/DisconnectServer"
+	CatalogService_ListConnections_FullMethodName       = "/toolplane.catalog.v1.CatalogService/ListConnections"
+	CatalogService_ListPendingTools_FullMethodName      = "/toolplane.catalog.v1.CatalogService/ListPendingTools"
+	CatalogService_ApproveTool_FullMethodName           = "/toolplane.catalog.v1.CatalogService/ApproveTool"
+	CatalogService_RejectTool_FullMethodName            = "/toolplane.catalog.v1.CatalogService/RejectTool"
+	CatalogService_ListResources_FullMethodName         = "/toolplane.catalog.v1.CatalogService/ListResources"
+	CatalogService_ListResourceTemplates_FullMethodName = "/toolplane.catalog.v1.CatalogService/ListResourceTemplates"
+	CatalogService_ReadResource_FullMethodName          = "/toolplane.catalog.v1.CatalogService/ReadResource"
+	CatalogService_SubscribeResource_FullMethodName     = "/toolplane.catalog.v1.CatalogService/SubscribeResource"
+	CatalogService_ListPrompts_FullMethodName           = "/toolplane.catalog.v1.CatalogService/ListPrompts"
+	CatalogService_GetPrompt_FullMethodName             = "/toolplane.catalog.v1.CatalogService/GetPrompt"
+	CatalogService_Complete_FullMethodName              = "/toolplane.catalog.v1.CatalogService/Complete"
+	CatalogService_WatchFeatures_FullMethodName         = "/toolplane.catalog.v1.CatalogService/WatchFeatures"
+	CatalogService_CloseThreadSessions_FullMethodName   = "/toolplane.catalog.v1.CatalogService/CloseThreadSessions"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -131,6 +140,45 @@ type CatalogServiceClient interface {
 	// tool stays REJECTED while its server serves exactly that definition (admin).
 	// Errors as ApproveTool.
 	RejectTool(ctx context.Context, in *RejectToolRequest, opts ...grpc.CallOption) (*RejectToolResponse, error)
+	// ListResources lists the resources of every READY server that offers
+	// resources (resources/list), in config-file order, with exposed URIs
+	// (docs/decisions/0161-front-door-resources-and-prompts.md). No filtering
+	// by principal: the runtime's front door filters with authz.
+	ListResources(ctx context.Context, in *ListResourcesRequest, opts ...grpc.CallOption) (*ListResourcesResponse, error)
+	// ListResourceTemplates lists the resource templates of every READY
+	// server (resources/templates/list), with exposed URI templates.
+	ListResourceTemplates(ctx context.Context, in *ListResourceTemplatesRequest, opts ...grpc.CallOption) (*ListResourceTemplatesResponse, error)
+	// ReadResource reads one resource by exposed URI on its server (and session
+	// scope) and returns the MCP result with exposed URIs. Errors: NOT_FOUND
+	// (no server owns the URI, or the server answered resource not found),
+	// INVALID_ARGUMENT (bad URI), UNAVAILABLE (server not READY),
+	// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (result over the max message size).
+	ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error)
+	// SubscribeResource subscribes to one resource on its server
+	// (resources/subscribe) for as long as the stream is open, and streams
+	// every notifications/resources/updated of it. The first message confirms
+	// the subscription. Errors as ReadResource, and FAILED_PRECONDITION when
+	// the server does not support subscriptions.
+	SubscribeResource(ctx context.Context, in *SubscribeResourceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResourceResponse], error)
+	// ListPrompts lists the prompts of every READY server that offers prompts
+	// (prompts/list), in config-file order, with exposed names.
+	ListPrompts(ctx context.Context, in *ListPromptsRequest, opts ...grpc.CallOption) (*ListPromptsResponse, error)
+	// GetPrompt gets one prompt by exposed name on its server (prompts/get).
+	// Errors: NOT_FOUND, INVALID_ARGUMENT (the server refused the arguments),
+	// UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED.
+	GetPrompt(ctx context.Context, in *GetPromptRequest, opts ...grpc.CallOption) (*GetPromptResponse, error)
+	// Complete relays completion/complete for a prompt argument (exposed prompt
+	// name) or a resource template argument (exposed URI template) to the
+	// owning server. Errors: NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
+	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
+	// WatchFeatures streams changes of the resource and prompt lists (a
+	// server's list_changed, a server becoming READY or going away). The first
+	// event is a SNAPSHOT.
+	WatchFeatures(ctx context.Context, in *WatchFeaturesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchFeaturesResponse], error)
+	// CloseThreadSessions closes every per-thread MCP session of a thread of
+	// the effective principal (the runtime's MCP front door calls it when an
+	// MCP session ends). Idempotent; an unknown thread closes nothing.
+	CloseThreadSessions(ctx context.Context, in *CloseThreadSessionsRequest, opts ...grpc.CallOption) (*CloseThreadSessionsResponse, error)
 }
 
 type catalogServiceClient struct {
@@ -368,6 +416,114 @@ func (c *catalogServiceClient) RejectTool(ctx context.Context, in *RejectToolReq
 	return out, nil
 }
 
+func (c *catalogServiceClient) ListResources(ctx context.Context, in *ListResourcesRequest, opts ...grpc.CallOption) (*ListResourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResourcesResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListResources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListResourceTemplates(ctx context.Context, in *ListResourceTemplatesRequest, opts ...grpc.CallOption) (*ListResourceTemplatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResourceTemplatesResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListResourceTemplates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadResourceResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ReadResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) SubscribeResource(ctx context.Context, in *SubscribeResourceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResourceResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CatalogService_ServiceDesc.Streams[3], CatalogService_SubscribeResource_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeResourceRequest, SubscribeResourceResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CatalogService_SubscribeResourceClient = grpc.ServerStreamingClient[SubscribeResourceResponse]
+
+func (c *catalogServiceClient) ListPrompts(ctx context.Context, in *ListPromptsRequest, opts ...grpc.CallOption) (*ListPromptsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPromptsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListPrompts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) GetPrompt(ctx context.Context, in *GetPromptRequest, opts ...grpc.CallOption) (*GetPromptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPromptResponse)
+	err := c.cc.Invoke(ctx, CatalogService_GetPrompt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteResponse)
+	err := c.cc.Invoke(ctx, CatalogService_Complete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) WatchFeatures(ctx context.Context, in *WatchFeaturesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchFeaturesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CatalogService_ServiceDesc.Streams[4], CatalogService_WatchFeatures_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchFeaturesRequest, WatchFeaturesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CatalogService_WatchFeaturesClient = grpc.ServerStreamingClient[WatchFeaturesResponse]
+
+func (c *catalogServiceClient) CloseThreadSessions(ctx context.Context, in *CloseThreadSessionsRequest, opts ...grpc.CallOption) (*CloseThreadSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseThreadSessionsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_CloseThreadSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServiceServer is the server API for CatalogService service.
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
@@ -458,6 +614,45 @@ type CatalogServiceServer interface {
 	// tool stays REJECTED while its server serves exactly that definition (admin).
 	// Errors as ApproveTool.
 	RejectTool(context.Context, *RejectToolRequest) (*RejectToolResponse, error)
+	// ListResources lists the resources of every READY server that offers
+	// resources (resources/list), in config-file order, with exposed URIs
+	// (docs/decisions/0161-front-door-resources-and-prompts.md). No filtering
+	// by principal: the runtime's front door filters with authz.
+	ListResources(context.Context, *ListResourcesRequest) (*ListResourcesResponse, error)
+	// ListResourceTemplates lists the resource templates of every READY
+	// server (resources/templates/list), with exposed URI templates.
+	ListResourceTemplates(context.Context, *ListResourceTemplatesRequest) (*ListResourceTemplatesResponse, error)
+	// ReadResource reads one resource by exposed URI on its server (and session
+	// scope) and returns the MCP result with exposed URIs. Errors: NOT_FOUND
+	// (no server owns the URI, or the server answered resource not found),
+	// INVALID_ARGUMENT (bad URI), UNAVAILABLE (server not READY),
+	// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (result over the max message size).
+	ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error)
+	// SubscribeResource subscribes to one resource on its server
+	// (resources/subscribe) for as long as the stream is open, and streams
+	// every notifications/resources/updated of it. The first message confirms
+	// the subscription. Errors as ReadResource, and FAILED_PRECONDITION when
+	// the server does not support subscriptions.
+	SubscribeResource(*SubscribeResourceRequest, grpc.ServerStreamingServer[SubscribeResourceResponse]) error
+	// ListPrompts lists the prompts of every READY server that offers prompts
+	// (prompts/list), in config-file order, with exposed names.
+	ListPrompts(context.Context, *ListPromptsRequest) (*ListPromptsResponse, error)
+	// GetPrompt gets one prompt by exposed name on its server (prompts/get).
+	// Errors: NOT_FOUND, INVALID_ARGUMENT (the server refused the arguments),
+	// UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED.
+	GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error)
+	// Complete relays completion/complete for a prompt argument (exposed prompt
+	// name) or a resource template argument (exposed URI template) to the
+	// owning server. Errors: NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
+	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
+	// WatchFeatures streams changes of the resource and prompt lists (a
+	// server's list_changed, a server becoming READY or going away). The first
+	// event is a SNAPSHOT.
+	WatchFeatures(*WatchFeaturesRequest, grpc.ServerStreamingServer[WatchFeaturesResponse]) error
+	// CloseThreadSessions closes every per-thread MCP session of a thread of
+	// the effective principal (the runtime's MCP front door calls it when an
+	// MCP session ends). Idempotent; an unknown thread closes nothing.
+	CloseThreadSessions(context.Context, *CloseThreadSessionsRequest) (*CloseThreadSessionsResponse, error)
 	mustEmbedUnimplementedCatalogServiceServer()
 }
 
@@ -527,6 +722,33 @@ func (UnimplementedCatalogServiceServer) ApproveTool(context.Context, *ApproveTo
 }
 func (UnimplementedCatalogServiceServer) RejectTool(context.Context, *RejectToolRequest) (*RejectToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RejectTool not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListResources(context.Context, *ListResourcesRequest) (*ListResourcesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListResources not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListResourceTemplates(context.Context, *ListResourceTemplatesRequest) (*ListResourceTemplatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListResourceTemplates not implemented")
+}
+func (UnimplementedCatalogServiceServer) ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadResource not implemented")
+}
+func (UnimplementedCatalogServiceServer) SubscribeResource(*SubscribeResourceRequest, grpc.ServerStreamingServer[SubscribeResourceResponse]) error {
+	return status.Error(codes.Unimplemented, "method SubscribeResource not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListPrompts(context.Context, *ListPromptsRequest) (*ListPromptsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPrompts not implemented")
+}
+func (UnimplementedCatalogServiceServer) GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPrompt not implemented")
+}
+func (UnimplementedCatalogServiceServer) Complete(context.Context, *CompleteRequest) (*CompleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Complete not implemented")
+}
+func (UnimplementedCatalogServiceServer) WatchFeatures(*WatchFeaturesRequest, grpc.ServerStreamingServer[WatchFeaturesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchFeatures not implemented")
+}
+func (UnimplementedCatalogServiceServer) CloseThreadSessions(context.Context, *CloseThreadSessionsRequest) (*CloseThreadSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseThreadSessions not implemented")
 }
 func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
 func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
@@ -888,6 +1110,154 @@ func _CatalogService_RejectTool_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CatalogService_ListResources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListResourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListResources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListResources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListResources(ctx, req.(*ListResourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListResourceTemplates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListResourceTemplatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListResourceTemplates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListResourceTemplates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListResourceTemplates(ctx, req.(*ListResourceTemplatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ReadResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadResourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ReadResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ReadResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ReadResource(ctx, req.(*ReadResourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_SubscribeResource_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeResourceRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CatalogServiceServer).SubscribeResource(m, &grpc.GenericServerStream[SubscribeResourceRequest, SubscribeResourceResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CatalogService_SubscribeResourceServer = grpc.ServerStreamingServer[SubscribeResourceResponse]
+
+func _CatalogService_ListPrompts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPromptsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListPrompts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListPrompts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListPrompts(ctx, req.(*ListPromptsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_GetPrompt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPromptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).GetPrompt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_GetPrompt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).GetPrompt(ctx, req.(*GetPromptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_Complete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).Complete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_Complete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).Complete(ctx, req.(*CompleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_WatchFeatures_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchFeaturesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CatalogServiceServer).WatchFeatures(m, &grpc.GenericServerStream[WatchFeaturesRequest, WatchFeaturesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CatalogService_WatchFeaturesServer = grpc.ServerStreamingServer[WatchFeaturesResponse]
+
+func _CatalogService_CloseThreadSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseThreadSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).CloseThreadSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_CloseThreadSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).CloseThreadSessions(ctx, req.(*CloseThreadSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -963,6 +1333,34 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RejectTool",
 			Handler:    _CatalogService_RejectTool_Handler,
 		},
+		{
+			MethodName: "ListResources",
+			Handler:    _CatalogService_ListResources_Handler,
+		},
+		{
+			MethodName: "ListResourceTemplates",
+			Handler:    _CatalogService_ListResourceTemplates_Handler,
+		},
+		{
+			MethodName: "ReadResource",
+			Handler:    _CatalogService_ReadResource_Handler,
+		},
+		{
+			MethodName: "ListPrompts",
+			Handler:    _CatalogService_ListPrompts_Handler,
+		},
+		{
+			MethodName: "GetPrompt",
+			Handler:    _CatalogService_GetPrompt_Handler,
+		},
+		{
+			MethodName: "Complete",
+			Handler:    _CatalogService_Complete_Handler,
+		},
+		{
+			MethodName: "CloseThreadSessions",
+			Handler:    _CatalogService_CloseThreadSessions_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -978,6 +1376,16 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "InvokeAcpAgent",
 			Handler:       _CatalogService_InvokeAcpAgent_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SubscribeResource",
+			Handler:       _CatalogService_SubscribeResource_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchFeatures",
+			Handler:       _CatalogService_WatchFeatures_Handler,
 			ServerStreams: true,
 		},
 	},

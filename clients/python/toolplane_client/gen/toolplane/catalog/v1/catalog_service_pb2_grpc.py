@@ -3,6 +3,7 @@
 import grpc
 
 from toolplane.catalog.v1 import catalog_service_pb2 as toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2
+from toolplane.catalog.v1 import features_pb2 as toolplane_dot_catalog_dot_v1_dot_features__pb2
 
 
 class CatalogServiceStub(object):
@@ -118,6 +119,51 @@ class CatalogServiceStub(object):
                 '/toolplane.catalog.v1.CatalogService/RejectTool',
                 request_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolRequest.SerializeToString,
                 response_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolResponse.FromString,
+                )
+        self.ListResources = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ListResources',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourcesRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourcesResponse.FromString,
+                )
+        self.ListResourceTemplates = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ListResourceTemplates',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourceTemplatesRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourceTemplatesResponse.FromString,
+                )
+        self.ReadResource = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ReadResource',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ReadResourceRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ReadResourceResponse.FromString,
+                )
+        self.SubscribeResource = channel.unary_stream(
+                '/toolplane.catalog.v1.CatalogService/SubscribeResource',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.SubscribeResourceRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.SubscribeResourceResponse.FromString,
+                )
+        self.ListPrompts = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/ListPrompts',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListPromptsRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListPromptsResponse.FromString,
+                )
+        self.GetPrompt = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/GetPrompt',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.GetPromptRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.GetPromptResponse.FromString,
+                )
+        self.Complete = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/Complete',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.CompleteRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.CompleteResponse.FromString,
+                )
+        self.WatchFeatures = channel.unary_stream(
+                '/toolplane.catalog.v1.CatalogService/WatchFeatures',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.WatchFeaturesRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.WatchFeaturesResponse.FromString,
+                )
+        self.CloseThreadSessions = channel.unary_unary(
+                '/toolplane.catalog.v1.CatalogService/CloseThreadSessions',
+                request_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.CloseThreadSessionsRequest.SerializeToString,
+                response_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.CloseThreadSessionsResponse.FromString,
                 )
 
 
@@ -309,6 +355,90 @@ class CatalogServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListResources(self, request, context):
+        """ListResources lists the resources of every READY server that offers
+        resources (resources/list), in config-file order, with exposed URIs
+        (docs/decisions/0161-front-door-resources-and-prompts.md). No filtering
+        by principal: the runtime's front door filters with authz.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListResourceTemplates(self, request, context):
+        """ListResourceTemplates lists the resource templates of every READY
+        server (resources/templates/list), with exposed URI templates.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadResource(self, request, context):
+        """ReadResource reads one resource by exposed URI on its server (and session
+        scope) and returns the MCP result with exposed URIs. Errors: NOT_FOUND
+        (no server owns the URI, or the server answered resource not found),
+        INVALID_ARGUMENT (bad URI), UNAVAILABLE (server not READY),
+        DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (result over the max message size).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubscribeResource(self, request, context):
+        """SubscribeResource subscribes to one resource on its server
+        (resources/subscribe) for as long as the stream is open, and streams
+        every notifications/resources/updated of it. The first message confirms
+        the subscription. Errors as ReadResource, and FAILED_PRECONDITION when
+        the server does not support subscriptions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPrompts(self, request, context):
+        """ListPrompts lists the prompts of every READY server that offers prompts
+        (prompts/list), in config-file order, with exposed names.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPrompt(self, request, context):
+        """GetPrompt gets one prompt by exposed name on its server (prompts/get).
+        Errors: NOT_FOUND, INVALID_ARGUMENT (the server refused the arguments),
+        UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Complete(self, request, context):
+        """Complete relays completion/complete for a prompt argument (exposed prompt
+        name) or a resource template argument (exposed URI template) to the
+        owning server. Errors: NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchFeatures(self, request, context):
+        """WatchFeatures streams changes of the resource and prompt lists (a
+        server's list_changed, a server becoming READY or going away). The first
+        event is a SNAPSHOT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CloseThreadSessions(self, request, context):
+        """CloseThreadSessions closes every per-thread MCP session of a thread of
+        the effective principal (the runtime's MCP front door calls it when an
+        MCP session ends). Idempotent; an unknown thread closes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CatalogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -411,6 +541,51 @@ def add_CatalogServiceServicer_to_server(servicer, server):
                     servicer.RejectTool,
                     request_deserializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolRequest.FromString,
                     response_serializer=toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolResponse.SerializeToString,
+            ),
+            'ListResources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListResources,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourcesRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourcesResponse.SerializeToString,
+            ),
+            'ListResourceTemplates': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListResourceTemplates,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourceTemplatesRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourceTemplatesResponse.SerializeToString,
+            ),
+            'ReadResource': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadResource,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ReadResourceRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ReadResourceResponse.SerializeToString,
+            ),
+            'SubscribeResource': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubscribeResource,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.SubscribeResourceRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.SubscribeResourceResponse.SerializeToString,
+            ),
+            'ListPrompts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPrompts,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListPromptsRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.ListPromptsResponse.SerializeToString,
+            ),
+            'GetPrompt': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPrompt,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.GetPromptRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.GetPromptResponse.SerializeToString,
+            ),
+            'Complete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Complete,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.CompleteRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.CompleteResponse.SerializeToString,
+            ),
+            'WatchFeatures': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchFeatures,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.WatchFeaturesRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.WatchFeaturesResponse.SerializeToString,
+            ),
+            'CloseThreadSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseThreadSessions,
+                    request_deserializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.CloseThreadSessionsRequest.FromString,
+                    response_serializer=toolplane_dot_catalog_dot_v1_dot_features__pb2.CloseThreadSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -764,5 +939,158 @@ class CatalogService(object):
         return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/RejectTool',
             toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolRequest.SerializeToString,
             toolplane_dot_catalog_dot_v1_dot_catalog__service__pb2.RejectToolResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListResources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ListResources',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourcesRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourcesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListResourceTemplates(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ListResourceTemplates',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourceTemplatesRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.ListResourceTemplatesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ReadResource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ReadResource',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.ReadResourceRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.ReadResourceResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SubscribeResource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/toolplane.catalog.v1.CatalogService/SubscribeResource',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.SubscribeResourceRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.SubscribeResourceResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPrompts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/ListPrompts',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.ListPromptsRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.ListPromptsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetPrompt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/GetPrompt',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.GetPromptRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.GetPromptResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Complete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/Complete',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.CompleteRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.CompleteResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WatchFeatures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/toolplane.catalog.v1.CatalogService/WatchFeatures',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.WatchFeaturesRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.WatchFeaturesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CloseThreadSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolplane.catalog.v1.CatalogService/CloseThreadSessions',
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.CloseThreadSessionsRequest.SerializeToString,
+            toolplane_dot_catalog_dot_v1_dot_features__pb2.CloseThreadSessionsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
