@@ -74,10 +74,7 @@ func experimentVariants(t *testing.T) []variant {
 		{name: "server diversity 0.4", apply: func(o *search.Options) { o.ServerDiversity = 0.4 }},
 	}
 	vs = append(vs,
-		variant{name: "combo prf 2/0.1", apply: func(o *search.Options) { o.PRFDocs, o.PRFWeight = 2, 0.1 }},
-		variant{name: "combo prf 2/0.1 + compound names (semantic)", apply: func(o *search.Options) {
-			o.PRFDocs, o.PRFWeight, o.SplitCompoundSemantic = 2, 0.1, true
-		}},
+		variant{name: "prf on (2 documents, weight 0.1)", apply: func(o *search.Options) { o.PRFDocs = 2 }},
 	)
 	vs = append(vs, variant{name: "prf chosen by CV (prf grid)", apply: func(*search.Options) {}, grid: GridPRF})
 	vs = append(vs,

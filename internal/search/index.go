@@ -118,18 +118,18 @@ type Options struct {
 	// server already chosen, greedily over the best 3·limit candidates.
 	// 0 turns it off.
 	ServerDiversity float64
-	// PRFDocs is the number of feedback documents of pseudo-relevance
-	// feedback (RM3, search.go prf): the PRFDocs best BM25F hits expand the
-	// query with their PRFTerms most probable other terms, weighted up to
-	// PRFWeight, and BM25F scores the expanded query, in BM25 and AUTO.
-	// 0 selects the default 2 (measured, docs/decisions/0055-pseudo-relevance-feedback.md);
-	// negative turns feedback off.
+	// PRFDocs, when > 0, turns on pseudo-relevance feedback (RM3, search.go
+	// prf) in BM25 and AUTO: the PRFDocs best BM25F hits expand the query
+	// with their PRFTerms most probable other terms, weighted up to
+	// PRFWeight, and BM25F scores the expanded query. 0 (the default) turns
+	// it off: measured, it adds on LiveMCPBench but not on MetaTool
+	// (docs/decisions/0055-pseudo-relevance-feedback.md).
 	PRFDocs int
 	// PRFTerms is the number of expansion terms (default 10).
 	PRFTerms int
 	// PRFWeight is the weight of the most probable expansion term relative
 	// to an original query term (1); the others are scaled by probability
-	// (default 0.1; negative turns feedback off).
+	// (default 0.1, measured with PRFDocs 2; negative turns feedback off).
 	PRFWeight float64
 	// SplitCompoundNames adds, to the name field, the parts of name words
 	// written together ("diceroller" → dice roller; compound.go).
@@ -159,9 +159,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ANNMinDocs == 0 {
 		o.ANNMinDocs = 2048
-	}
-	if o.PRFDocs == 0 {
-		o.PRFDocs = 2
 	}
 	if o.PRFWeight == 0 {
 		o.PRFWeight = 0.1

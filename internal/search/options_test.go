@@ -16,7 +16,7 @@ func TestServerDiversity(t *testing.T) {
 		{Name: "b1", Server: "beta", Description: "weather forecast map"},
 	}
 	for _, d := range []float64{0, 0.1, 0.5} {
-		ix := NewIndex(Options{ServerDiversity: d, DisableSemantic: true, PRFDocs: -1})
+		ix := NewIndex(Options{ServerDiversity: d, DisableSemantic: true})
 		if err := ix.Replace(ctx, docs); err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestPseudoRelevanceFeedback(t *testing.T) {
 		{Name: "sensor", Description: "Read temperature and humidity from a sensor"},
 		{Name: "mail", Description: "Send an email message"},
 	}
-	for _, o := range []Options{{PRFDocs: -1}, {PRFDocs: 1, PRFWeight: -1}, {}, {PRFDocs: 1}, {PRFDocs: 1, PRFWeight: 0.5}} {
+	for _, o := range []Options{{}, {PRFDocs: -1}, {PRFDocs: 1, PRFWeight: -1}, {PRFDocs: 1}, {PRFDocs: 1, PRFWeight: 0.5}} {
 		o.DisableSemantic = true
 		ix := NewIndex(o)
 		if err := ix.Replace(ctx, docs); err != nil {
@@ -157,7 +157,7 @@ func TestPseudoRelevanceFeedback(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := names(resp)
-		on := o.PRFDocs >= 0 && o.PRFWeight >= 0
+		on := o.PRFDocs > 0 && o.PRFWeight >= 0
 		if len(got) == 0 || got[0] != "forecast" {
 			t.Fatalf("PRF %+v: %v, want forecast first", o.PRFDocs, got)
 		}

@@ -439,7 +439,8 @@ func (s *Snapshot) bm25Terms(terms []weightedTerm, mask []bool) *scratch {
 //
 // tf_F and len_F being the field-weighted term frequency and length (the
 // BM25F field weights). The Options.PRFTerms most probable terms that the
-// query does not contain are returned, weighted PRFWeight·p(w|R)/max p.
+// query does not contain and that occur in at most a tenth of the
+// documents are returned, weighted PRFWeight·p(w|R)/max p.
 func (s *Snapshot) prf(query []weightedTerm, first *scratch) []weightedTerm {
 	o := s.ix.opts
 	top := s.topSlots(first.hits, first.scores, o.PRFDocs)
@@ -455,6 +456,7 @@ func (s *Snapshot) prf(query []weightedTerm, first *scratch) []weightedTerm {
 	for _, t := range query {
 		in[t.term] = struct{}{}
 	}
+	maxDF := max(s.live/10, 5)
 	p := make(map[string]float64, 64)
 	for _, slot := range top {
 		d := s.slots[slot]
@@ -468,6 +470,12 @@ func (s *Snapshot) prf(query []weightedTerm, first *scratch) []weightedTerm {
 		dw := float64(first.scores[slot]) / total
 		for _, t := range d.terms {
 			if _, ok := in[t.term]; ok {
+				continue
+			}
+			// A term of more than a tenth of the catalog adds little
+			// (idf ≤ ln 10.5 at a tenth of the query's weight) and costs a
+			// walk of its long posting list: it is not an expansion term.
+			if df := len(s.postings[t.term]); df > maxDF {
 				continue
 			}
 			var tf float64
