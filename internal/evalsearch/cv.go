@@ -20,6 +20,9 @@ const (
 	// GridFull varies the semantic weight, the semantic threshold and the
 	// name field weight (the `make eval` form).
 	GridFull = "full"
+	// GridPRF varies the semantic weight and pseudo-relevance feedback
+	// (off, or its number of feedback documents and weight).
+	GridPRF = "prf"
 )
 
 // Setting is one candidate configuration of AUTO that cross-validation may
@@ -34,6 +37,11 @@ type Setting struct {
 	MinScore float64
 	// NameWeight is the BM25F name field weight.
 	NameWeight float64
+	// PRFDocs and PRFWeight, when PRFDocs is non-zero, set
+	// search.Options.PRFDocs and PRFWeight (PRFDocs -1: feedback off);
+	// 0 keeps the base's.
+	PRFDocs   int
+	PRFWeight float64
 }
 
 // Apply returns base with the setting's values.
@@ -47,6 +55,9 @@ func (s Setting) Apply(base search.Options) search.Options {
 	if s.Weight == 0 {
 		o.DisableSemantic = true
 	}
+	if s.PRFDocs != 0 {
+		o.PRFDocs, o.PRFWeight = s.PRFDocs, s.PRFWeight
+	}
 	return o
 }
 
@@ -57,8 +68,10 @@ func GridByName(name string) ([]Setting, error) {
 		return fusionGrid(), nil
 	case GridFull:
 		return fullGrid(), nil
+	case GridPRF:
+		return prfGrid(), nil
 	}
-	return nil, fmt.Errorf("grid: unknown %q (want %s or %s)", name, GridFusion, GridFull)
+	return nil, fmt.Errorf("grid: unknown %q (want %s, %s or %s)", name, GridFusion, GridFull, GridPRF)
 }
 
 var gridWeights = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5}
@@ -80,6 +93,28 @@ func fusionGrid() []Setting {
 	var out []Setting
 	for _, w := range gridWeights {
 		out = append(out, setting(w, 0.2, def.Name.Weight))
+	}
+	return out
+}
+
+// prfGrid crosses the fusion grid with pseudo-relevance feedback off and
+// five (feedback documents, weight) pairs (docs/search.md, "What each change
+// added").
+func prfGrid() []Setting {
+	var out []Setting
+	for _, s := range fusionGrid() {
+		off := s
+		off.PRFDocs, off.Name = -1, s.Name+" prf=off"
+		out = append(out, off)
+		for _, p := range []struct {
+			k int
+			w float64
+		}{{2, 0.1}, {2, 0.2}, {3, 0.1}, {3, 0.2}, {5, 0.1}} {
+			v := s
+			v.PRFDocs, v.PRFWeight = p.k, p.w
+			v.Name = fmt.Sprintf("%s prf=%d/%g", s.Name, p.k, p.w)
+			out = append(out, v)
+		}
 	}
 	return out
 }

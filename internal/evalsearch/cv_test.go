@@ -168,3 +168,45 @@ func TestCrossValidateOutOfFold(t *testing.T) {
 		t.Errorf("unknown grid: %v", err)
 	}
 }
+
+func TestPRFGrid(t *testing.T) {
+	grid, err := GridByName(GridPRF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(grid) != 36 {
+		t.Fatalf("prf grid has %d settings, want 36", len(grid))
+	}
+	names := map[string]bool{}
+	on, off := 0, 0
+	base := search.Options{PRFDocs: 7, PRFWeight: 0.9}
+	for _, s := range grid {
+		if names[s.Name] {
+			t.Errorf("duplicate setting name %q", s.Name)
+		}
+		names[s.Name] = true
+		o := s.Apply(base)
+		switch {
+		case s.PRFDocs < 0:
+			off++
+			if o.PRFDocs >= 0 || !strings.HasSuffix(s.Name, "prf=off") {
+				t.Errorf("%s: PRFDocs %d, want feedback off", s.Name, o.PRFDocs)
+			}
+		default:
+			on++
+			if o.PRFDocs != s.PRFDocs || o.PRFWeight != s.PRFWeight {
+				t.Errorf("%s: applied %d/%v", s.Name, o.PRFDocs, o.PRFWeight)
+			}
+		}
+	}
+	if off != 6 || on != 30 {
+		t.Errorf("off %d, on %d settings; want 6 and 30", off, on)
+	}
+	// A setting without PRF keeps the base's feedback.
+	if o := fusionGrid()[2].Apply(base); o.PRFDocs != 7 || o.PRFWeight != 0.9 {
+		t.Errorf("fusion setting changed feedback: %d/%v", o.PRFDocs, o.PRFWeight)
+	}
+	if _, err := GridByName("nope"); err == nil || !strings.Contains(err.Error(), GridPRF) {
+		t.Errorf("unknown grid error %v, want the list with %s", err, GridPRF)
+	}
+}

@@ -130,6 +130,17 @@ func BenchmarkSearch(b *testing.B) {
 			run  func(string) error
 		}{mode.String(), modeRunner(ix, mode)})
 	}
+	// The cost of pseudo-relevance feedback (a second BM25F pass).
+	prf := NewIndex(Options{PRFDocs: 2})
+	if err := prf.Replace(context.Background(), docs); err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []Mode{ModeBM25, ModeAuto} {
+		runners = append(runners, struct {
+			name string
+			run  func(string) error
+		}{mode.String() + "-prf", modeRunner(prf, mode)})
+	}
 	for _, r := range runners {
 		b.Run(r.name, func(b *testing.B) {
 			times := make([]time.Duration, 0, 1024)

@@ -100,9 +100,18 @@ func (d *Document) fieldTexts() [numFields][]string {
 
 // semanticText is the text an Embedder sees for d: name words, title and
 // description, and with server the server's name words and description.
-func (d *Document) semanticText(server bool) string {
+func (d *Document) semanticText(server, compounds bool) string {
 	var b strings.Builder
-	splitWords(d.Name, func(w string) { b.WriteString(w); b.WriteByte(' ') })
+	splitWords(d.Name, func(w string) {
+		b.WriteString(w)
+		b.WriteByte(' ')
+		if compounds {
+			for _, part := range splitCompound(w) {
+				b.WriteString(part)
+				b.WriteByte(' ')
+			}
+		}
+	})
 	if d.Title != "" {
 		b.WriteString(". ")
 		b.WriteString(d.Title)

@@ -36,6 +36,10 @@ type BM25Params struct {
 	Params FieldParam
 	// Server covers the server name and description.
 	Server FieldParam
+	// Delta is BM25+'s lower bound of a matched term's saturated tf (Lv &
+	// Zhai 2011, "Lower-bounding term frequency normalization"): a term a
+	// long document matches never counts less than Delta·idf. 0 is BM25.
+	Delta float64
 }
 
 // DefaultBM25Params returns the parameters measured best on the DEV parts of
@@ -114,6 +118,24 @@ type Options struct {
 	// server already chosen, greedily over the best 3·limit candidates.
 	// 0 turns it off.
 	ServerDiversity float64
+	// PRFDocs, when > 0, turns on pseudo-relevance feedback (RM3, search.go
+	// prf) in BM25 and AUTO: the PRFDocs best BM25F hits expand the query
+	// with their PRFTerms most probable other terms, weighted up to
+	// PRFWeight, and BM25F scores the expanded query. 0 (the default) turns
+	// it off: measured, it adds on LiveMCPBench but not on MetaTool
+	// (docs/decisions/0055-pseudo-relevance-feedback.md).
+	PRFDocs int
+	// PRFTerms is the number of expansion terms (default 10).
+	PRFTerms int
+	// PRFWeight is the weight of the most probable expansion term relative
+	// to an original query term (1); the others are scaled by probability
+	// (default 0.1, measured with PRFDocs 2; negative turns feedback off).
+	PRFWeight float64
+	// SplitCompoundNames adds, to the name field, the parts of name words
+	// written together ("diceroller" → dice roller; compound.go).
+	SplitCompoundNames bool
+	// SplitCompoundSemantic does the same in the text the Embedder sees.
+	SplitCompoundSemantic bool
 	// ANNProbes is the number of IVF cells AUTO probes (default
 	// max(8, ⌈2√cells⌉)).
 	ANNProbes int
@@ -137,6 +159,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ANNMinDocs == 0 {
 		o.ANNMinDocs = 2048
+	}
+	if o.PRFWeight == 0 {
+		o.PRFWeight = 0.1
+	}
+	if o.PRFTerms <= 0 {
+		o.PRFTerms = 10
 	}
 	return o
 }
@@ -220,7 +248,7 @@ type docData struct {
 	q8s       float32   // scale of q8: vec[i] ≈ q8[i]·q8s
 }
 
-func analyze(d Document) (*docData, error) {
+func analyze(d Document, compounds bool) (*docData, error) {
 	if d.Name == "" {
 		return nil, &DocumentError{Name: d.Name, Reason: "name is empty"}
 	}
@@ -239,7 +267,7 @@ func analyze(d Document) (*docData, error) {
 	for f := range numFields {
 		n := 0
 		for _, s := range texts[f] {
-			splitWords(s, func(w string) {
+			add := func(w string) {
 				t := term(w)
 				if t == "" {
 					return
@@ -253,6 +281,14 @@ func analyze(d Document) (*docData, error) {
 				}
 				if dd.terms[i].tf[f] < math.MaxUint8 {
 					dd.terms[i].tf[f]++
+				}
+			}
+			splitWords(s, func(w string) {
+				add(w)
+				if compounds && f == fieldName {
+					for _, part := range splitCompound(w) {
+						add(part)
+					}
 				}
 			})
 		}
@@ -275,7 +311,7 @@ func (ix *Index) prepare(ctx context.Context, cur *Snapshot, docs []Document) ([
 		if last[d.Name] != i {
 			continue
 		}
-		dd, err := analyze(d)
+		dd, err := analyze(d, ix.opts.SplitCompoundNames)
 		if err != nil {
 			return nil, err
 		}
@@ -294,7 +330,7 @@ func (ix *Index) prepare(ctx context.Context, cur *Snapshot, docs []Document) ([
 			}
 		}
 		need = append(need, dd)
-		texts = append(texts, dd.doc.semanticText(ix.opts.SemanticServer))
+		texts = append(texts, dd.doc.semanticText(ix.opts.SemanticServer, ix.opts.SplitCompoundSemantic))
 	}
 	if len(need) == 0 {
 		return out, nil

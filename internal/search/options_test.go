@@ -85,10 +85,110 @@ func TestQueryIDFExponent(t *testing.T) {
 
 func TestSemanticServerText(t *testing.T) {
 	d := Document{Name: "get_item", Description: "Get an item", Server: "shopCart", ServerDescription: "Online shop"}
-	if s := d.semanticText(false); strings.Contains(s, "shop") {
+	if s := d.semanticText(false, false); strings.Contains(s, "shop") {
 		t.Fatalf("without server: %q", s)
 	}
-	if s := d.semanticText(true); !strings.Contains(s, "shop cart") || !strings.Contains(s, "Online shop") {
+	if s := d.semanticText(true, false); !strings.Contains(s, "shop cart") || !strings.Contains(s, "Online shop") {
 		t.Fatalf("with server: %q", s)
+	}
+}
+
+func TestSplitCompound(t *testing.T) {
+	for w, want := range map[string][]string{
+		"diceroller":      {"dice", "roller"},
+		"socialsearch":    {"social", "search"},
+		"keywordexplorer": {"keyword", "explorer"},
+		"fundsdbsearch":   {"funds", "db", "search"},
+		"calculator":      nil, // an ordinary word
+		"kraftful":        nil, // only rare fragments ("kr af tf ul")
+		"dicé":            nil, // not ASCII
+		"abc":             nil, // too short
+	} {
+		if got := splitCompound(w); !slices.Equal(got, want) {
+			t.Errorf("splitCompound(%q) = %v, want %v", w, got, want)
+		}
+	}
+	long := strings.Repeat("dice", 11)
+	if got := splitCompound(long); got != nil {
+		t.Errorf("splitCompound(44 letters) = %v, want nil (over compoundMaxLen)", got)
+	}
+}
+
+func TestSplitCompoundNames(t *testing.T) {
+	ctx := context.Background()
+	docs := []Document{{Name: "diceroller", Description: "Roll for a tabletop game"}, {Name: "other", Description: "Send a message"}}
+	for _, on := range []bool{false, true} {
+		ix := NewIndex(Options{SplitCompoundNames: on, DisableSemantic: true})
+		if err := ix.Replace(ctx, docs); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := ix.Search(ctx, Request{Query: "dice", Mode: ModeBM25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found := slices.Contains(names(resp), "diceroller"); found != on {
+			t.Errorf("SplitCompoundNames %v: %v", on, names(resp))
+		}
+	}
+	d := Document{Name: "diceroller"}
+	if s := d.semanticText(false, true); !strings.Contains(s, "dice roller") {
+		t.Errorf("semanticText with compounds = %q, want the parts", s)
+	}
+	if s := d.semanticText(false, false); strings.Contains(s, "dice ") {
+		t.Errorf("semanticText without compounds = %q", s)
+	}
+}
+
+func TestPseudoRelevanceFeedback(t *testing.T) {
+	ctx := context.Background()
+	docs := []Document{
+		{Name: "forecast", Description: "Weather forecast with temperature and humidity"},
+		{Name: "sensor", Description: "Read temperature and humidity from a sensor"},
+		{Name: "mail", Description: "Send an email message"},
+	}
+	for _, o := range []Options{{}, {PRFDocs: -1}, {PRFDocs: 1, PRFWeight: -1}, {PRFDocs: 1}, {PRFDocs: 1, PRFWeight: 0.5}} {
+		o.DisableSemantic = true
+		ix := NewIndex(o)
+		if err := ix.Replace(ctx, docs); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := ix.Search(ctx, Request{Query: "weather", Mode: ModeBM25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := names(resp)
+		on := o.PRFDocs > 0 && o.PRFWeight >= 0
+		if len(got) == 0 || got[0] != "forecast" {
+			t.Fatalf("PRF %+v: %v, want forecast first", o.PRFDocs, got)
+		}
+		// Only feedback reaches the sensor (through temperature, humidity);
+		// nothing reaches the unrelated mail tool.
+		if slices.Contains(got, "sensor") != on || slices.Contains(got, "mail") {
+			t.Errorf("PRF docs %d weight %v: %v", o.PRFDocs, o.PRFWeight, got)
+		}
+		if on {
+			sc := ix.Snapshot().bm25("weather", nil)
+			if r := sc.scores[ix.Snapshot().byName["sensor"]] / sc.scores[ix.Snapshot().byName["forecast"]]; r <= 0 || r >= 0.5 {
+				t.Errorf("expanded-term score ratio %v, want (0, 0.5): expansion counts less than the query", r)
+			}
+			sc.release()
+		}
+	}
+	// The expansion is deterministic: ties between terms are broken by term.
+	ix := NewIndex(Options{PRFDocs: 2, PRFWeight: 0.3, PRFTerms: 2, DisableSemantic: true})
+	if err := ix.Replace(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	s := ix.Snapshot()
+	first := s.bm25Terms(weightedQueryTerms("temperature", 0), nil)
+	want := s.prf(weightedQueryTerms("temperature", 0), first)
+	for range 20 {
+		if got := s.prf(weightedQueryTerms("temperature", 0), first); !slices.Equal(got, want) {
+			t.Fatalf("prf not deterministic: %v vs %v", got, want)
+		}
+	}
+	first.release()
+	if len(want) != 2 || want[0].weight != 0.3 {
+		t.Errorf("prf = %v, want 2 terms, the first weighted 0.3", want)
 	}
 }

@@ -370,15 +370,32 @@ func (sc *scratch) release() {
 const semanticBit = 1 << numFields
 
 // bm25 scores text with BM25F (Lucene idf ln(1+(N-df+0.5)/(df+0.5)); each
-// distinct query term once).
+// distinct query term once). With Options.PRFDocs set, the query is then
+// expanded by pseudo-relevance feedback (prf) and scored again.
 func (s *Snapshot) bm25(text string, mask []bool) *scratch {
+	terms := weightedQueryTerms(text, float32(s.ix.opts.SynonymWeight))
+	sc := s.bm25Terms(terms, mask)
+	if s.ix.opts.PRFDocs <= 0 || s.ix.opts.PRFWeight <= 0 || len(sc.hits) == 0 {
+		return sc
+	}
+	exp := s.prf(terms, sc)
+	if len(exp) == 0 {
+		return sc
+	}
+	sc.release()
+	return s.bm25Terms(append(terms, exp...), mask)
+}
+
+// bm25Terms scores the weighted terms with BM25F.
+func (s *Snapshot) bm25Terms(terms []weightedTerm, mask []bool) *scratch {
 	sc := getScratch(len(s.slots))
 	if s.live == 0 {
 		return sc
 	}
 	k1 := float32(s.ix.opts.BM25.K1)
+	delta := float32(s.ix.opts.BM25.Delta)
 	n := float64(s.live)
-	for _, wt := range weightedQueryTerms(text, float32(s.ix.opts.SynonymWeight)) {
+	for _, wt := range terms {
 		list := s.postings[wt.term]
 		if len(list) == 0 {
 			continue
@@ -405,11 +422,96 @@ func (s *Snapshot) bm25(text string, mask []bool) *scratch {
 			if sc.scores[p.slot] == 0 {
 				sc.hits = append(sc.hits, p.slot)
 			}
-			sc.scores[p.slot] += idf * tf * (k1 + 1) / (k1 + tf)
+			sc.scores[p.slot] += idf * (tf*(k1+1)/(k1+tf) + delta)
 			sc.fields[p.slot] |= bits
 		}
 	}
 	return sc
+}
+
+// prf returns the expansion terms of relevance-model pseudo-relevance
+// feedback (RM3: Lavrenko & Croft 2001, "Relevance-based language models";
+// Abdul-Jaleel et al. 2004, UMass at TREC 2004), docs/search.md "What each
+// change added". The Options.PRFDocs best BM25F hits of the first pass are
+// taken as relevant; each term w of theirs gets
+//
+//	p(w|R) = Σ_d score(d)/Σ score · tf_F(w, d)/len_F(d)
+//
+// tf_F and len_F being the field-weighted term frequency and length (the
+// BM25F field weights). The Options.PRFTerms most probable terms that the
+// query does not contain and that occur in at most a tenth of the
+// documents are returned, weighted PRFWeight·p(w|R)/max p.
+func (s *Snapshot) prf(query []weightedTerm, first *scratch) []weightedTerm {
+	o := s.ix.opts
+	top := s.topSlots(first.hits, first.scores, o.PRFDocs)
+	var total float64
+	for _, slot := range top {
+		total += float64(first.scores[slot])
+	}
+	if total <= 0 {
+		return nil
+	}
+	params := o.BM25.fields()
+	in := make(map[string]struct{}, len(query))
+	for _, t := range query {
+		in[t.term] = struct{}{}
+	}
+	maxDF := max(s.live/10, 5)
+	p := make(map[string]float64, 64)
+	for _, slot := range top {
+		d := s.slots[slot]
+		var dlen float64
+		for f := range numFields {
+			dlen += params[f].Weight * float64(d.lens[f])
+		}
+		if dlen <= 0 {
+			continue
+		}
+		dw := float64(first.scores[slot]) / total
+		for _, t := range d.terms {
+			if _, ok := in[t.term]; ok {
+				continue
+			}
+			// A term of more than a tenth of the catalog adds little
+			// (idf ≤ ln 10.5 at a tenth of the query's weight) and costs a
+			// walk of its long posting list: it is not an expansion term.
+			if df := len(s.postings[t.term]); df > maxDF {
+				continue
+			}
+			var tf float64
+			for f := range numFields {
+				tf += params[f].Weight * float64(t.tf[f])
+			}
+			if tf > 0 {
+				p[t.term] += dw * tf / dlen
+			}
+		}
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	out := make([]weightedTerm, 0, len(p))
+	for t, v := range p {
+		out = append(out, weightedTerm{term: t, weight: float32(v)})
+	}
+	// Ties by term so the expansion does not depend on map order.
+	slices.SortFunc(out, func(a, b weightedTerm) int {
+		if a.weight != b.weight {
+			if a.weight > b.weight {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.term, b.term)
+	})
+	if len(out) > o.PRFTerms {
+		out = out[:o.PRFTerms]
+	}
+	maxP := out[0].weight
+	for i := range out {
+		out[i].weight = float32(o.PRFWeight) * out[i].weight / maxP
+	}
+	return out
 }
 
 // queryVector embeds text and centres it; ok is false when semantic ranking
