@@ -23,6 +23,7 @@ type Memory struct {
 	events   map[string][]Event
 	runs     map[string][]*runtimev1.Run
 	agents   map[string]*runtimev1.Agent
+	leases   map[string]*memLease // by run id (leases.go)
 	seq      int64
 }
 
@@ -401,3 +402,127 @@ func (m *Memory) PurgeMessagesBefore(_ context.Context, t time.Time) (int, error
 
 // Close implements Store.
 func (m *Memory) Close() error { return nil }
+
+type memLease struct {
+	owner  string
+	until  time.Time
+	cancel bool
+}
+
+func (m *Memory) findRun(threadID, runID string) *runtimev1.Run {
+	for _, r := range m.runs[threadID] {
+		if r.GetRunId() == runID {
+			return r
+		}
+	}
+	return nil
+}
+
+// StartRun implements Store.
+func (m *Memory) StartRun(_ context.Context, r *runtimev1.Run, l Lease, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.threads[r.GetThreadId()]; !ok {
+		return ErrNotFound
+	}
+	if m.leases == nil {
+		m.leases = map[string]*memLease{}
+	}
+	for _, x := range m.runs[r.GetThreadId()] {
+		if x.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+			continue
+		}
+		xl := m.leases[x.GetRunId()]
+		live := xl != nil && xl.until.After(now)
+		if x.GetRunId() != r.GetRunId() && live {
+			return ErrRunBusy
+		}
+		if x.GetRunId() == r.GetRunId() && live && xl.owner != l.Owner {
+			return ErrRunBusy
+		}
+	}
+	c := proto.Clone(r).(*runtimev1.Run)
+	if x := m.findRun(r.GetThreadId(), r.GetRunId()); x != nil {
+		proto.Reset(x)
+		proto.Merge(x, c)
+	} else {
+		m.runs[r.GetThreadId()] = append(m.runs[r.GetThreadId()], c)
+	}
+	m.leases[r.GetRunId()] = &memLease{owner: l.Owner, until: l.Until}
+	return nil
+}
+
+// RenewLeases implements Store.
+func (m *Memory) RenewLeases(_ context.Context, owner string, until time.Time) ([]LeasedRun, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []LeasedRun
+	for tid, runs := range m.runs {
+		for _, r := range runs {
+			l := m.leases[r.GetRunId()]
+			if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && l != nil && l.owner == owner {
+				l.until = until
+				out = append(out, LeasedRun{RunRef: RunRef{ThreadID: tid, RunID: r.GetRunId()}, CancelRequested: l.cancel})
+			}
+		}
+	}
+	return out, nil
+}
+
+// CancelRequested implements Store.
+func (m *Memory) CancelRequested(_ context.Context, owner string) ([]RunRef, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []RunRef
+	for tid, runs := range m.runs {
+		for _, r := range runs {
+			l := m.leases[r.GetRunId()]
+			if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && l != nil && l.owner == owner && l.cancel {
+				out = append(out, RunRef{ThreadID: tid, RunID: r.GetRunId()})
+			}
+		}
+	}
+	return out, nil
+}
+
+// RequestCancel implements Store.
+func (m *Memory) RequestCancel(_ context.Context, threadID, runID string) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.findRun(threadID, runID)
+	if r == nil {
+		return "", false, ErrNotFound
+	}
+	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+		return "", false, nil
+	}
+	if m.leases == nil {
+		m.leases = map[string]*memLease{}
+	}
+	l := m.leases[runID]
+	if l == nil {
+		l = &memLease{}
+		m.leases[runID] = l
+	}
+	l.cancel = true
+	return l.owner, true, nil
+}
+
+// InterruptExpired implements Store.
+func (m *Memory) InterruptExpired(_ context.Context, reason string, now time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, runs := range m.runs {
+		for _, r := range runs {
+			l := m.leases[r.GetRunId()]
+			if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && (l == nil || l.until.Before(now)) {
+				r.Status = runtimev1.RunStatus_RUN_STATUS_INTERRUPTED
+				r.Reason = reason
+				r.EndTime = timestamppb.New(now)
+				n++
+			}
+		}
+	}
+	return n, nil
+}

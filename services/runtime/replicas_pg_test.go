@@ -1,0 +1,175 @@
+package runtime_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
+	"github.com/toolplane/toolplane/internal/app"
+	"github.com/toolplane/toolplane/internal/pgtest"
+	"github.com/toolplane/toolplane/services/runtime"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodelalt"
+	"github.com/toolplane/toolplane/services/runtime/runtimepg"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// TestRunsAcrossReplicas: two whole Toolplane processes (all four services,
+// in process) on one PostgreSQL database, as two replicas behind a load
+// balancer. A run belongs to the replica executing it; the other replica's
+// start-up and sweeps leave it alone while its lease is renewed, refuse a
+// second run in its thread (RUN_ACTIVE), and its CancelRun stops it through
+// the database; ResumeRun continues a waiting run on the other replica; a
+// run whose owner stopped renewing is INTERRUPTED within the lease
+// (docs/decisions/0081-run-leases.md).
+func TestRunsAcrossReplicas(t *testing.T) {
+	const lease = time.Second
+	brain := func(c fakemodelalt.Conversation) fakemodelalt.Turn {
+		l := c.Last()
+		switch {
+		case l.Role == "user" && strings.Contains(l.Text, "slow please"):
+			return fakemodelalt.Turn{Calls: []fakemodelalt.Call{{Name: "tool_search", Args: `{"query":"select:everything_trigger-long-running-operation"}`}}}
+		case l.Role == "tool" && c.Has("everything_trigger-long-running-operation") && !strings.Contains(l.Text, "Long running"):
+			return fakemodelalt.Turn{Calls: []fakemodelalt.Call{{Name: "everything_trigger-long-running-operation", Args: `{"duration":30,"steps":30}`}}}
+		case l.Role == "user" && strings.Contains(l.Text, "Oslo"):
+			return fakemodelalt.Turn{Text: "Oslo it is: sunny."}
+		case l.Role == "user" && strings.Contains(l.Text, "weather"):
+			return fakemodelalt.Turn{Calls: []fakemodelalt.Call{{Name: "ask_clarification", Args: `{"question":"Which city?"}`}}}
+		}
+		return fakemodelalt.Turn{Text: "done"}
+	}
+	fm := fakemodelalt.Start(brain)
+	defer fm.Close()
+	dsn := pgtest.DSN(t)
+	onPG := func(c *app.Config) { c.Storage.DSN = dsn; c.Runtime.RunLease = lease }
+	a := startLoopSuiteMut(t, runtime.LoopConfig{Models: []runtime.ModelConfig{modelCfg("alt", fm.BaseURL(), false)}}, onPG)
+	ctx := context.Background()
+	ca := a.rt()
+
+	// A run executing on replica A.
+	th := a.thread(ca)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	st, err := ca.RunTurn(sctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "slow please"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runID string
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("stream before the slow call started: %v", err)
+		}
+		runID = m.GetEvent().GetRunId()
+		if m.GetEvent().GetToolCallStarted().GetName() == "everything_trigger-long-running-operation" {
+			break
+		}
+	}
+
+	// Replica B starts now: its start-up must not interrupt A's run.
+	b := startLoopSuiteMut(t, runtime.LoopConfig{Models: []runtime.ModelConfig{modelCfg("alt", fm.BaseURL(), false)}}, onPG)
+	cb := b.rt()
+	runStatus := func(c runtimev1.RuntimeServiceClient, thread, run string) *runtimev1.Run {
+		t.Helper()
+		rs, err := c.ListRuns(ctx, &runtimev1.ListRunsRequest{ThreadId: thread})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs.GetRuns() {
+			if r.GetRunId() == run {
+				return r
+			}
+		}
+		t.Fatalf("run %s not listed: %v", run, rs.GetRuns())
+		return nil
+	}
+	if r := runStatus(cb, th, runID); r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+		t.Fatalf("replica B's start-up changed A's run: %v", r)
+	}
+	// Three lease periods later (B has swept about nine times) it still runs.
+	time.Sleep(3 * lease)
+	if r := runStatus(cb, th, runID); r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+		t.Fatalf("A's renewed run was interrupted by a sweep: %v", r)
+	}
+	// One active run per thread across replicas.
+	if st2, err := cb.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th, Message: "me too"}); err == nil {
+		if _, err := st2.Recv(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "already active") {
+			t.Fatalf("second run on replica B while A runs the thread: %v", err)
+		}
+	}
+	// CancelRun on B stops the run on A within 2 s.
+	t0 := time.Now()
+	cr, err := cb.CancelRun(ctx, &runtimev1.CancelRunRequest{ThreadId: th, RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	if cr.GetRun().GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED || took > 2*time.Second {
+		t.Fatalf("CancelRun on B = %v after %s; want CANCELLED within 2s", cr.GetRun(), took)
+	}
+	t.Logf("cross-replica CancelRun answered CANCELLED after %s", took.Round(time.Millisecond))
+	evs := collect(t, st)
+	if lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_CANCELLED {
+		t.Fatalf("A's stream after B's cancel: %v", evs)
+	}
+
+	// A clarification asked on A is answered on B.
+	th2 := a.thread(ca)
+	st, err = ca.RunTurn(ctx, &runtimev1.RunTurnRequest{ThreadId: th2, Message: "what's the weather?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = collect(t, st)
+	if lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT {
+		t.Fatalf("events %v", evs)
+	}
+	rs, err := cb.ResumeRun(ctx, &runtimev1.ResumeRunRequest{ThreadId: th2, RunId: evs[0].GetRunId(), Answer: "Oslo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs = collect(t, rs); lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("resume on B: %v", evs)
+	}
+
+	// A replica that stops renewing (here: a run written by a replica id no
+	// process has) is interrupted by the sweeps of the living ones.
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	st3, err := runtimepg.Open(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th3 := a.thread(ca)
+	now := time.Now()
+	if err := st3.StartRun(ctx, &runtimev1.Run{RunId: "ghost", ThreadId: th3, Status: runtimev1.RunStatus_RUN_STATUS_RUNNING, StartTime: timestamppb.New(now)},
+		runtimestore.Lease{Owner: "dead-replica", Until: now.Add(lease)}, now); err != nil {
+		t.Fatal(err)
+	}
+	deadline := now.Add(lease + lease/3 + 2*time.Second)
+	for {
+		r := runStatus(cb, th3, "ghost")
+		if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_INTERRUPTED {
+			if !strings.HasPrefix(r.GetReason(), "lease_expired:") {
+				t.Fatalf("reason %q", r.GetReason())
+			}
+			t.Logf("dead replica's run interrupted %s after its lease ended", time.Since(now.Add(lease)).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dead replica's run still %v after lease + lease/3 + 2s", r.GetStatus())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
