@@ -192,4 +192,8 @@ func (s *Server) sweepLeases(ctx context.Context) {
 	if n > 0 {
 		s.log.Warn("runs of a stopped replica marked interrupted", "runs", n)
 	}
+	// The idempotency window of ExecuteToolCall (idempotent.go).
+	if _, err := s.store.PurgeToolCallsBefore(cctx, s.now().Add(-callWindow)); err != nil {
+		s.log.Warn("purging old tool-call claims failed", "err", err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
@@ -120,6 +121,25 @@ func TestRunsAcrossReplicas(t *testing.T) {
 	evs := collect(t, st)
 	if lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_CANCELLED {
 		t.Fatalf("A's stream after B's cancel: %v", evs)
+	}
+
+	// A tool call retried on the other replica returns A's stored result;
+	// the MCP tool ran once, on A.
+	thc := a.thread(ca)
+	if _, err := execCall(ctx, ca, thc, "s-1", "tool_search", map[string]any{"query": "select:everything_echo"}); err != nil {
+		t.Fatal(err)
+	}
+	beforeA, beforeB := mcpCalls(t, a.httpAddr), mcpCalls(t, b.httpAddr)
+	first, err := execCall(ctx, ca, thc, "echo-x", "everything_echo", map[string]any{"message": "across"})
+	if err != nil || first.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS {
+		t.Fatalf("call on A = %v, %v", first, err)
+	}
+	retry, err := execCall(ctx, cb, thc, "echo-x", "everything_echo", map[string]any{"message": "across"})
+	if err != nil || !proto.Equal(first, retry) {
+		t.Fatalf("retry on B = %v, %v; want A's %v", retry, err, first)
+	}
+	if na, nb := mcpCalls(t, a.httpAddr)-beforeA, mcpCalls(t, b.httpAddr)-beforeB; na != 1 || nb != 0 {
+		t.Fatalf("MCP tool ran %d times on A and %d on B; want 1 and 0", na, nb)
 	}
 
 	// A clarification asked on A is answered on B.

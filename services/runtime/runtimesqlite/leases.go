@@ -12,7 +12,7 @@ import (
 
 // dialect is runsql's seam for sqlite: unqualified tables, ?N placeholders,
 // no row locks (a write transaction is exclusive: BEGIN IMMEDIATE).
-var dialect = runsql.Dialect{Runs: "runs", Threads: "threads", Question: true}
+var dialect = runsql.Dialect{Runs: "runs", Threads: "threads", Calls: "tool_calls", Question: true}
 
 type sqlRows struct{ *sql.Rows }
 
@@ -66,5 +66,40 @@ func (s *Store) RequestCancel(ctx context.Context, threadID, runID string) (owne
 // InterruptExpired implements runtimestore.RunLeases.
 func (s *Store) InterruptExpired(ctx context.Context, reason string, now time.Time) (n int, err error) {
 	err = s.inTx(ctx, func(tx runsql.Tx) error { n, err = dialect.InterruptExpired(ctx, tx, reason, now); return err })
+	return n, err
+}
+
+// ClaimToolCall implements runtimestore.ToolCalls.
+func (s *Store) ClaimToolCall(ctx context.Context, threadID, callID, fingerprint string, l runtimestore.Lease) (claimed bool, c runtimestore.ToolCall, err error) {
+	err = s.inTx(ctx, func(tx runsql.Tx) error {
+		claimed, c, err = dialect.ClaimToolCall(ctx, tx, threadID, callID, fingerprint, l, time.Now())
+		return err
+	})
+	return claimed, c, err
+}
+
+// GetToolCall implements runtimestore.ToolCalls.
+func (s *Store) GetToolCall(ctx context.Context, threadID, callID string) (c runtimestore.ToolCall, err error) {
+	err = s.inTx(ctx, func(tx runsql.Tx) error { c, err = dialect.GetToolCall(ctx, tx, threadID, callID); return err })
+	return c, err
+}
+
+// SettleToolCall implements runtimestore.ToolCalls.
+func (s *Store) SettleToolCall(ctx context.Context, threadID, callID string, result []byte, now time.Time) (c runtimestore.ToolCall, err error) {
+	err = s.inTx(ctx, func(tx runsql.Tx) error {
+		c, err = dialect.SettleToolCall(ctx, tx, threadID, callID, result, now)
+		return err
+	})
+	return c, err
+}
+
+// ReleaseToolCall implements runtimestore.ToolCalls.
+func (s *Store) ReleaseToolCall(ctx context.Context, threadID, callID, owner string) error {
+	return s.inTx(ctx, func(tx runsql.Tx) error { return dialect.ReleaseToolCall(ctx, tx, threadID, callID, owner) })
+}
+
+// PurgeToolCallsBefore implements runtimestore.ToolCalls.
+func (s *Store) PurgeToolCallsBefore(ctx context.Context, t time.Time) (n int, err error) {
+	err = s.inTx(ctx, func(tx runsql.Tx) error { n, err = dialect.PurgeToolCallsBefore(ctx, tx, t); return err })
 	return n, err
 }

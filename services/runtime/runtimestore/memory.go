@@ -23,7 +23,8 @@ type Memory struct {
 	events   map[string][]Event
 	runs     map[string][]*runtimev1.Run
 	agents   map[string]*runtimev1.Agent
-	leases   map[string]*memLease // by run id (leases.go)
+	leases   map[string]*memLease           // by run id (leases.go)
+	calls    map[string]map[string]*memCall // thread id → call id (toolcalls.go)
 	seq      int64
 }
 
@@ -119,6 +120,11 @@ func (m *Memory) UpdateThread(ctx context.Context, id string, fn Update) (*Threa
 	work.Child = cur.Clone().Child // fixed at creation
 	m.threads[id] = work
 	m.appendLocked(id, msgs)
+	if r, ok := CallResultOf(ctx); ok {
+		if c := m.calls[id][r.CallID]; c != nil {
+			c.State, c.Result = CallDone, append([]byte(nil), r.Result...)
+		}
+	}
 	return work.Clone(), nil
 }
 
@@ -147,6 +153,7 @@ func (m *Memory) DeleteThread(_ context.Context, id string) error {
 	delete(m.messages, id)
 	delete(m.events, id)
 	delete(m.runs, id)
+	delete(m.calls, id)
 	return nil
 }
 
@@ -337,6 +344,7 @@ func (m *Memory) PurgeThreadsBefore(_ context.Context, t time.Time) ([]string, e
 		delete(m.messages, id)
 		delete(m.events, id)
 		delete(m.runs, id)
+		delete(m.calls, id)
 	}
 	return ids, nil
 }
@@ -520,6 +528,87 @@ func (m *Memory) InterruptExpired(_ context.Context, reason string, now time.Tim
 				r.Status = runtimev1.RunStatus_RUN_STATUS_INTERRUPTED
 				r.Reason = reason
 				r.EndTime = timestamppb.New(now)
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+type memCall struct {
+	ToolCall
+	created time.Time
+}
+
+// ClaimToolCall implements Store.
+func (m *Memory) ClaimToolCall(_ context.Context, threadID, callID, fingerprint string, l Lease) (bool, ToolCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.threads[threadID]; !ok {
+		return false, ToolCall{}, ErrNotFound
+	}
+	if m.calls == nil {
+		m.calls = map[string]map[string]*memCall{}
+	}
+	if m.calls[threadID] == nil {
+		m.calls[threadID] = map[string]*memCall{}
+	}
+	if c := m.calls[threadID][callID]; c != nil {
+		return false, c.copy(), nil
+	}
+	m.calls[threadID][callID] = &memCall{ToolCall: ToolCall{State: CallRunning, Fingerprint: fingerprint, Lease: l}, created: time.Now()}
+	return true, ToolCall{}, nil
+}
+
+func (c *memCall) copy() ToolCall {
+	out := c.ToolCall
+	out.Result = append([]byte(nil), c.Result...)
+	return out
+}
+
+// GetToolCall implements Store.
+func (m *Memory) GetToolCall(_ context.Context, threadID, callID string) (ToolCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.calls[threadID][callID]; c != nil {
+		return c.copy(), nil
+	}
+	return ToolCall{}, ErrNotFound
+}
+
+// SettleToolCall implements Store.
+func (m *Memory) SettleToolCall(_ context.Context, threadID, callID string, result []byte, now time.Time) (ToolCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.calls[threadID][callID]
+	if c == nil {
+		return ToolCall{}, ErrNotFound
+	}
+	if c.State == CallRunning && c.Lease.Until.Before(now) {
+		c.State, c.Result = CallDone, append([]byte(nil), result...)
+	}
+	return c.copy(), nil
+}
+
+// ReleaseToolCall implements Store.
+func (m *Memory) ReleaseToolCall(_ context.Context, threadID, callID, owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.calls[threadID][callID]; c != nil && c.State == CallRunning && c.Lease.Owner == owner {
+		delete(m.calls[threadID], callID)
+	}
+	return nil
+}
+
+// PurgeToolCallsBefore implements Store.
+func (m *Memory) PurgeToolCallsBefore(_ context.Context, t time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, cs := range m.calls {
+		for id, c := range cs {
+			if c.created.Before(t) {
+				delete(cs, id)
 				n++
 			}
 		}

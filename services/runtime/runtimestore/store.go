@@ -111,7 +111,8 @@ type Store interface {
 	// loop, reachable by id (the task result's child_thread_id).
 	ListThreads(ctx context.Context, tenant, subject string, p Page) (threads []*Thread, next string, err error)
 	// UpdateThread applies fn atomically and bumps update_time; it returns
-	// the thread after the change, or ErrNotFound.
+	// the thread after the change, or ErrNotFound. Under WithCallResult it
+	// also stores the call's result in its claim, in the same transaction.
 	UpdateThread(ctx context.Context, id string, fn Update) (*Thread, error)
 	// ChildThreads returns the ids of the subagent threads whose
 	// Child.ParentThreadID is parentID (any order; none = empty).
@@ -142,6 +143,9 @@ type Store interface {
 	// RunLeases: run ownership, lease renewal, cross-replica cancel and
 	// the sweep of expired leases (leases.go).
 	RunLeases
+	// ToolCalls: the claims and results that make ExecuteToolCall
+	// idempotent (toolcalls.go).
+	ToolCalls
 	// PutAgent creates or replaces an agent (update_time set by the caller).
 	PutAgent(ctx context.Context, a *runtimev1.Agent) error
 	// GetAgent returns an agent or ErrNotFound.

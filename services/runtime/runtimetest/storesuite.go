@@ -451,6 +451,85 @@ func RunStoreSuite(t *testing.T, f Factory) {
 			t.Fatalf("StartRun after the previous run was interrupted = %v", err)
 		}
 	})
+	t.Run("ToolCallClaims", func(t *testing.T) {
+		s := f.Open(t)
+		now := time.Now()
+		_ = s.CreateThread(ctx, newThread("x", "t", "u", now))
+		l := runtimestore.Lease{Owner: "replica-a", Until: now.Add(time.Minute)}
+		if _, _, err := s.ClaimToolCall(ctx, "nope", "c1", "fp", l); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("claim on a missing thread = %v", err)
+		}
+		claimed, _, err := s.ClaimToolCall(ctx, "x", "c1", "fp1", l)
+		if err != nil || !claimed {
+			t.Fatalf("first claim = %v, %v", claimed, err)
+		}
+		claimed, got, err := s.ClaimToolCall(ctx, "x", "c1", "other", runtimestore.Lease{Owner: "replica-b", Until: now.Add(time.Minute)})
+		if err != nil || claimed || got.State != runtimestore.CallRunning || got.Fingerprint != "fp1" || got.Lease.Owner != "replica-a" {
+			t.Fatalf("duplicate claim = %v, %+v, %v", claimed, got, err)
+		}
+		// The result lands with the state update, in one transaction.
+		if _, err := s.UpdateThread(runtimestore.WithCallResult(ctx, runtimestore.CallResult{CallID: "c1", Result: []byte("result-1")}), "x",
+			func(th *runtimestore.Thread) ([]*runtimev1.Message, error) {
+				th.Proto.Promoted = &runtimev1.Promoted{CatalogHash: "h", Names: []string{"p"}}
+				return nil, nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.GetToolCall(ctx, "x", "c1"); err != nil || got.State != runtimestore.CallDone || string(got.Result) != "result-1" {
+			t.Fatalf("after the update: %+v, %v", got, err)
+		}
+		// A failed update records nothing.
+		_, _, _ = s.ClaimToolCall(ctx, "x", "c2", "fp2", l)
+		_, _ = s.UpdateThread(runtimestore.WithCallResult(ctx, runtimestore.CallResult{CallID: "c2", Result: []byte("lost")}), "x",
+			func(*runtimestore.Thread) ([]*runtimev1.Message, error) { return nil, errors.New("boom") })
+		if got, _ := s.GetToolCall(ctx, "x", "c2"); got.State != runtimestore.CallRunning || got.Result != nil {
+			t.Fatalf("a rolled-back update recorded a result: %+v", got)
+		}
+		// Settling needs an expired lease; release needs the owner.
+		if got, _ := s.SettleToolCall(ctx, "x", "c2", []byte("unknown"), now); got.State != runtimestore.CallRunning {
+			t.Fatalf("settled a live claim: %+v", got)
+		}
+		if err := s.ReleaseToolCall(ctx, "x", "c2", "replica-b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetToolCall(ctx, "x", "c2"); err != nil {
+			t.Fatalf("another owner released the claim: %v", err)
+		}
+		if got, _ := s.SettleToolCall(ctx, "x", "c2", []byte("unknown"), now.Add(2*time.Minute)); got.State != runtimestore.CallDone || string(got.Result) != "unknown" {
+			t.Fatalf("expired claim not settled: %+v", got)
+		}
+		if got, _ := s.SettleToolCall(ctx, "x", "c1", []byte("unknown"), now.Add(2*time.Minute)); string(got.Result) != "result-1" {
+			t.Fatalf("settle overwrote a stored result: %+v", got)
+		}
+		_, _, _ = s.ClaimToolCall(ctx, "x", "c3", "fp3", l)
+		if err := s.ReleaseToolCall(ctx, "x", "c3", "replica-a"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetToolCall(ctx, "x", "c3"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("released claim still there: %v", err)
+		}
+		if f.Reopen != nil {
+			s = f.Reopen(t, s)
+		}
+		if got, err := s.GetToolCall(ctx, "x", "c1"); err != nil || string(got.Result) != "result-1" {
+			t.Fatalf("after reopen: %+v, %v", got, err)
+		}
+		if n, err := s.PurgeToolCallsBefore(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+			t.Fatalf("purge of nothing old = %d, %v", n, err)
+		}
+		if n, err := s.PurgeToolCallsBefore(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
+			t.Fatalf("purge = %d, %v; want 2", n, err)
+		}
+		// Deleting the thread deletes its claims.
+		_, _, _ = s.ClaimToolCall(ctx, "x", "c4", "fp4", l)
+		if err := s.DeleteThread(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.CreateThread(ctx, newThread("x", "t", "u", now))
+		if _, err := s.GetToolCall(ctx, "x", "c4"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("claim survived its thread: %v", err)
+		}
+	})
 	t.Run("AgentsEventsPersistenceAndRetention", func(t *testing.T) {
 		s := f.Open(t)
 		if err := s.PutAgent(ctx, &runtimev1.Agent{Name: "b", Description: "B"}); err != nil {

@@ -1,5 +1,6 @@
-// Package runsql is the SQL of run leases shared by runtimesqlite and
-// runtimepg (docs/decisions/0081-run-leases.md): one text per statement,
+// Package runsql is the SQL of run leases and idempotent tool calls shared
+// by runtimesqlite and runtimepg (docs/decisions/0081-run-leases.md,
+// docs/decisions/0082-idempotent-tool-calls.md): one text per statement,
 // written for PostgreSQL, and a small seam — the table names, the row lock
 // of the thread and the placeholder style — for each dialect, so the two
 // stores do not carry two copies of the same logic.
@@ -34,8 +35,8 @@ type Tx interface {
 
 // Dialect is what differs between the backends.
 type Dialect struct {
-	// Runs and Threads are the qualified table names.
-	Runs, Threads string
+	// Runs, Threads and Calls are the qualified table names.
+	Runs, Threads, Calls string
 	// LockSuffix is appended to the SELECT that reads the thread row in
 	// StartRun (" FOR UPDATE" on PostgreSQL; "" on sqlite, whose write
 	// transactions are exclusive).
@@ -45,7 +46,7 @@ type Dialect struct {
 }
 
 func (d Dialect) q(s string) string {
-	s = strings.NewReplacer("{runs}", d.Runs, "{threads}", d.Threads, "{lock}", d.LockSuffix).Replace(s)
+	s = strings.NewReplacer("{runs}", d.Runs, "{threads}", d.Threads, "{calls}", d.Calls, "{lock}", d.LockSuffix).Replace(s)
 	if d.Question {
 		s = strings.ReplaceAll(s, "$", "?")
 	}
@@ -203,4 +204,86 @@ func (d Dialect) InterruptExpired(ctx context.Context, tx Tx, reason string, now
 		n += int(k)
 	}
 	return n, nil
+}
+
+func (d Dialect) threadExists(ctx context.Context, tx Tx, threadID string) error {
+	rows, err := tx.Query(ctx, d.q(`SELECT 1 FROM {threads} WHERE id = $1`), threadID)
+	if err != nil {
+		return err
+	}
+	found := rows.Next()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !found {
+		return runtimestore.ErrNotFound
+	}
+	return nil
+}
+
+// ClaimToolCall implements runtimestore.ToolCalls.ClaimToolCall inside tx.
+func (d Dialect) ClaimToolCall(ctx context.Context, tx Tx, threadID, callID, fingerprint string, l runtimestore.Lease, now time.Time) (bool, runtimestore.ToolCall, error) {
+	if err := d.threadExists(ctx, tx, threadID); err != nil {
+		return false, runtimestore.ToolCall{}, err
+	}
+	n, err := tx.Exec(ctx, d.q(`INSERT INTO {calls} (thread_id, call_id, state, fingerprint, owner, lease_ns, create_ns)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread_id, call_id) DO NOTHING`),
+		threadID, callID, int32(runtimestore.CallRunning), fingerprint, l.Owner, l.Until.UnixNano(), now.UnixNano())
+	if err != nil || n == 1 {
+		return n == 1, runtimestore.ToolCall{}, err
+	}
+	c, err := d.GetToolCall(ctx, tx, threadID, callID)
+	return false, c, err
+}
+
+// GetToolCall implements runtimestore.ToolCalls.GetToolCall.
+func (d Dialect) GetToolCall(ctx context.Context, tx Tx, threadID, callID string) (runtimestore.ToolCall, error) {
+	rows, err := tx.Query(ctx, d.q(`SELECT state, fingerprint, owner, lease_ns, result FROM {calls} WHERE thread_id = $1 AND call_id = $2`), threadID, callID)
+	if err != nil {
+		return runtimestore.ToolCall{}, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return runtimestore.ToolCall{}, err
+		}
+		return runtimestore.ToolCall{}, runtimestore.ErrNotFound
+	}
+	var c runtimestore.ToolCall
+	var st int32
+	var until int64
+	if err := rows.Scan(&st, &c.Fingerprint, &c.Lease.Owner, &until, &c.Result); err != nil {
+		return c, err
+	}
+	c.State, c.Lease.Until = runtimestore.CallState(st), time.Unix(0, until)
+	return c, rows.Err()
+}
+
+// SettleToolCall implements runtimestore.ToolCalls.SettleToolCall inside tx.
+func (d Dialect) SettleToolCall(ctx context.Context, tx Tx, threadID, callID string, result []byte, now time.Time) (runtimestore.ToolCall, error) {
+	if _, err := tx.Exec(ctx, d.q(`UPDATE {calls} SET state = $1, result = $2 WHERE thread_id = $3 AND call_id = $4 AND state = $5 AND lease_ns < $6`),
+		int32(runtimestore.CallDone), result, threadID, callID, int32(runtimestore.CallRunning), now.UnixNano()); err != nil {
+		return runtimestore.ToolCall{}, err
+	}
+	return d.GetToolCall(ctx, tx, threadID, callID)
+}
+
+// ReleaseToolCall implements runtimestore.ToolCalls.ReleaseToolCall.
+func (d Dialect) ReleaseToolCall(ctx context.Context, tx Tx, threadID, callID, owner string) error {
+	_, err := tx.Exec(ctx, d.q(`DELETE FROM {calls} WHERE thread_id = $1 AND call_id = $2 AND state = $3 AND owner = $4`),
+		threadID, callID, int32(runtimestore.CallRunning), owner)
+	return err
+}
+
+// PurgeToolCallsBefore implements runtimestore.ToolCalls.PurgeToolCallsBefore.
+func (d Dialect) PurgeToolCallsBefore(ctx context.Context, tx Tx, t time.Time) (int, error) {
+	n, err := tx.Exec(ctx, d.q(`DELETE FROM {calls} WHERE create_ns < $1`), t.UnixNano())
+	return int(n), err
+}
+
+// RecordSQL is the statement UpdateThread runs under
+// runtimestore.WithCallResult (arguments: result, thread id, call id).
+func (d Dialect) RecordSQL() string {
+	return d.q(`UPDATE {calls} SET state = 2, result = $1 WHERE thread_id = $2 AND call_id = $3`)
 }
