@@ -2,8 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,5 +193,69 @@ func TestRunsAcrossReplicas(t *testing.T) {
 			t.Fatalf("dead replica's run still %v after lease + lease/3 + 2s", r.GetStatus())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPromotionsAcrossReplicas: 100 concurrent tool_search calls on one
+// thread, spread over two runtime replicas on one PostgreSQL database,
+// keep every promotion (the reducer runs in UpdateThread's transaction
+// under the thread's row lock, docs/decisions/0080-postgresql-stores.md),
+// and the thread holds exactly one tool message per call.
+func TestPromotionsAcrossReplicas(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	onPG := func(c *app.Config) { c.Storage.DSN = dsn }
+	a, b := newSuite(t, onPG), newSuite(t, onPG)
+	ca, cb := a.rt(aliceToken), b.rt(aliceToken)
+	ctx := context.Background()
+	th := newThread(t, ca, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := 0; i < 100; i++ {
+		c := ca
+		if i%2 == 1 {
+			c = cb
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, ToolCall: &runtimev1.ToolCall{
+				Id: fmt.Sprintf("c%d", i), Name: "tool_search", Arguments: args(t, map[string]any{"query": fmt.Sprintf("select:bulk_tool_%03d", i)})}})
+			if err == nil && r.GetResult().GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS {
+				err = fmt.Errorf("call %d: %v", i, r.GetResult())
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, c := range map[string]runtimev1.RuntimeServiceClient{"A": ca, "B": cb} {
+		g, err := c.GetThread(ctx, &runtimev1.GetThreadRequest{ThreadId: th})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(g.GetThread().GetPromoted().GetNames()); n != 100 {
+			t.Fatalf("replica %s sees %d of 100 promotions", name, n)
+		}
+	}
+	ms, err := cb.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: th, PageSize: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, m := range ms.GetMessages() {
+		seen[m.GetToolCallId()]++
+	}
+	if len(seen) != 100 {
+		t.Fatalf("tool messages for %d distinct calls; want 100", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("call %s has %d tool messages", id, n)
+		}
 	}
 }

@@ -290,11 +290,11 @@ func newServer(cfg Config, env svckit.Env) (*Server, error) {
 func (s *Server) start(st runtimestore.Store) (*Server, error) {
 	s.store = st
 	s.now = time.Now
-	s.wire()
 	s.replica = newReplicaID()
 	if sh, ok := st.(runtimestore.Shared); ok {
 		s.shared = sh.Shared()
 	}
+	s.wire()
 	// One process per sqlite file: every RUNNING run belongs to a process
 	// that stopped. On a shared store only expired leases do (leases.go).
 	interrupt := func() (int, error) {

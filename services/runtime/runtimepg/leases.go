@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/toolplane/toolplane/internal/pgstore"
+
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore/runsql"
@@ -31,6 +33,12 @@ func (t pgTx) Query(ctx context.Context, q string, args ...any) (runsql.Rows, er
 		return nil, err
 	}
 	return pgRows{rows}, nil
+}
+
+// Lock implements runtimestore.Locker with a session-level advisory lock
+// on one pooled connection, held until unlock.
+func (s *Store) Lock(ctx context.Context, name string) (func(), error) {
+	return pgstore.Acquire(ctx, s.pool, name)
 }
 
 // Shared implements runtimestore.Shared: replicas share the database.

@@ -96,3 +96,13 @@ type Shared interface {
 	// Shared reports that other processes may hold runs in this store.
 	Shared() bool
 }
+
+// Locker is implemented by stores shared by several processes
+// (runtimepg): a named lock that holds across every process on the store
+// (a PostgreSQL advisory lock). The runtime serialises the read-before-write
+// check and the write per (thread, path) with it (docs/deerflow.md §6.2).
+type Locker interface {
+	// Lock waits for the lock named name (bounded by ctx) and returns its
+	// release.
+	Lock(ctx context.Context, name string) (unlock func(), err error)
+}
