@@ -259,3 +259,37 @@ func TestPromotionsAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestAssemblyNeverOlderThanAnnouncedPolicy: with several authz replicas,
+// the one answering FilterResources may lag behind the version WatchPolicy
+// (from another replica) announced. The runtime then neither serves nor
+// caches that assembly: it rebuilds until a replica answers at the
+// announced version, and refuses (UNAVAILABLE, retryable) when none does
+// within about a second (docs/decisions/0085-policy-propagation.md).
+func TestAssemblyNeverOlderThanAnnouncedPolicy(t *testing.T) {
+	s := newSuite(t, nil)
+	c := s.rt(aliceToken)
+	ctx := context.Background()
+	th := newThread(t, c, nil)
+	before := assemble(t, c, th, "").GetPolicyVersion()
+	s.az.Lag.Store(1)
+	s.az.Bump()
+	time.Sleep(200 * time.Millisecond) // the watch stream delivers the bump
+	go func() { time.Sleep(150 * time.Millisecond); s.az.Lag.Store(0) }()
+	t0 := time.Now()
+	r := assemble(t, c, th, "")
+	if r.GetPolicyVersion() != before+1 || time.Since(t0) < 100*time.Millisecond {
+		t.Fatalf("assembly at policy version %d after %s; want %d, after the lagging replica caught up", r.GetPolicyVersion(), time.Since(t0), before+1)
+	}
+	s.az.Lag.Store(1)
+	s.az.Bump()
+	time.Sleep(200 * time.Millisecond)
+	_, err := c.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "older than version") {
+		t.Fatalf("assembly with every authz answer behind the announced version = %v; want UNAVAILABLE", err)
+	}
+	s.az.Lag.Store(0)
+	if r := assemble(t, c, th, ""); r.GetPolicyVersion() != before+2 {
+		t.Fatalf("after the catch-up: version %d; want %d", r.GetPolicyVersion(), before+2)
+	}
+}
