@@ -81,4 +81,3 @@ func (s *Store) listenOnce(ctx context.Context, fn func(int64), connected func()
 // OnListenError sets a function told about every failure of the listening
 // connection (for logs).
 func (s *Store) OnListenError(f func(error)) { s.onListenErr = f }
-

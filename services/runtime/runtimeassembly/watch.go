@@ -22,7 +22,7 @@ type watchState struct {
 	catalogGen    uint64
 	policyLive    bool
 	policyVersion int64
-	told          int64 // the newest policy version ever announced
+	told          int64             // the newest policy version ever announced
 	tools         []*catalogv1.Tool // catalog tool list at catalogGen; nil = not fetched
 	// hashes memoises the catalog's hash of a deferred set at catalogGen
 	// (key: SHA-256 of the sorted names), so a policy change that leaves
