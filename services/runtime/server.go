@@ -341,10 +341,20 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *gwruntime.ServeMux, c
 	return runtimev1.RegisterRuntimeServiceHandler(ctx, mux, conn)
 }
 
-// Ready reports whether every upstream answers SERVING for its service over
-// the runtime's own gRPC clients; the error names each upstream that does not.
+// Ready reports whether the runtime's store answers (on PostgreSQL: the
+// database, so a replica that lost it leaves the load balancer) and every
+// upstream answers SERVING for its service over the runtime's own gRPC
+// clients; the error names each part that does not.
 func (s *Server) Ready(ctx context.Context) error {
 	var bad []string
+	if p, ok := s.store.(interface{ Ping(context.Context) error }); ok {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := p.Ping(cctx)
+		cancel()
+		if err != nil {
+			return errors.New("store unreachable (storage.dsn or the data directory)")
+		}
+	}
 	for _, u := range upstreamServices {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		resp, err := s.health[u.short].Check(cctx, &healthpb.HealthCheckRequest{Service: u.full})
