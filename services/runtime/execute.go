@@ -81,6 +81,13 @@ func (s *Server) execute(ctx context.Context, threadID, runID string, profile ru
 	o := s.chain.Run(ctx, c)
 	res := o.Result(c)
 	wctx := context.WithoutCancel(ctx)
+	if idem && res.ErrorKind == runtimev1.ErrorKind_ERROR_KIND_POLICY {
+		// A refusal (deferred, denied, read-before-write, input budget)
+		// ran no tool: a retry is decided afresh — after a tool_search
+		// the same call runs (docs/decisions/0082-idempotent-tool-calls.md).
+		_ = s.store.ReleaseToolCall(wctx, threadID, call.GetId(), s.replica)
+		idem = false
+	}
 	if idem {
 		b, err := proto.Marshal(res)
 		if err != nil {

@@ -54,8 +54,16 @@ func TestExecuteToolCallIdempotent(t *testing.T) {
 	c := s.rt()
 	ctx := context.Background()
 	th := s.thread(c)
+	// A refusal ran no tool and is not stored: the same call (same id)
+	// after tool_search runs.
+	if r, err := execCall(ctx, c, th, "early", "everything_echo", map[string]any{"message": "early"}); err != nil || r.GetReasonCode() != "deferred.not_promoted" {
+		t.Fatalf("deferred call = %v, %v", r, err)
+	}
 	if _, err := execCall(ctx, c, th, "search-1", "tool_search", map[string]any{"query": "select:everything_echo,everything_trigger-long-running-operation"}); err != nil {
 		t.Fatal(err)
+	}
+	if r, err := execCall(ctx, c, th, "early", "everything_echo", map[string]any{"message": "early"}); err != nil || r.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS {
+		t.Fatalf("the refused call retried after tool_search = %v, %v; want it to run", r, err)
 	}
 	before := mcpCalls(t, s.httpAddr)
 	first, err := execCall(ctx, c, th, "echo-1", "everything_echo", map[string]any{"message": "once"})
@@ -113,7 +121,7 @@ func TestExecuteToolCallIdempotent(t *testing.T) {
 			per[m.GetToolCallId()]++
 		}
 	}
-	if per["echo-1"] != 2 || per["slow-1"] != 1 { // echo-1: the call and the distinct reuse
+	if per["echo-1"] != 2 || per["slow-1"] != 1 || per["early"] != 2 { // echo-1: the call and the distinct reuse
 		t.Fatalf("tool messages per call id: %v", per)
 	}
 }
