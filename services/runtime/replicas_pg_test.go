@@ -3,7 +3,12 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +22,7 @@ import (
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/internal/app"
+	"github.com/toolplane/toolplane/internal/config"
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/services/runtime"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodelalt"
@@ -292,4 +298,118 @@ func TestAssemblyNeverOlderThanAnnouncedPolicy(t *testing.T) {
 	if r := assemble(t, c, th, ""); r.GetPolicyVersion() != before+2 {
 		t.Fatalf("after the catch-up: version %d; want %d", r.GetPolicyVersion(), before+2)
 	}
+}
+
+// startAuthzProcess runs an authz-only Toolplane (as `toolplane serve
+// --services authz`) on dsn and returns its gRPC and HTTP addresses and its
+// stop function.
+func startAuthzProcess(t *testing.T, dsn, serviceToken string) (grpcAddr, httpAddr string, stop func()) {
+	t.Helper()
+	cfg := app.DefaultConfig()
+	cfg.Server.Services = []string{"authz"}
+	cfg.Server.DataDir = t.TempDir()
+	cfg.Server.GRPCAddr, cfg.Server.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Server.DrainPeriod, cfg.Server.ShutdownTimeout = time.Millisecond, 5*time.Second
+	cfg.Storage.DSN = dsn
+	cfg.Auth.Enabled = true
+	cfg.Auth.Tokens = []config.Token{
+		{Name: "runtime", SHA256: sha(serviceToken), Kind: "service", Subject: "svc:runtime", Roles: []string{"service"}},
+		{Name: "admin", SHA256: sha(adminToken), Kind: "user", Subject: "root", Roles: []string{"admin"}},
+	}
+	au, err := app.Prepare(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := app.Listen(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, &cfg, au, lis, app.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnReady: func(string, string) { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("authz stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("authz not ready after 30s")
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-done
+	}
+	t.Cleanup(stop)
+	return lis.GRPC.Addr().String(), lis.HTTP.Addr().String(), stop
+}
+
+// authorizeCount is an authz process's count of handled Authorize RPCs.
+func authorizeCount(t *testing.T, httpAddr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "grpc_server_handled_total{") && strings.Contains(l, `grpc_method="Authorize"`) {
+			v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// TestRuntimeBalancesOverTwoAuthz: the runtime's authz upstream is a
+// comma-separated list of two authz processes on one PostgreSQL database;
+// its calls reach both (gRPC round_robin, docs/decisions/0083), and when one
+// stops the calls go on through the other.
+func TestRuntimeBalancesOverTwoAuthz(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	const svcToken = "runtime-service-token-0123456789"
+	aGRPC, aHTTP, stopA := startAuthzProcess(t, dsn, svcToken)
+	bGRPC, bHTTP, _ := startAuthzProcess(t, dsn, svcToken)
+	tokFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte(svcToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newSuite(t, func(c *app.Config) {
+		c.Runtime.Upstreams.Authz.Address = aGRPC + "," + bGRPC
+		c.Runtime.Upstreams.Authz.TokenFile = tokFile
+	})
+	c := s.rt(aliceToken)
+	ctx := context.Background()
+	th := newThread(t, c, nil)
+	run := func(n int, tag string) int {
+		ok := 0
+		for i := 0; i < n; i++ {
+			r, err := execCall(ctx, c, th, fmt.Sprintf("%s-%d", tag, i), "ls", map[string]any{"path": "/mnt/user-data/workspace"})
+			if err == nil && r.GetStatus() == runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS {
+				ok++
+			}
+		}
+		return ok
+	}
+	a0, b0 := authorizeCount(t, aHTTP), authorizeCount(t, bHTTP)
+	if ok := run(20, "both"); ok != 20 {
+		t.Fatalf("%d of 20 calls succeeded with both authz up", ok)
+	}
+	da, db := authorizeCount(t, aHTTP)-a0, authorizeCount(t, bHTTP)-b0
+	if da < 5 || db < 5 {
+		t.Fatalf("Authorize calls per authz process = %d, %d; want both used (round_robin)", da, db)
+	}
+	stopA()
+	time.Sleep(300 * time.Millisecond) // the balancer sees the closed connection
+	if ok := run(10, "one"); ok != 10 {
+		t.Fatalf("%d of 10 calls succeeded with one authz of two stopped", ok)
+	}
+	t.Logf("Authorize calls: %d on A, %d on B with both up; 10 of 10 through B after A stopped", da, db)
 }
