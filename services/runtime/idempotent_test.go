@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -109,6 +111,12 @@ func TestExecuteToolCallIdempotent(t *testing.T) {
 	}
 	if n := mcpCalls(t, s.httpAddr) - before; n != 1 {
 		t.Fatalf("8 concurrent duplicates ran the MCP tool %d times", n)
+	}
+	// The id keys the stored result: bounded, text only.
+	for _, bad := range []string{strings.Repeat("x", 257), "a\x00b", "a\nb"} {
+		if _, err := execCall(ctx, c, th, bad, "everything_echo", map[string]any{"message": "x"}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "tool_call.id") {
+			t.Fatalf("tool_call.id %q = %v; want INVALID_ARGUMENT naming tool_call.id", bad, err)
+		}
 	}
 	// The thread holds one tool message per call id.
 	ms, err := c.ListMessages(ctx, &runtimev1.ListMessagesRequest{ThreadId: th})
