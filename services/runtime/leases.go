@@ -65,6 +65,13 @@ func (o *owned) add(threadID, runID string) {
 	o.mu.Unlock()
 }
 
+func (o *owned) has(runID string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.runs[runID]
+	return ok
+}
+
 func (o *owned) remove(runID string) {
 	o.mu.Lock()
 	delete(o.runs, runID)
@@ -87,6 +94,19 @@ func (o *owned) snapshot() map[string]string {
 // PutRun, which ends this process's ownership.
 func (s *Server) putRun(ctx context.Context, r *runtimev1.Run) error {
 	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+		if !s.owned.has(r.GetRunId()) {
+			// Not executed here (CancelRun of a run waiting for input): a
+			// peer may have resumed it since it was read; its run wins.
+			ok, err := s.store.EndRunUnlessLeased(ctx, r, s.now())
+			if err == nil && !ok {
+				return fmt.Errorf("%w: the run was resumed on another replica", runtimeloop.ErrRunActive)
+			}
+			if errors.Is(err, runtimestore.ErrNotFound) {
+				// A run written for the first time in a final status.
+				err = s.store.PutRun(ctx, r)
+			}
+			return err
+		}
 		err := s.store.PutRun(ctx, r)
 		if err == nil {
 			s.owned.remove(r.GetRunId())

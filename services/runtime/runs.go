@@ -317,6 +317,10 @@ func (s *Server) CancelRun(ctx context.Context, req *runtimev1.CancelRunRequest)
 		}
 	}
 	r, err := e.CancelRun(ctx, req.GetThreadId(), req.GetRunId(), cancelWait)
+	if errors.Is(err, runtimeloop.ErrRunActive) {
+		// It was waiting and a peer resumed it meanwhile: cancel it there.
+		r, err = s.cancelElsewhere(ctx, req.GetThreadId(), req.GetRunId())
+	}
 	if err != nil {
 		return nil, runErr(err, req.GetRunId())
 	}

@@ -112,3 +112,9 @@ func (s *Store) PurgeToolCallsBefore(ctx context.Context, t time.Time) (n int, e
 	err = s.inTx(ctx, func(tx runsql.Tx) error { n, err = dialect.PurgeToolCallsBefore(ctx, tx, t); return err })
 	return n, err
 }
+
+// EndRunUnlessLeased implements runtimestore.RunLeases.
+func (s *Store) EndRunUnlessLeased(ctx context.Context, r *runtimev1.Run, now time.Time) (ok bool, err error) {
+	err = s.inTx(ctx, func(tx runsql.Tx) error { ok, err = dialect.EndRunUnlessLeased(ctx, tx, r, now); return err })
+	return ok, err
+}

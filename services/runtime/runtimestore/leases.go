@@ -69,6 +69,11 @@ type RunLeases interface {
 	// owner; ok is false (and nothing changes) when the run is not RUNNING.
 	// ErrNotFound when the run does not exist.
 	RequestCancel(ctx context.Context, threadID, runID string) (owner string, ok bool, err error)
+	// EndRunUnlessLeased stores r (a status other than RUNNING) unless the
+	// stored run is RUNNING under a lease that ends after now — another
+	// replica resumed it meanwhile — and reports whether it wrote.
+	// ErrNotFound when the run does not exist.
+	EndRunUnlessLeased(ctx context.Context, r *runtimev1.Run, now time.Time) (bool, error)
 	// InterruptExpired marks INTERRUPTED (reason, end time now) every
 	// RUNNING run whose lease ended before now — runs of replicas that
 	// stopped — and returns how many changed. A run written by PutRun

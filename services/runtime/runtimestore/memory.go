@@ -615,3 +615,19 @@ func (m *Memory) PurgeToolCallsBefore(_ context.Context, t time.Time) (int, erro
 	}
 	return n, nil
 }
+
+// EndRunUnlessLeased implements Store.
+func (m *Memory) EndRunUnlessLeased(_ context.Context, r *runtimev1.Run, now time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	x := m.findRun(r.GetThreadId(), r.GetRunId())
+	if x == nil {
+		return false, ErrNotFound
+	}
+	if l := m.leases[r.GetRunId()]; x.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && l != nil && l.until.After(now) {
+		return false, nil
+	}
+	proto.Reset(x)
+	proto.Merge(x, proto.Clone(r).(*runtimev1.Run))
+	return true, nil
+}

@@ -447,8 +447,27 @@ func RunStoreSuite(t *testing.T, f Factory) {
 			t.Fatalf("a renewed run was interrupted: %v", r1)
 		}
 		// Once b's run ended, the thread takes a new run from anyone.
-		if err := s.StartRun(ctx, run("y", "r4"), a, now.Add(time.Minute)); err != nil {
+		if err := s.StartRun(ctx, run("y", "r4"), runtimestore.Lease{Owner: "replica-a", Until: now.Add(2 * time.Minute)}, now.Add(time.Minute)); err != nil {
 			t.Fatalf("StartRun after the previous run was interrupted = %v", err)
+		}
+		// A final write by a replica that does not execute the run loses
+		// to a live lease (a peer resumed it) and wins otherwise.
+		end := run("y", "r4")
+		end.Status = runtimev1.RunStatus_RUN_STATUS_CANCELLED
+		if ok, err := s.EndRunUnlessLeased(ctx, end, now.Add(time.Minute)); err != nil || ok {
+			t.Fatalf("EndRunUnlessLeased over a live lease = %v, %v; want false", ok, err)
+		}
+		if r4, _ := s.GetRun(ctx, "y", "r4"); r4.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+			t.Fatalf("a refused end changed the run: %v", r4)
+		}
+		if ok, err := s.EndRunUnlessLeased(ctx, end, now.Add(time.Hour)); err != nil || !ok {
+			t.Fatalf("EndRunUnlessLeased after the lease = %v, %v; want true", ok, err)
+		}
+		if r4, _ := s.GetRun(ctx, "y", "r4"); r4.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED {
+			t.Fatalf("end not written: %v", r4)
+		}
+		if _, err := s.EndRunUnlessLeased(ctx, run("y", "nope"), now); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("EndRunUnlessLeased of a missing run = %v", err)
 		}
 	})
 	t.Run("ToolCallClaims", func(t *testing.T) {

@@ -287,3 +287,30 @@ func (d Dialect) PurgeToolCallsBefore(ctx context.Context, tx Tx, t time.Time) (
 func (d Dialect) RecordSQL() string {
 	return d.q(`UPDATE {calls} SET state = 2, result = $1 WHERE thread_id = $2 AND call_id = $3`)
 }
+
+// EndRunUnlessLeased implements runtimestore.RunLeases.EndRunUnlessLeased
+// inside tx: one conditional UPDATE.
+func (d Dialect) EndRunUnlessLeased(ctx context.Context, tx Tx, r *runtimev1.Run, now time.Time) (bool, error) {
+	b, err := proto.Marshal(r)
+	if err != nil {
+		return false, err
+	}
+	n, err := tx.Exec(ctx, d.q(`UPDATE {runs} SET status = $1, body = $2 WHERE thread_id = $3 AND run_id = $4 AND NOT (status = $5 AND lease_ns > $6)`),
+		int32(r.GetStatus()), b, r.GetThreadId(), r.GetRunId(), running, now.UnixNano())
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	rows, err := tx.Query(ctx, d.q(`SELECT 1 FROM {runs} WHERE thread_id = $1 AND run_id = $2`), r.GetThreadId(), r.GetRunId())
+	if err != nil {
+		return false, err
+	}
+	found := rows.Next()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if !found {
+		return false, runtimestore.ErrNotFound
+	}
+	return false, nil
+}
