@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -198,7 +200,11 @@ func newThreadsCmd() *cobra.Command {
 	callCmd := &cobra.Command{
 		Use: "call ID TOOL [JSON_ARGS]", Short: "Execute one tool call through the tool-call chain", Args: cobra.RangeArgs(2, 3),
 		RunE: func(c *cobra.Command, a []string) error {
-			tc := &runtimev1.ToolCall{Id: callID, Name: a[1]}
+			id := callID
+			if id == "" {
+				id = newCallID()
+			}
+			tc := &runtimev1.ToolCall{Id: id, Name: a[1]}
 			if len(a) == 3 {
 				var m map[string]any
 				if err := json.Unmarshal([]byte(a[2]), &m); err != nil {
@@ -243,7 +249,7 @@ func newThreadsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	callCmd.Flags().StringVar(&callID, "call-id", "cli-call", "tool call id")
+	callCmd.Flags().StringVar(&callID, "call-id", "", "tool call id (default: a new id per invocation; repeating an id retries that call and returns its stored result)")
 	cmd.AddCommand(callCmd)
 	return cmd
 }
@@ -352,4 +358,13 @@ func newAgentsCmd() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// newCallID returns a fresh tool call id for `threads call`: every
+// invocation is a new call (ExecuteToolCall returns the stored result for a
+// repeated id).
+func newCallID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "cli-" + hex.EncodeToString(b[:])
 }

@@ -5,7 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -15,6 +18,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
@@ -152,8 +157,47 @@ func Dial(target string, o DialOptions) (*grpc.ClientConn, error) {
 	if o.MaxMessageBytes > 0 {
 		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.MaxMessageBytes), grpc.MaxCallSendMsgSize(o.MaxMessageBytes)))
 	}
+	// Client-side load balancing (docs/decisions/0083-client-side-load-balancing.md):
+	// round_robin over every address the target resolves to — a
+	// `dns:///name` (a Kubernetes headless Service: one address per pod,
+	// re-resolved when connections fail) or a comma-separated list.
+	opts = append(opts, grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+	if strings.Contains(target, ",") {
+		r, authority, err := listResolver(target)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.WithResolvers(r), grpc.WithAuthority(authority))
+		target = r.Scheme() + ":///list"
+	}
 	opts = append(opts, o.Extra...)
 	return grpc.NewClient(target, opts...)
+}
+
+// listScheme numbers the resolvers of address lists (one per connection).
+var listScheme atomic.Int64
+
+// listResolver returns a resolver holding the addresses of a
+// comma-separated list ("host:port,host:port"), and the authority of the
+// connection (the first address's host: the TLS server name, so every
+// address of a list must present a certificate for it).
+func listResolver(target string) (*manual.Resolver, string, error) {
+	var addrs []resolver.Address
+	authority := ""
+	for _, a := range strings.Split(target, ",") {
+		a = strings.TrimSpace(a)
+		host, _, err := net.SplitHostPort(a)
+		if a == "" || err != nil || strings.Contains(a, "://") {
+			return nil, "", fmt.Errorf("address list %q: %q is not host:port", target, a)
+		}
+		if authority == "" {
+			authority = host
+		}
+		addrs = append(addrs, resolver.Address{Addr: a})
+	}
+	r := manual.NewBuilderWithScheme(fmt.Sprintf("toolplane-list-%d", listScheme.Add(1)))
+	r.InitialState(resolver.State{Addresses: addrs})
+	return r, authority, nil
 }
 
 // WithPrincipal adds the structured acting-for metadata naming p

@@ -183,6 +183,33 @@ func lockKey(name string) int64 {
 	return int64(h.Sum64() & (1<<63 - 1))
 }
 
+// Acquire takes the session-level advisory lock named name on one
+// connection of pool, waiting while another session holds it (bounded by
+// ctx), and returns the function that releases it and the connection. For
+// locks held across calls (the runtime's read-before-write gate).
+func Acquire(ctx context.Context, pool *pgxpool.Pool, name string) (unlock func(), err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	key := lockKey(name)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		// A cancelled wait may leave the lock request behind: drop the
+		// session rather than return it to the pool.
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+			_ = conn.Conn().Close(uctx)
+		}
+		conn.Release()
+	}, nil
+}
+
 // WithLock runs fn while holding the session-level advisory lock named
 // name (e.g. "skills.public_sync") on one connection of pool: across every
 // process on the database, one fn of that name runs at a time. Waiting for

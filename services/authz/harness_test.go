@@ -81,11 +81,18 @@ func start(t *testing.T, mut func(*Config)) *harness {
 
 func startIn(t *testing.T, dir string, mut func(*Config)) *harness {
 	t.Helper()
+	return startEnv(t, svckit.Env{DataDir: dir, Logger: quietLogger()}, mut)
+}
+
+// startEnv is startIn with a given environment (a PostgreSQL pool).
+func startEnv(t *testing.T, env svckit.Env, mut func(*Config)) *harness {
+	t.Helper()
+	dir := env.DataDir
 	cfg := Config{ReloadInterval: 50 * time.Millisecond}
 	if mut != nil {
 		mut(&cfg)
 	}
-	srv, err := New(context.Background(), cfg, svckit.Env{DataDir: dir, Logger: quietLogger()})
+	srv, err := New(context.Background(), cfg, env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,13 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	}
 	var store authzstore.Store
 	if env.Postgres != nil {
-		store, err = authzpg.Open(ctx, env.Postgres)
+		var ps *authzpg.Store
+		if ps, err = authzpg.Open(ctx, env.Postgres); err == nil {
+			ps.OnListenError(func(err error) {
+				log.Warn("authz policy listener disconnected; reconnecting (the version check every authz.reload_interval stays on)", "err", err)
+			})
+			store = ps
+		}
 	} else {
 		store, err = authzsqlite.Open(filepath.Join(env.DataDir, "authz.db"))
 	}
@@ -142,7 +148,47 @@ func newWithStore(ctx context.Context, cfg Config, env svckit.Env, log *slog.Log
 	s.wg.Add(2)
 	go s.reloadLoop(loopCtx)
 	go s.pruneLoop(loopCtx)
+	if n, ok := store.(authzstore.Notifier); ok {
+		s.wg.Add(2)
+		kick := make(chan struct{}, 1)
+		go s.listen(loopCtx, n, kick)
+		go s.notifiedReloads(loopCtx, kick)
+	}
 	return s, nil
+}
+
+// listen follows the policy changes the store reports (PostgreSQL
+// LISTEN/NOTIFY, authzpg/notify.go): a version other than the one loaded
+// (or 0: re-check after a reconnection) asks notifiedReloads for a reload.
+// The version check of reloadLoop stays as the fallback
+// (docs/decisions/0085-policy-propagation.md).
+func (s *Server) listen(ctx context.Context, n authzstore.Notifier, kick chan<- struct{}) {
+	defer s.wg.Done()
+	n.Listen(ctx, func(v int64) {
+		s.reloadMu.Lock()
+		stale := v == 0 || v > s.loaded || s.loadFailed
+		s.reloadMu.Unlock()
+		if stale {
+			select {
+			case kick <- struct{}{}:
+			default: // a reload is already pending: it reads the newest version
+			}
+		}
+	})
+}
+
+// notifiedReloads runs the reloads listen asks for, one at a time; a burst
+// of notifications costs at most two reloads.
+func (s *Server) notifiedReloads(ctx context.Context, kick <-chan struct{}) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+			_ = s.reload(ctx)
+		}
+	}
 }
 
 func (s *Server) importAtStart(ctx context.Context) error {

@@ -190,6 +190,9 @@ func (c *Config) setToolDefaults() {
 	if c.ToolCallTimeout == 0 {
 		c.ToolCallTimeout = 2 * time.Minute
 	}
+	if c.RunLease == 0 {
+		c.RunLease = 30 * time.Second
+	}
 	if c.CacheEntries == 0 {
 		c.CacheEntries = 4096
 	}
@@ -247,6 +250,9 @@ func (c *Config) validateTools() error {
 	}
 	if c.ToolCallTimeout < 0 {
 		return fmt.Errorf("runtime.tool_call_timeout: must not be negative")
+	}
+	if c.RunLease < time.Second || c.RunLease > time.Hour {
+		return fmt.Errorf("runtime.run_lease: %s is outside 1s..1h", c.RunLease)
 	}
 	if c.CacheEntries < 0 {
 		return fmt.Errorf("runtime.cache_entries: must not be negative")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
@@ -64,20 +65,50 @@ func (s *Server) execute(ctx context.Context, threadID, runID string, profile ru
 	if err := s.checkRun(ctx, threadID, runID); err != nil {
 		return nil, err
 	}
+	// The public RPCs are idempotent per (thread_id, tool_call_id)
+	// (idempotent.go); the agent loop's call ids come from the model and
+	// its run stores results itself.
+	idem := msg == storeMessage && call.GetId() != ""
+	if idem {
+		r, claimed, err := s.claimCall(ctx, threadID, call)
+		if err != nil || r != nil {
+			return r, err
+		}
+		idem = claimed
+	}
 	c := runtimechain.NewCall(th, runID, call, notify)
 	c.Profile = profile
 	o := s.chain.Run(ctx, c)
 	res := o.Result(c)
+	wctx := context.WithoutCancel(ctx)
+	if idem && res.ErrorKind == runtimev1.ErrorKind_ERROR_KIND_POLICY {
+		// A refusal (deferred, denied, read-before-write, input budget)
+		// ran no tool: a retry is decided afresh — after a tool_search
+		// the same call runs (docs/decisions/0082-idempotent-tool-calls.md).
+		_ = s.store.ReleaseToolCall(wctx, threadID, call.GetId(), s.replica)
+		idem = false
+	}
+	if idem {
+		b, err := proto.Marshal(res)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		wctx = runtimestore.WithCallResult(wctx, runtimestore.CallResult{CallID: call.GetId(), Result: b})
+	}
 	s.metrics.toolCalls.WithLabelValues(c.Source(), strings.TrimPrefix(res.Status.String(), "TOOL_CALL_STATUS_"), strings.TrimPrefix(res.ErrorKind.String(), "ERROR_KIND_")).Inc()
 	tm := &runtimev1.Message{Role: runtimev1.MessageRole_MESSAGE_ROLE_TOOL, Content: runtimechain.TextOf(res.Content), ToolCallId: c.CallID,
 		Name: c.Name, Status: res.Status, RunId: c.RunID, ProviderOutput: res.ProviderOutput}
-	_, err = s.store.UpdateThread(context.WithoutCancel(ctx), c.ThreadID(), func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
+	_, err = s.store.UpdateThread(wctx, c.ThreadID(), func(t *runtimestore.Thread) ([]*runtimev1.Message, error) {
 		o.Apply(t)
 		if msg != storeMessage {
 			return nil, nil
 		}
 		return []*runtimev1.Message{tm}, nil
 	})
+	if err != nil && idem {
+		// No result recorded: a retry runs the call again.
+		_ = s.store.ReleaseToolCall(context.WithoutCancel(ctx), threadID, call.GetId(), s.replica)
+	}
 	if errors.Is(err, runtimestore.ErrNotFound) {
 		return nil, threadNotFound(c.ThreadID())
 	}

@@ -111,6 +111,13 @@ func (ls *loopState) close() {
 	}
 }
 
+// current returns the engine if it was built, without building it.
+func (ls *loopState) current() *runtimeloop.Engine {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.engine
+}
+
 // ready returns the engine when RunTurn can call a model.
 func (ls *loopState) ready() (*runtimeloop.Engine, error) {
 	e, err := ls.get()
@@ -219,6 +226,11 @@ func (s *Server) RunTurn(req *runtimev1.RunTurnRequest, stream grpc.ServerStream
 	if err != nil {
 		return err
 	}
+	if busy, err := s.busyElsewhere(ctx, e, th.Proto.GetThreadId()); err != nil {
+		return storeErr(err)
+	} else if busy {
+		return runErr(runtimeloop.ErrRunActive, "")
+	}
 	_, err = e.RunTurn(ctx, runtimeloop.TurnRequest{ThreadID: th.Proto.GetThreadId(), Agent: agent, Message: req.GetMessage(), Model: req.GetModel(), Limits: limits},
 		func(ev *runtimev1.RunEvent) { _ = stream.Send(&runtimev1.RunTurnResponse{Event: ev}) })
 	if err != nil {
@@ -289,11 +301,71 @@ func (s *Server) CancelRun(ctx context.Context, req *runtimev1.CancelRunRequest)
 		}
 		return &runtimev1.CancelRunResponse{Run: r}, nil
 	}
+	if active, _ := e.Active(req.GetThreadId()); active != req.GetRunId() {
+		// Not executing here: a RUNNING run belongs to another replica,
+		// reached through its cancel flag (leases.go).
+		r, err := s.store.GetRun(ctx, req.GetThreadId(), req.GetRunId())
+		if err != nil {
+			return nil, runErr(err, req.GetRunId())
+		}
+		if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING {
+			r, err = s.cancelElsewhere(ctx, req.GetThreadId(), req.GetRunId())
+			if err != nil {
+				return nil, runErr(err, req.GetRunId())
+			}
+			return &runtimev1.CancelRunResponse{Run: r}, nil
+		}
+	}
 	r, err := e.CancelRun(ctx, req.GetThreadId(), req.GetRunId(), cancelWait)
+	if errors.Is(err, runtimeloop.ErrRunActive) {
+		// It was waiting and a peer resumed it meanwhile: cancel it there.
+		r, err = s.cancelElsewhere(ctx, req.GetThreadId(), req.GetRunId())
+	}
 	if err != nil {
 		return nil, runErr(err, req.GetRunId())
 	}
 	return &runtimev1.CancelRunResponse{Run: r}, nil
+}
+
+// cancelElsewhere sets the cancel flag of a run another replica executes
+// and waits up to cancelWait for the owner to record its end (the owner
+// polls the flag every cancelPoll); the run is returned as stored then.
+func (s *Server) cancelElsewhere(ctx context.Context, threadID, runID string) (*runtimev1.Run, error) {
+	if _, _, err := s.store.RequestCancel(ctx, threadID, runID); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(cancelWait)
+	for {
+		r, err := s.store.GetRun(ctx, threadID, runID)
+		if err != nil || r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING || time.Now().After(deadline) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// busyElsewhere reports whether the thread has a RUNNING run this process
+// does not execute: another replica's (the final check is StartRun's,
+// atomic in the store; this one keeps a second RunTurn from touching the
+// thread — the loop repairs a dangling step first — while a peer runs it).
+// A run of a stopped replica stays busy until the sweep interrupts it
+// (runtime.run_lease).
+func (s *Server) busyElsewhere(ctx context.Context, e *runtimeloop.Engine, threadID string) (bool, error) {
+	runs, err := s.store.ListRuns(ctx, threadID)
+	if err != nil {
+		return false, err
+	}
+	local, _ := e.Active(threadID)
+	for _, r := range runs {
+		if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && r.GetRunId() != local {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // loopAdapter adapts the Server to the loop's interfaces: assembly and
@@ -372,9 +444,10 @@ func (a loopAdapter) AppendMessages(ctx context.Context, threadID string, msgs .
 	return a.s.store.AppendMessages(ctx, threadID, msgs...)
 }
 
-// PutRun implements runtimeloop.Store.
+// PutRun implements runtimeloop.Store: a RUNNING run is stored under this
+// replica's lease (leases.go).
 func (a loopAdapter) PutRun(ctx context.Context, r *runtimev1.Run) error {
-	return a.s.store.PutRun(ctx, r)
+	return a.s.putRun(ctx, r)
 }
 
 // GetRun implements runtimeloop.Store.

@@ -43,6 +43,11 @@ type Config struct {
 	// ToolCallTimeout bounds one tool call end to end (catalog CallTool and
 	// built-in tools; default 2m).
 	ToolCallTimeout time.Duration `yaml:"tool_call_timeout"`
+	// RunLease is how long a replica holds a RUNNING run without renewing
+	// it (renewed every third of it): a replica that dies leaves its runs
+	// RUNNING at most this long plus a third before a peer marks them
+	// INTERRUPTED (default 30s; docs/decisions/0081-run-leases.md).
+	RunLease time.Duration `yaml:"run_lease"`
 	// Tools are the config tools (default: ls, read_file, write_file,
 	// str_replace, bash).
 	Tools []ToolConfig `yaml:"tools"`
@@ -187,6 +192,13 @@ type Server struct {
 	bg      sync.WaitGroup
 	now     func() time.Time
 	loops   loopState // the agent loop engine, built on first use (runs.go)
+	// replica is this process's id as owner of the runs it executes, and
+	// owned the runs it holds (leases.go).
+	replica string
+	owned   owned
+	// shared is set when the store is shared by several processes
+	// (PostgreSQL): start-up then interrupts only runs whose lease expired.
+	shared bool
 
 	// ws holds the thread workspaces under <data dir>/runtime/threads/<id>/.
 	ws *runtimetools.Workspace
@@ -278,8 +290,22 @@ func newServer(cfg Config, env svckit.Env) (*Server, error) {
 func (s *Server) start(st runtimestore.Store) (*Server, error) {
 	s.store = st
 	s.now = time.Now
+	s.replica = newReplicaID()
+	if sh, ok := st.(runtimestore.Shared); ok {
+		s.shared = sh.Shared()
+	}
 	s.wire()
-	if n, err := st.InterruptUnfinished(context.Background(), "the runtime stopped during the run", time.Now()); err != nil {
+	// One process per sqlite file: every RUNNING run belongs to a process
+	// that stopped. On a shared store only expired leases do (leases.go).
+	interrupt := func() (int, error) {
+		return st.InterruptUnfinished(context.Background(), "the runtime stopped during the run", time.Now())
+	}
+	if s.shared {
+		interrupt = func() (int, error) {
+			return st.InterruptExpired(context.Background(), fmt.Sprintf(leaseReason, s.cfg.RunLease), time.Now())
+		}
+	}
+	if n, err := interrupt(); err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("runtime: store: %w", err)
 	} else if n > 0 {
@@ -287,7 +313,8 @@ func (s *Server) start(st runtimestore.Store) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	s.bg.Add(3)
+	s.bg.Add(4)
+	go func() { defer s.bg.Done(); s.leaseLoop(ctx) }()
 	go func() { defer s.bg.Done(); s.assembly.WatchCatalog(ctx) }()
 	go func() { defer s.bg.Done(); s.assembly.WatchPolicy(ctx) }()
 	go func() {
@@ -314,10 +341,20 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *gwruntime.ServeMux, c
 	return runtimev1.RegisterRuntimeServiceHandler(ctx, mux, conn)
 }
 
-// Ready reports whether every upstream answers SERVING for its service over
-// the runtime's own gRPC clients; the error names each upstream that does not.
+// Ready reports whether the runtime's store answers (on PostgreSQL: the
+// database, so a replica that lost it leaves the load balancer) and every
+// upstream answers SERVING for its service over the runtime's own gRPC
+// clients; the error names each part that does not.
 func (s *Server) Ready(ctx context.Context) error {
 	var bad []string
+	if p, ok := s.store.(interface{ Ping(context.Context) error }); ok {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := p.Ping(cctx)
+		cancel()
+		if err != nil {
+			return errors.New("store unreachable (storage.dsn or the data directory)")
+		}
+	}
 	for _, u := range upstreamServices {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		resp, err := s.health[u.short].Check(cctx, &healthpb.HealthCheckRequest{Service: u.full})

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"fmt"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
@@ -89,6 +91,14 @@ func (s *Server) validateCall(c *runtimev1.ToolCall) error {
 	}
 	if len(c.GetName()) > 256 {
 		return invalid("tool_call.name", grpcx.ViolationTooLong, "longer than 256 characters")
+	}
+	// The id keys the call's stored result (docs/decisions/0082-idempotent-tool-calls.md).
+	if id := c.GetId(); len(id) > 256 {
+		return invalid("tool_call.id", grpcx.ViolationTooLong, "longer than 256 bytes")
+	} else if !utf8.ValidString(id) {
+		return invalid("tool_call.id", grpcx.ViolationInvalidUTF8, "not valid UTF-8")
+	} else if strings.ContainsFunc(id, unicode.IsControl) {
+		return invalid("tool_call.id", grpcx.ViolationInvalid, "contains a control character")
 	}
 	if e := runtimechain.CheckArguments(s.cfg.argumentLimits(), c.GetRawArguments(), c.GetArguments()); e != nil {
 		field := "tool_call.raw_arguments"

@@ -3,6 +3,7 @@ package runtime
 import (
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
+	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 	"github.com/toolplane/toolplane/services/runtime/runtimetools"
 )
 
@@ -33,9 +34,19 @@ func (s *Server) wire() {
 	}, runtimetools.Deps{Workspace: s.ws, Catalog: s.catalog, Skills: s.skills, Assembly: s.assembly, Now: s.now, Log: s.log, Promotions: s.metrics.promotions,
 		Agents: &ownedAgents{store: s.store, now: s.now, reserved: s.agents.reserved}})
 	s.chain = runtimechain.Standard(runtimechain.Deps{
-		Views: s.assembly, Authorizer: s.authz, Workspace: s.ws, Results: s.ws, Tools: dispatcher,
+		Views: s.assembly, Authorizer: s.authz, Workspace: s.chainWorkspace(), Results: s.ws, Tools: dispatcher,
 		Budget: runtimechain.BudgetSettings{ExternalizeMinChars: c.ToolOutput.ExternalizeMinChars, PreviewHeadChars: c.ToolOutput.PreviewHeadChars,
 			PreviewTailChars: c.ToolOutput.PreviewTailChars, ExemptTools: c.ToolOutput.ExemptTools},
 		Arguments: c.argumentLimits(), Refusals: s.authz, Log: s.log,
 	})
+}
+
+// chainWorkspace returns the chain's workspace: cross-replica locks when
+// the store is shared (locks.go).
+func (s *Server) chainWorkspace() chainWorkspace {
+	w := chainWorkspace{Workspace: s.ws}
+	if l, ok := s.store.(runtimestore.Locker); ok && s.shared {
+		w.shared = l
+	}
+	return w
 }

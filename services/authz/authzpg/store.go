@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,8 +57,9 @@ var _ authzstore.Store = (*Store)(nil)
 
 // Store is the PostgreSQL store. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
+	pool        *pgxpool.Pool
+	now         func() time.Time
+	onListenErr func(error) // notify.go
 }
 
 // Open migrates the authz schema (creating it when missing) and returns the
@@ -142,9 +144,15 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx pgx.Tx, version int64) e
 	})
 }
 
+// bump increments the policy version and queues its notification on
+// Channel: PostgreSQL delivers it to every listener when (and only when) the
+// transaction commits (notify.go).
 func bump(ctx context.Context, tx pgx.Tx, now time.Time) (int64, error) {
 	var v int64
-	err := tx.QueryRow(ctx, `UPDATE authz.policy_meta SET version = version + 1, updated_ns = $1 WHERE id = 1 RETURNING version`, now.UnixNano()).Scan(&v)
+	if err := tx.QueryRow(ctx, `UPDATE authz.policy_meta SET version = version + 1, updated_ns = $1 WHERE id = 1 RETURNING version`, now.UnixNano()).Scan(&v); err != nil {
+		return 0, err
+	}
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, strconv.FormatInt(v, 10))
 	return v, err
 }
 

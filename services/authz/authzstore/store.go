@@ -57,6 +57,16 @@ type Store interface {
 	Close() error
 }
 
+// Notifier is implemented by stores shared by several processes
+// (authzpg): it reports policy changes committed by any of them, so every
+// replica reloads at once instead of at its next version check.
+type Notifier interface {
+	// Listen calls fn with the version of every committed policy change
+	// until ctx ends; fn(0) means "re-check the version" (after every
+	// (re)connection, when notifications may have been missed).
+	Listen(ctx context.Context, fn func(version int64))
+}
+
 // Editable reports whether the API may remove a line of the source.
 func Editable(source string) bool {
 	return source == authzcasbin.SourceAPI || source == authzcasbin.SourceDefault

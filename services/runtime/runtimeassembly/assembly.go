@@ -212,6 +212,23 @@ func (s *Builder) base(ctx context.Context, th *runtimestore.Thread) (*Base, err
 		}
 	}
 	b, err := s.buildBase(ctx, p, agent, th)
+	// Several authz replicas (docs/decisions/0085-policy-propagation.md):
+	// the one that answered may not have loaded a policy version this
+	// runtime was already told about (WatchPolicy, from another replica).
+	// Such an assembly is never served nor cached: it is rebuilt (a
+	// replica catches up within about a second) and otherwise refused.
+	for wait := 25 * time.Millisecond; err == nil && b.PolicyVersion > 0 && b.PolicyVersion < s.watch.toldVersion(); wait *= 2 {
+		if wait > 800*time.Millisecond {
+			err = status.Errorf(codes.Unavailable, "authz answered with policy version %d, older than version %d already announced; retry", b.PolicyVersion, s.watch.toldVersion())
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-time.After(wait):
+		}
+		b, err = s.buildBase(ctx, p, agent, th)
+	}
 	if err != nil {
 		inc(s.metrics.Assemblies, "failed", 1)
 		return nil, err

@@ -22,6 +22,7 @@ type watchState struct {
 	catalogGen    uint64
 	policyLive    bool
 	policyVersion int64
+	told          int64             // the newest policy version ever announced
 	tools         []*catalogv1.Tool // catalog tool list at catalogGen; nil = not fetched
 	// hashes memoises the catalog's hash of a deferred set at catalogGen
 	// (key: SHA-256 of the sorted names), so a policy change that leaves
@@ -49,6 +50,14 @@ func (w *watchState) putHash(gen uint64, key, hash string) {
 		w.hashes = map[string]string{}
 	}
 	w.hashes[key] = hash
+}
+
+// toldVersion is the newest policy version the policy stream announced (0
+// before the first).
+func (w *watchState) toldVersion() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.told
 }
 
 // cacheKey returns the generation part of an assembly cache key, and false
@@ -130,6 +139,7 @@ func (s *Builder) WatchPolicy(ctx context.Context) {
 				delay = 100 * time.Millisecond
 				s.watch.mu.Lock()
 				s.watch.policyVersion = m.GetPolicyVersion()
+				s.watch.told = max(s.watch.told, m.GetPolicyVersion())
 				s.watch.policyLive = true
 				s.watch.mu.Unlock()
 			}

@@ -126,7 +126,7 @@ type fakeWS struct{ digest string }
 func (f fakeWS) WritablePath(p string) (string, bool) {
 	return p, strings.HasPrefix(p, "/mnt/user-data/workspace/")
 }
-func (f fakeWS) Lock(string) func() { return func() {} }
+func (f fakeWS) Lock(context.Context, string) (func(), error) { return func() {}, nil }
 func (f fakeWS) CurrentDigest(string, string) (string, error) {
 	return f.digest, nil
 }

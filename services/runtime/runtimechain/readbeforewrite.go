@@ -3,6 +3,7 @@ package runtimechain
 import (
 	"context"
 
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 )
 
@@ -32,7 +33,11 @@ func (s ReadBeforeWrite) Run(ctx context.Context, c *Call, next Next) (*Outcome,
 	if !ok {
 		return next(ctx, c) // the tool reports the bad path
 	}
-	unlock := s.Workspace.Lock(c.ThreadID() + "\x00" + clean)
+	unlock, err := s.Workspace.Lock(ctx, c.ThreadID()+"\x00"+clean)
+	if err != nil {
+		return &Outcome{Kind: runtimev1.ErrorKind_ERROR_KIND_RUNTIME, Reason: "read_before_write.lock",
+			Text: "Error: " + c.Name + " not run: the write lock of " + clean + " could not be taken (the runtime's store did not answer); retry."}, nil
+	}
 	defer unlock()
 	cur, err := s.Workspace.CurrentDigest(c.ThreadID(), clean)
 	if err == nil && cur != "" && c.Thread.ReadMarks[clean] != cur {

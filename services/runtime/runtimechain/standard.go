@@ -29,8 +29,10 @@ type Views interface {
 type Workspace interface {
 	// WritablePath returns the cleaned virtual path when p is writable.
 	WritablePath(p string) (string, bool)
-	// Lock serialises work on key until the returned func is called.
-	Lock(key string) (unlock func())
+	// Lock serialises work on key — across every runtime replica when the
+	// store is shared — until the returned func is called; waiting is
+	// bounded by ctx.
+	Lock(ctx context.Context, key string) (unlock func(), err error)
 	// CurrentDigest returns the SHA-256 of a file, "" when it does not exist.
 	CurrentDigest(threadID, clean string) (string, error)
 }

@@ -249,6 +249,22 @@ func (e *Engine) CancelRun(ctx context.Context, threadID, runID string, wait tim
 	return run, nil
 }
 
+// CancelActive cancels run runID of thread threadID with cause when it is
+// active in this process, without waiting, and reports whether it was. The
+// runtime uses it for cancellations requested on another replica (cause
+// ErrCancelled) and for runs whose lease a peer's sweep ended (ErrShutdown);
+// unlike CancelRun it never touches a run that is not active here.
+func (e *Engine) CancelActive(threadID, runID string, cause error) bool {
+	e.mu.Lock()
+	ar := e.active[runID]
+	e.mu.Unlock()
+	if ar == nil || ar.threadID != threadID {
+		return false
+	}
+	ar.cancel(cause)
+	return true
+}
+
 // Shutdown stops every active run of this process (their status becomes
 // interrupted, the reason a shutdown, and in-flight calls get a result) and
 // waits up to wait for them to record it. Later turns are refused with

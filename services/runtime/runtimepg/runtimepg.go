@@ -261,6 +261,9 @@ func (s *Store) UpdateThread(ctx context.Context, id string, fn runtimestore.Upd
 		if err := queueMessages(b, id, msgs); err != nil {
 			return err
 		}
+		if r, ok := runtimestore.CallResultOf(ctx); ok {
+			b.Queue(dialect.RecordSQL(), r.Result, id, r.CallID)
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}

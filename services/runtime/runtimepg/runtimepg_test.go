@@ -205,3 +205,61 @@ func TestPromotionsSurviveServerCrash(t *testing.T) {
 	}
 	t.Logf("%d acknowledged, %d kept after the server was killed", len(acked), len(kept))
 }
+
+// TestLockAcrossPools: the read-before-write lock (runtimestore.Locker)
+// holds across processes: a second pool (another replica) waits for the
+// first's release, a wait bounded by its context fails, and other names are
+// independent.
+func TestLockAcrossPools(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	open := func() *runtimepg.Store {
+		pool, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		s, err := runtimepg.Open(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open(), open()
+	unlockA, err := a.Lock(ctx, "runtime.read_before_write.t\x00/mnt/user-data/workspace/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := b.Lock(short, "runtime.read_before_write.t\x00/mnt/user-data/workspace/f"); err == nil {
+		t.Fatal("second replica took a held lock")
+	}
+	other, err := b.Lock(ctx, "runtime.read_before_write.t\x00/mnt/user-data/workspace/g")
+	if err != nil {
+		t.Fatalf("another path's lock: %v", err)
+	}
+	other()
+	got := make(chan time.Time, 1)
+	go func() {
+		u, err := b.Lock(ctx, "runtime.read_before_write.t\x00/mnt/user-data/workspace/f")
+		if err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		u()
+	}()
+	time.Sleep(300 * time.Millisecond)
+	released := time.Now()
+	unlockA()
+	select {
+	case at := <-got:
+		if at.Before(released) {
+			t.Fatalf("second replica got the lock before the release")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("second replica never got the lock after the release")
+	}
+}

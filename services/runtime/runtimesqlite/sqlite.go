@@ -292,6 +292,11 @@ func (s *Store) UpdateThread(ctx context.Context, id string, fn runtimestore.Upd
 		if err := appendMessages(ctx, tx, id, msgs); err != nil {
 			return err
 		}
+		if r, ok := runtimestore.CallResultOf(ctx); ok {
+			if _, err := tx.ExecContext(ctx, dialect.RecordSQL(), r.Result, id, r.CallID); err != nil {
+				return err
+			}
+		}
 		out = t
 		return nil
 	})

@@ -23,6 +23,8 @@ type Memory struct {
 	events   map[string][]Event
 	runs     map[string][]*runtimev1.Run
 	agents   map[string]*runtimev1.Agent
+	leases   map[string]*memLease           // by run id (leases.go)
+	calls    map[string]map[string]*memCall // thread id → call id (toolcalls.go)
 	seq      int64
 }
 
@@ -118,6 +120,11 @@ func (m *Memory) UpdateThread(ctx context.Context, id string, fn Update) (*Threa
 	work.Child = cur.Clone().Child // fixed at creation
 	m.threads[id] = work
 	m.appendLocked(id, msgs)
+	if r, ok := CallResultOf(ctx); ok {
+		if c := m.calls[id][r.CallID]; c != nil {
+			c.State, c.Result = CallDone, append([]byte(nil), r.Result...)
+		}
+	}
 	return work.Clone(), nil
 }
 
@@ -146,6 +153,7 @@ func (m *Memory) DeleteThread(_ context.Context, id string) error {
 	delete(m.messages, id)
 	delete(m.events, id)
 	delete(m.runs, id)
+	delete(m.calls, id)
 	return nil
 }
 
@@ -336,6 +344,7 @@ func (m *Memory) PurgeThreadsBefore(_ context.Context, t time.Time) ([]string, e
 		delete(m.messages, id)
 		delete(m.events, id)
 		delete(m.runs, id)
+		delete(m.calls, id)
 	}
 	return ids, nil
 }
@@ -401,3 +410,224 @@ func (m *Memory) PurgeMessagesBefore(_ context.Context, t time.Time) (int, error
 
 // Close implements Store.
 func (m *Memory) Close() error { return nil }
+
+type memLease struct {
+	owner  string
+	until  time.Time
+	cancel bool
+}
+
+func (m *Memory) findRun(threadID, runID string) *runtimev1.Run {
+	for _, r := range m.runs[threadID] {
+		if r.GetRunId() == runID {
+			return r
+		}
+	}
+	return nil
+}
+
+// StartRun implements Store.
+func (m *Memory) StartRun(_ context.Context, r *runtimev1.Run, l Lease, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.threads[r.GetThreadId()]; !ok {
+		return ErrNotFound
+	}
+	if m.leases == nil {
+		m.leases = map[string]*memLease{}
+	}
+	for _, x := range m.runs[r.GetThreadId()] {
+		if x.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+			continue
+		}
+		xl := m.leases[x.GetRunId()]
+		live := xl != nil && xl.until.After(now)
+		if x.GetRunId() != r.GetRunId() && live {
+			return ErrRunBusy
+		}
+		if x.GetRunId() == r.GetRunId() && live && xl.owner != l.Owner {
+			return ErrRunBusy
+		}
+	}
+	c := proto.Clone(r).(*runtimev1.Run)
+	if x := m.findRun(r.GetThreadId(), r.GetRunId()); x != nil {
+		proto.Reset(x)
+		proto.Merge(x, c)
+	} else {
+		m.runs[r.GetThreadId()] = append(m.runs[r.GetThreadId()], c)
+	}
+	m.leases[r.GetRunId()] = &memLease{owner: l.Owner, until: l.Until}
+	return nil
+}
+
+// RenewLeases implements Store.
+func (m *Memory) RenewLeases(_ context.Context, owner string, until time.Time) ([]LeasedRun, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []LeasedRun
+	for tid, runs := range m.runs {
+		for _, r := range runs {
+			l := m.leases[r.GetRunId()]
+			if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && l != nil && l.owner == owner {
+				l.until = until
+				out = append(out, LeasedRun{RunRef: RunRef{ThreadID: tid, RunID: r.GetRunId()}, CancelRequested: l.cancel})
+			}
+		}
+	}
+	return out, nil
+}
+
+// CancelRequested implements Store.
+func (m *Memory) CancelRequested(_ context.Context, owner string) ([]RunRef, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []RunRef
+	for tid, runs := range m.runs {
+		for _, r := range runs {
+			l := m.leases[r.GetRunId()]
+			if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && l != nil && l.owner == owner && l.cancel {
+				out = append(out, RunRef{ThreadID: tid, RunID: r.GetRunId()})
+			}
+		}
+	}
+	return out, nil
+}
+
+// RequestCancel implements Store.
+func (m *Memory) RequestCancel(_ context.Context, threadID, runID string) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.findRun(threadID, runID)
+	if r == nil {
+		return "", false, ErrNotFound
+	}
+	if r.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+		return "", false, nil
+	}
+	if m.leases == nil {
+		m.leases = map[string]*memLease{}
+	}
+	l := m.leases[runID]
+	if l == nil {
+		l = &memLease{}
+		m.leases[runID] = l
+	}
+	l.cancel = true
+	return l.owner, true, nil
+}
+
+// InterruptExpired implements Store.
+func (m *Memory) InterruptExpired(_ context.Context, reason string, now time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, runs := range m.runs {
+		for _, r := range runs {
+			l := m.leases[r.GetRunId()]
+			if r.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && (l == nil || l.until.Before(now)) {
+				r.Status = runtimev1.RunStatus_RUN_STATUS_INTERRUPTED
+				r.Reason = reason
+				r.EndTime = timestamppb.New(now)
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+type memCall struct {
+	ToolCall
+	created time.Time
+}
+
+// ClaimToolCall implements Store.
+func (m *Memory) ClaimToolCall(_ context.Context, threadID, callID, fingerprint string, l Lease) (bool, ToolCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.threads[threadID]; !ok {
+		return false, ToolCall{}, ErrNotFound
+	}
+	if m.calls == nil {
+		m.calls = map[string]map[string]*memCall{}
+	}
+	if m.calls[threadID] == nil {
+		m.calls[threadID] = map[string]*memCall{}
+	}
+	if c := m.calls[threadID][callID]; c != nil {
+		return false, c.copy(), nil
+	}
+	m.calls[threadID][callID] = &memCall{ToolCall: ToolCall{State: CallRunning, Fingerprint: fingerprint, Lease: l}, created: time.Now()}
+	return true, ToolCall{}, nil
+}
+
+func (c *memCall) copy() ToolCall {
+	out := c.ToolCall
+	out.Result = append([]byte(nil), c.Result...)
+	return out
+}
+
+// GetToolCall implements Store.
+func (m *Memory) GetToolCall(_ context.Context, threadID, callID string) (ToolCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.calls[threadID][callID]; c != nil {
+		return c.copy(), nil
+	}
+	return ToolCall{}, ErrNotFound
+}
+
+// SettleToolCall implements Store.
+func (m *Memory) SettleToolCall(_ context.Context, threadID, callID string, result []byte, now time.Time) (ToolCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.calls[threadID][callID]
+	if c == nil {
+		return ToolCall{}, ErrNotFound
+	}
+	if c.State == CallRunning && c.Lease.Until.Before(now) {
+		c.State, c.Result = CallDone, append([]byte(nil), result...)
+	}
+	return c.copy(), nil
+}
+
+// ReleaseToolCall implements Store.
+func (m *Memory) ReleaseToolCall(_ context.Context, threadID, callID, owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.calls[threadID][callID]; c != nil && c.State == CallRunning && c.Lease.Owner == owner {
+		delete(m.calls[threadID], callID)
+	}
+	return nil
+}
+
+// PurgeToolCallsBefore implements Store.
+func (m *Memory) PurgeToolCallsBefore(_ context.Context, t time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, cs := range m.calls {
+		for id, c := range cs {
+			if c.created.Before(t) {
+				delete(cs, id)
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// EndRunUnlessLeased implements Store.
+func (m *Memory) EndRunUnlessLeased(_ context.Context, r *runtimev1.Run, now time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	x := m.findRun(r.GetThreadId(), r.GetRunId())
+	if x == nil {
+		return false, ErrNotFound
+	}
+	if l := m.leases[r.GetRunId()]; x.GetStatus() == runtimev1.RunStatus_RUN_STATUS_RUNNING && l != nil && l.until.After(now) {
+		return false, nil
+	}
+	proto.Reset(x)
+	proto.Merge(x, proto.Clone(r).(*runtimev1.Run))
+	return true, nil
+}

@@ -111,7 +111,8 @@ type Store interface {
 	// loop, reachable by id (the task result's child_thread_id).
 	ListThreads(ctx context.Context, tenant, subject string, p Page) (threads []*Thread, next string, err error)
 	// UpdateThread applies fn atomically and bumps update_time; it returns
-	// the thread after the change, or ErrNotFound.
+	// the thread after the change, or ErrNotFound. Under WithCallResult it
+	// also stores the call's result in its claim, in the same transaction.
 	UpdateThread(ctx context.Context, id string, fn Update) (*Thread, error)
 	// ChildThreads returns the ids of the subagent threads whose
 	// Child.ParentThreadID is parentID (any order; none = empty).
@@ -128,7 +129,8 @@ type Store interface {
 	AppendEvent(ctx context.Context, e Event) error
 	// ListEvents returns a thread's events, oldest first.
 	ListEvents(ctx context.Context, threadID string) ([]Event, error)
-	// PutRun creates or replaces a run (keyed by run_id).
+	// PutRun creates or replaces a run (keyed by run_id). It keeps the
+	// run's lease and cancel flag (StartRun sets them).
 	PutRun(ctx context.Context, r *runtimev1.Run) error
 	// GetRun returns a run of a thread or ErrNotFound.
 	GetRun(ctx context.Context, threadID, runID string) (*runtimev1.Run, error)
@@ -138,6 +140,12 @@ type Store interface {
 	// and end time. Called at start: a run still running then belongs to a
 	// process that stopped (docs/architecture.md §3.3). Returns how many runs changed.
 	InterruptUnfinished(ctx context.Context, reason string, now time.Time) (int, error)
+	// RunLeases: run ownership, lease renewal, cross-replica cancel and
+	// the sweep of expired leases (leases.go).
+	RunLeases
+	// ToolCalls: the claims and results that make ExecuteToolCall
+	// idempotent (toolcalls.go).
+	ToolCalls
 	// PutAgent creates or replaces an agent (update_time set by the caller).
 	PutAgent(ctx context.Context, a *runtimev1.Agent) error
 	// GetAgent returns an agent or ErrNotFound.

@@ -34,6 +34,9 @@ type FakeAuthz struct {
 	Down           atomic.Bool
 	AuthorizeCalls atomic.Int64 // number of Authorize calls
 	Filters        atomic.Int64 // number of FilterResources calls
+	// Lag makes FilterResources answer this many versions behind the one
+	// WatchPolicy announces (an authz replica that has not reloaded yet).
+	Lag atomic.Int64
 }
 
 // NewFakeAuthz returns a FakeAuthz at policy version 1.
@@ -89,7 +92,7 @@ func (f *FakeAuthz) FilterResources(_ context.Context, r *authzv1.FilterResource
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	resp := &authzv1.FilterResourcesResponse{PolicyVersion: f.version}
+	resp := &authzv1.FilterResourcesResponse{PolicyVersion: f.version - f.Lag.Load()}
 	for _, c := range r.GetCandidates() {
 		if f.denyList[key(r.GetResourceType(), c)] {
 			resp.Denied = append(resp.Denied, &authzv1.DeniedResource{Name: c, Reasons: []*authzv1.Reason{{Code: "authz.denied", Message: "denied by the test policy"}}})

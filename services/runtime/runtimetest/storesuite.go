@@ -344,6 +344,211 @@ func RunStoreSuite(t *testing.T, f Factory) {
 			t.Fatalf("GetRun missing = %v", err)
 		}
 	})
+	t.Run("RunLeases", func(t *testing.T) {
+		s := f.Open(t)
+		now := time.Now()
+		_ = s.CreateThread(ctx, newThread("x", "t", "u", now))
+		_ = s.CreateThread(ctx, newThread("y", "t", "u", now))
+		run := func(thread, id string) *runtimev1.Run {
+			return &runtimev1.Run{RunId: id, ThreadId: thread, Status: runtimev1.RunStatus_RUN_STATUS_RUNNING, StartTime: timestamppb.New(now)}
+		}
+		a := runtimestore.Lease{Owner: "replica-a", Until: now.Add(30 * time.Second)}
+		b := runtimestore.Lease{Owner: "replica-b", Until: now.Add(30 * time.Second)}
+		if err := s.StartRun(ctx, run("x", "r1"), a, now); err != nil {
+			t.Fatalf("StartRun = %v", err)
+		}
+		// One live run per thread, whatever the owner; another thread is free.
+		if err := s.StartRun(ctx, run("x", "r2"), b, now); !errors.Is(err, runtimestore.ErrRunBusy) {
+			t.Fatalf("second run in a busy thread = %v; want ErrRunBusy", err)
+		}
+		if err := s.StartRun(ctx, run("x", "r1"), b, now); !errors.Is(err, runtimestore.ErrRunBusy) {
+			t.Fatalf("another owner taking a live run = %v; want ErrRunBusy", err)
+		}
+		if _, err := s.GetRun(ctx, "x", "r2"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("refused StartRun wrote the run: %v", err)
+		}
+		if err := s.StartRun(ctx, run("x", "r1"), a, now); err != nil {
+			t.Fatalf("owner re-starting its run = %v", err)
+		}
+		if err := s.StartRun(ctx, run("nope", "r9"), a, now); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("StartRun on a missing thread = %v", err)
+		}
+		if err := s.StartRun(ctx, run("y", "r3"), b, now); err != nil {
+			t.Fatal(err)
+		}
+		// Cancel from any replica: the flag reaches the owner's polls.
+		if got, _ := s.CancelRequested(ctx, "replica-a"); len(got) != 0 {
+			t.Fatalf("CancelRequested before any cancel = %v", got)
+		}
+		owner, ok, err := s.RequestCancel(ctx, "x", "r1")
+		if err != nil || !ok || owner != "replica-a" {
+			t.Fatalf("RequestCancel = %q, %v, %v", owner, ok, err)
+		}
+		if _, _, err := s.RequestCancel(ctx, "x", "zz"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("RequestCancel of a missing run = %v", err)
+		}
+		got, err := s.CancelRequested(ctx, "replica-a")
+		if err != nil || len(got) != 1 || got[0] != (runtimestore.RunRef{ThreadID: "x", RunID: "r1"}) {
+			t.Fatalf("CancelRequested(a) = %v, %v", got, err)
+		}
+		if got, _ := s.CancelRequested(ctx, "replica-b"); len(got) != 0 {
+			t.Fatalf("CancelRequested(b) = %v; b's run was not cancelled", got)
+		}
+		renewed, err := s.RenewLeases(ctx, "replica-a", now.Add(time.Hour))
+		if err != nil || len(renewed) != 1 || renewed[0].RunID != "r1" || !renewed[0].CancelRequested {
+			t.Fatalf("RenewLeases(a) = %v, %v", renewed, err)
+		}
+		// PutRun keeps lease and flag; a finished run is no longer renewed
+		// nor cancellable.
+		fin := run("x", "r1")
+		fin.Status = runtimev1.RunStatus_RUN_STATUS_CANCELLED
+		if err := s.PutRun(ctx, fin); err != nil {
+			t.Fatal(err)
+		}
+		if renewed, _ := s.RenewLeases(ctx, "replica-a", now.Add(time.Hour)); len(renewed) != 0 {
+			t.Fatalf("a finished run renewed: %v", renewed)
+		}
+		if _, ok, _ := s.RequestCancel(ctx, "x", "r1"); ok {
+			t.Fatal("RequestCancel flagged a finished run")
+		}
+		// A restarted run (ResumeRun) starts with a clear flag.
+		if err := s.StartRun(ctx, run("x", "r1"), a, now); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.CancelRequested(ctx, "replica-a"); len(got) != 0 {
+			t.Fatalf("cancel flag survived a restart of the run: %v", got)
+		}
+		// A legacy RUNNING row written by PutRun has no lease.
+		if err := s.PutRun(ctx, run("y", "legacy")); err != nil {
+			t.Fatal(err)
+		}
+		if f.Reopen != nil {
+			s = f.Reopen(t, s)
+		}
+		// The sweep takes only expired leases: at now+10s both live runs
+		// (leases to now+30s) stay and the legacy row goes.
+		n, err := s.InterruptExpired(ctx, "the owning replica stopped", now.Add(10*time.Second))
+		if err != nil || n != 1 {
+			t.Fatalf("InterruptExpired before any lease ended = %d, %v; want 1 (the run without a lease)", n, err)
+		}
+		if _, err := s.RenewLeases(ctx, "replica-a", now.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		n, err = s.InterruptExpired(ctx, "the owning replica stopped", now.Add(time.Minute))
+		if err != nil || n != 1 {
+			t.Fatalf("InterruptExpired after b's lease ended = %d, %v; want 1", n, err)
+		}
+		r3, _ := s.GetRun(ctx, "y", "r3")
+		if r3.GetStatus() != runtimev1.RunStatus_RUN_STATUS_INTERRUPTED || r3.GetReason() != "the owning replica stopped" || r3.GetEndTime() == nil {
+			t.Fatalf("expired run = %v", r3)
+		}
+		r1, _ := s.GetRun(ctx, "x", "r1")
+		if r1.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+			t.Fatalf("a renewed run was interrupted: %v", r1)
+		}
+		// Once b's run ended, the thread takes a new run from anyone.
+		if err := s.StartRun(ctx, run("y", "r4"), runtimestore.Lease{Owner: "replica-a", Until: now.Add(2 * time.Minute)}, now.Add(time.Minute)); err != nil {
+			t.Fatalf("StartRun after the previous run was interrupted = %v", err)
+		}
+		// A final write by a replica that does not execute the run loses
+		// to a live lease (a peer resumed it) and wins otherwise.
+		end := run("y", "r4")
+		end.Status = runtimev1.RunStatus_RUN_STATUS_CANCELLED
+		if ok, err := s.EndRunUnlessLeased(ctx, end, now.Add(time.Minute)); err != nil || ok {
+			t.Fatalf("EndRunUnlessLeased over a live lease = %v, %v; want false", ok, err)
+		}
+		if r4, _ := s.GetRun(ctx, "y", "r4"); r4.GetStatus() != runtimev1.RunStatus_RUN_STATUS_RUNNING {
+			t.Fatalf("a refused end changed the run: %v", r4)
+		}
+		if ok, err := s.EndRunUnlessLeased(ctx, end, now.Add(time.Hour)); err != nil || !ok {
+			t.Fatalf("EndRunUnlessLeased after the lease = %v, %v; want true", ok, err)
+		}
+		if r4, _ := s.GetRun(ctx, "y", "r4"); r4.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED {
+			t.Fatalf("end not written: %v", r4)
+		}
+		if _, err := s.EndRunUnlessLeased(ctx, run("y", "nope"), now); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("EndRunUnlessLeased of a missing run = %v", err)
+		}
+	})
+	t.Run("ToolCallClaims", func(t *testing.T) {
+		s := f.Open(t)
+		now := time.Now()
+		_ = s.CreateThread(ctx, newThread("x", "t", "u", now))
+		l := runtimestore.Lease{Owner: "replica-a", Until: now.Add(time.Minute)}
+		if _, _, err := s.ClaimToolCall(ctx, "nope", "c1", "fp", l); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("claim on a missing thread = %v", err)
+		}
+		claimed, _, err := s.ClaimToolCall(ctx, "x", "c1", "fp1", l)
+		if err != nil || !claimed {
+			t.Fatalf("first claim = %v, %v", claimed, err)
+		}
+		claimed, got, err := s.ClaimToolCall(ctx, "x", "c1", "other", runtimestore.Lease{Owner: "replica-b", Until: now.Add(time.Minute)})
+		if err != nil || claimed || got.State != runtimestore.CallRunning || got.Fingerprint != "fp1" || got.Lease.Owner != "replica-a" {
+			t.Fatalf("duplicate claim = %v, %+v, %v", claimed, got, err)
+		}
+		// The result lands with the state update, in one transaction.
+		if _, err := s.UpdateThread(runtimestore.WithCallResult(ctx, runtimestore.CallResult{CallID: "c1", Result: []byte("result-1")}), "x",
+			func(th *runtimestore.Thread) ([]*runtimev1.Message, error) {
+				th.Proto.Promoted = &runtimev1.Promoted{CatalogHash: "h", Names: []string{"p"}}
+				return nil, nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.GetToolCall(ctx, "x", "c1"); err != nil || got.State != runtimestore.CallDone || string(got.Result) != "result-1" {
+			t.Fatalf("after the update: %+v, %v", got, err)
+		}
+		// A failed update records nothing.
+		_, _, _ = s.ClaimToolCall(ctx, "x", "c2", "fp2", l)
+		_, _ = s.UpdateThread(runtimestore.WithCallResult(ctx, runtimestore.CallResult{CallID: "c2", Result: []byte("lost")}), "x",
+			func(*runtimestore.Thread) ([]*runtimev1.Message, error) { return nil, errors.New("boom") })
+		if got, _ := s.GetToolCall(ctx, "x", "c2"); got.State != runtimestore.CallRunning || got.Result != nil {
+			t.Fatalf("a rolled-back update recorded a result: %+v", got)
+		}
+		// Settling needs an expired lease; release needs the owner.
+		if got, _ := s.SettleToolCall(ctx, "x", "c2", []byte("unknown"), now); got.State != runtimestore.CallRunning {
+			t.Fatalf("settled a live claim: %+v", got)
+		}
+		if err := s.ReleaseToolCall(ctx, "x", "c2", "replica-b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetToolCall(ctx, "x", "c2"); err != nil {
+			t.Fatalf("another owner released the claim: %v", err)
+		}
+		if got, _ := s.SettleToolCall(ctx, "x", "c2", []byte("unknown"), now.Add(2*time.Minute)); got.State != runtimestore.CallDone || string(got.Result) != "unknown" {
+			t.Fatalf("expired claim not settled: %+v", got)
+		}
+		if got, _ := s.SettleToolCall(ctx, "x", "c1", []byte("unknown"), now.Add(2*time.Minute)); string(got.Result) != "result-1" {
+			t.Fatalf("settle overwrote a stored result: %+v", got)
+		}
+		_, _, _ = s.ClaimToolCall(ctx, "x", "c3", "fp3", l)
+		if err := s.ReleaseToolCall(ctx, "x", "c3", "replica-a"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetToolCall(ctx, "x", "c3"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("released claim still there: %v", err)
+		}
+		if f.Reopen != nil {
+			s = f.Reopen(t, s)
+		}
+		if got, err := s.GetToolCall(ctx, "x", "c1"); err != nil || string(got.Result) != "result-1" {
+			t.Fatalf("after reopen: %+v, %v", got, err)
+		}
+		if n, err := s.PurgeToolCallsBefore(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+			t.Fatalf("purge of nothing old = %d, %v", n, err)
+		}
+		if n, err := s.PurgeToolCallsBefore(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
+			t.Fatalf("purge = %d, %v; want 2", n, err)
+		}
+		// Deleting the thread deletes its claims.
+		_, _, _ = s.ClaimToolCall(ctx, "x", "c4", "fp4", l)
+		if err := s.DeleteThread(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.CreateThread(ctx, newThread("x", "t", "u", now))
+		if _, err := s.GetToolCall(ctx, "x", "c4"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("claim survived its thread: %v", err)
+		}
+	})
 	t.Run("AgentsEventsPersistenceAndRetention", func(t *testing.T) {
 		s := f.Open(t)
 		if err := s.PutAgent(ctx, &runtimev1.Agent{Name: "b", Description: "B"}); err != nil {
