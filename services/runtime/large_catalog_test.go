@@ -71,7 +71,7 @@ func TestAssemblyBeyondTheAuthzCandidateCap(t *testing.T) {
 	alice := s.rt(aliceToken)
 	th := newThread(t, alice, nil)
 	var r *runtimev1.AssembleToolsResponse
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		r = assemble(t, alice, th, "")
 		if len(r.GetDeferred()) == n || time.Now().After(deadline) {
 			break

@@ -133,8 +133,8 @@ func (s *loopSuite) start() {
 	case <-ready:
 	case err := <-s.done:
 		t.Fatalf("suite stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("suite not ready after 30s")
+	case <-time.After(120 * time.Second): // a hang guard; a loaded 2-core machine under -race needs more than 30 s at 12,500 tools
+		t.Fatal("suite not ready after 120s")
 	}
 	cat := catalogv1.NewCatalogServiceClient(s.dial(loopAdminToken))
 	deadline := time.Now().Add(30 * time.Second)
