@@ -35,7 +35,7 @@ func newEvalCmd() *cobra.Command {
 			"and query latency p50/p99. Modes: " + strings.Join(evalsearch.AllModes, ", ") + " (bm25-basic is the\n" +
 			"evaluation-only baseline: plain BM25, k1 1.2, b 0.75, over name + description). Scoring is strict,\n" +
 			"on the original tool names. A query over 4 KiB is refused as tool_search refuses it and scored as\n" +
-			"a miss. With --folds N (default 5) AUTO's measured settings (--grid fusion|full) are chosen by\n" +
+			"a miss. With --folds N (default 5) AUTO's measured settings (--grid fusion|full|prf) are chosen by\n" +
 			"N-fold cross-validation and the out-of-fold AUTO row is printed.\n" +
 			"--catalog FILE builds the catalog benchmark instead: tools whose description occurs in an\n" +
 			"--exclude file are dropped, servers are split into train and bench parts (--part), and each\n" +
@@ -99,7 +99,7 @@ func newEvalCmd() *cobra.Command {
 	f.StringVar(&output, "output", "table", "output format: table or json")
 	f.StringVar(&split, "split", string(evalsearch.SplitAll), "queries to score: all, dev or heldout (split rule of the toolret READMEs)")
 	f.IntVar(&folds, "folds", 5, "cross-validation folds for AUTO's measured settings (0: none)")
-	f.StringVar(&grid, "grid", evalsearch.GridFusion, "cross-validated grid: fusion (semantic weight) or full (weight, threshold, name field weight)")
+	f.StringVar(&grid, "grid", evalsearch.GridFusion, "cross-validated grid: fusion (semantic weight), full (weight, threshold, name field weight) or prf (weight and pseudo-relevance feedback)")
 	f.IntVar(&resamples, "resamples", 2000, "bootstrap resamples for the 95% confidence intervals")
 	f.StringVar(&catalog, "catalog", "", "build the catalog benchmark from this tools JSONL file (with input schemas)")
 	f.StringArrayVar(&exclude, "exclude", nil, "tools JSONL file whose descriptions are dropped from --catalog, repeatable")
