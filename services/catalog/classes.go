@@ -15,7 +15,6 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.catalog.v1.CatalogService/CallToolStream": auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/ListAcpAgents":  auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/InvokeAcpAgent": auth.ClassService,
-		"/toolplane.catalog.v1.CatalogService/ListServers":    auth.ClassService,
 		// Resources, prompts and completion: the runtime's MCP front door
 		// filters and authorizes them per principal (features.go).
 		"/toolplane.catalog.v1.CatalogService/ListResources":         auth.ClassService,
@@ -27,13 +26,19 @@ func (s *Server) Classes() map[string]auth.Class {
 		"/toolplane.catalog.v1.CatalogService/Complete":              auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/WatchFeatures":         auth.ClassService,
 		"/toolplane.catalog.v1.CatalogService/CloseThreadSessions":   auth.ClassService,
-		"/toolplane.catalog.v1.CatalogService/GetServer":             auth.ClassService,
-		"/toolplane.catalog.v1.CatalogService/UpdateServer":          auth.ClassGlobalAdmin,
-		"/toolplane.catalog.v1.CatalogService/ReplaceServers":        auth.ClassGlobalAdmin,
-		"/toolplane.catalog.v1.CatalogService/ReloadServers":         auth.ClassGlobalAdmin,
-		"/toolplane.catalog.v1.CatalogService/ListPendingTools":      auth.ClassGlobalAdmin,
-		"/toolplane.catalog.v1.CatalogService/ApproveTool":           auth.ClassGlobalAdmin,
-		"/toolplane.catalog.v1.CatalogService/RejectTool":            auth.ClassGlobalAdmin,
+		// Server reads: service credentials and admins, checked in the
+		// handler (serverReader), since a tenant admin reads the servers
+		// its tenant owns. Writes: global admins, and tenant admins
+		// confined to their tenant's servers (writers.go,
+		// docs/decisions/0105-tenant-scoped-servers.md).
+		"/toolplane.catalog.v1.CatalogService/ListServers":      auth.ClassPublic,
+		"/toolplane.catalog.v1.CatalogService/GetServer":        auth.ClassPublic,
+		"/toolplane.catalog.v1.CatalogService/UpdateServer":     auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/ReplaceServers":   auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/ReloadServers":    auth.ClassGlobalAdmin,
+		"/toolplane.catalog.v1.CatalogService/ListPendingTools": auth.ClassGlobalAdmin,
+		"/toolplane.catalog.v1.CatalogService/ApproveTool":      auth.ClassGlobalAdmin,
+		"/toolplane.catalog.v1.CatalogService/RejectTool":       auth.ClassGlobalAdmin,
 		// OAuth connections act for the effective principal (a shared
 		// server's: admin, checked in the handler; connections.go).
 		"/toolplane.catalog.v1.CatalogService/ConnectServer":    auth.ClassService,

@@ -59,6 +59,12 @@ type Config struct {
 	// longer in the catalog stays assigned to it, so a returning server gets
 	// its names back (docs/architecture.md §7). Default 720h (30 days).
 	NameRetention time.Duration `yaml:"name_retention"`
+	// MaxNamesPerServer caps the stored name assignments (present and
+	// retained) of one server, so a server that keeps inventing tool names
+	// cannot grow tool_names without bound: the oldest retained ones are
+	// evicted first (logged); names of present tools beyond the cap are
+	// served but not recorded. Default 10000.
+	MaxNamesPerServer int `yaml:"max_names_per_server"`
 	// MaxDefinitionBytes bounds one tool definition as listed (the whole
 	// tools/list object); a larger tool is left out and reported on its
 	// server (Server.omitted_tools). Default 1048576 (1 MiB); at most a
@@ -187,6 +193,9 @@ func (c *Config) SetDefaults() {
 	if c.NameRetention == 0 {
 		c.NameRetention = 30 * 24 * time.Hour
 	}
+	if c.MaxNamesPerServer == 0 {
+		c.MaxNamesPerServer = 10000
+	}
 	if c.MaxDefinitionBytes == 0 {
 		c.MaxDefinitionBytes = 1 << 20
 	}
@@ -242,6 +251,7 @@ func (c *Config) Validate() error {
 		{c.ReloadInterval >= 50*time.Millisecond, "catalog.reload_interval", "must be >= 50ms"},
 		{c.CloseGrace > 0, "catalog.close_grace", "must be > 0"},
 		{c.NameRetention >= time.Hour, "catalog.name_retention", "must be >= 1h"},
+		{c.MaxNamesPerServer >= 1, "catalog.max_names_per_server", "must be >= 1"},
 		{c.MaxDefinitionBytes >= 1024, "catalog.max_definition_bytes", "must be >= 1024"},
 		{c.PinNewTools == catalogconfig.PinNewAllow || c.PinNewTools == catalogconfig.PinNewReview, "catalog.pin_new_tools", "must be allow or review"},
 		{c.Sessions.MaxScoped >= 1, "catalog.sessions.max_scoped", "must be >= 1"},

@@ -1,8 +1,10 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,9 +13,9 @@ import (
 	"github.com/toolplane/toolplane/services/catalog/catalogstore"
 )
 
-// globalScope is the visibility scope of servers every tenant sees
-// (docs/decisions/0100); the only scope until servers can be tenant-scoped.
-const globalScope = "*"
+// globalScope is the visibility scope of servers every tenant (or several
+// tenants) sees (docs/decisions/0100, 0105).
+const globalScope = catalognames.GlobalScope
 
 // touchEvery bounds how often last_seen_at of a present pair is rewritten.
 const touchEvery = time.Hour
@@ -31,6 +33,9 @@ type identity struct {
 	store     catalogstore.IdentityStore
 	log       *slog.Logger
 	retention time.Duration
+	// maxPerServer caps the stored assignments of one server
+	// (catalog.max_names_per_server).
+	maxPerServer int
 
 	mu sync.Mutex
 	// names holds every assignment (present or retained) in the form
@@ -48,11 +53,16 @@ type identity struct {
 	pins  map[catalognames.Key]catalogstore.PinRow
 }
 
-func pairKey(k catalognames.Key) catalogstore.PairKey {
-	return catalogstore.PairKey{Scope: globalScope, Server: k.Server, Tool: k.Tool}
+// pairKey is the store key of k in its stored scope (held under mu).
+func (id *identity) pairKey(k catalognames.Key) catalogstore.PairKey {
+	sc := id.names[k].Scope
+	if sc == "" {
+		sc = globalScope
+	}
+	return catalogstore.PairKey{Scope: sc, Server: k.Server, Tool: k.Tool}
 }
 
-// load reads every name and pin of the global scope.
+// load reads every name and pin of every scope.
 func (id *identity) load(ctx context.Context) error {
 	id.pins = map[catalognames.Key]catalogstore.PinRow{}
 	rows, err := id.store.LoadNames(ctx)
@@ -65,8 +75,9 @@ func (id *identity) load(ctx context.Context) error {
 		return err
 	}
 	for _, p := range pins {
-		if p.Scope == globalScope {
-			id.pins[catalognames.Key{Server: p.Server, Tool: p.Tool}] = p
+		k := catalognames.Key{Server: p.Server, Tool: p.Tool}
+		if n, ok := id.names[k]; !ok || n.Scope == p.Scope {
+			id.pins[k] = p
 		}
 	}
 	return nil
@@ -81,21 +92,44 @@ func (id *identity) load(ctx context.Context) error {
 // assignments are provisional: computed (config order among new pairs) and
 // served, but neither recorded nor written; the first rebuild with every
 // server settled records them. provisional[i] reports such a name.
-func (id *identity) assign(origs []catalognames.Original, now time.Time, persist bool) (res []catalognames.Stable, provisional []bool) {
+//
+// scopes[i] is the visibility scope of origs[i] (catalogconfig.Server.NameScope):
+// names are assigned per scope, the global scope winning a conflict
+// (catalognames.AssignScoped). A pair whose server moved to another scope
+// has its row (and pin) moved. Each server keeps at most maxPerServer
+// stored assignments: the oldest retained ones are evicted first, and new
+// names of present tools beyond the cap are served but not recorded
+// (provisional).
+func (id *identity) assign(origs []catalognames.Original, scopes []string, now time.Time, persist bool) (res []catalognames.Stable, provisional []bool) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if id.stale {
 		id.reloadNames()
 	}
-	res = catalognames.AssignStable(origs, id.names)
+	res = catalognames.AssignScoped(origs, scopes, id.names)
 	provisional = make([]bool, len(origs))
 	unix := now.Unix()
 	present := make(map[catalognames.Key]bool, len(origs))
 	var upsert []catalogstore.NameRow
+	var del []catalogstore.PairKey
+	var movedPins []catalogstore.PinRow
 	row := func(k catalognames.Key) catalogstore.NameRow {
 		s := id.names[k]
-		return catalogstore.NameRow{PairKey: pairKey(k), Base: s.Base, Name: s.Name,
+		return catalogstore.NameRow{PairKey: id.pairKey(k), Base: s.Base, Name: s.Name,
 			AssignedAt: time.Unix(id.assigned[k], 0), LastSeenAt: time.Unix(id.seen[k], 0)}
+	}
+	// Stored assignments per server, for the cap.
+	perServer := map[string]int{}
+	for k := range id.names {
+		perServer[k.Server]++
+	}
+	for i := range origs {
+		if !res[i].Duplicate {
+			present[catalognames.KeyOf(origs[i])] = true
+		}
+	}
+	if persist {
+		del = append(del, id.evictLocked(perServer, present, origs, res)...)
 	}
 	for i, o := range origs {
 		a := res[i]
@@ -103,15 +137,39 @@ func (id *identity) assign(origs []catalognames.Original, now time.Time, persist
 			continue
 		}
 		k := catalognames.KeyOf(o)
-		present[k] = true
-		_, had := id.names[k]
+		sc := scopes[i]
+		if sc == "" {
+			sc = globalScope
+		}
+		prev, had := id.names[k]
+		if had && prev.Scope != sc && persist {
+			// The server moved to another scope: the row moves with it.
+			del = append(del, id.pairKey(k))
+			if p, ok := id.pins[k]; ok {
+				p.Scope = sc
+				id.pins[k] = p
+				movedPins = append(movedPins, p)
+			}
+		}
 		switch {
 		case (a.New || !had) && !persist:
 			provisional[i] = true
 			continue
+		case (a.New || !had) && !had && perServer[k.Server] >= id.maxPerServer:
+			// Over catalog.max_names_per_server with nothing retained left
+			// to evict: served, not recorded.
+			provisional[i] = true
+			continue
 		case a.New || !had:
-			id.names[k] = catalognames.Stored{Base: catalognames.Base(o), Name: a.Name}
+			if !had {
+				perServer[k.Server]++
+			}
+			id.names[k] = catalognames.Stored{Scope: sc, Base: catalognames.Base(o), Name: a.Name}
 			id.assigned[k], id.seen[k] = unix, unix
+		case prev.Scope != sc:
+			prev.Scope = sc
+			id.names[k] = prev
+			id.seen[k] = unix
 		case unix-id.seen[k] >= int64(touchEvery/time.Second) || id.dirty[k]:
 			id.seen[k] = unix
 		default:
@@ -119,15 +177,10 @@ func (id *identity) assign(origs []catalognames.Original, now time.Time, persist
 		}
 		upsert = append(upsert, row(k))
 	}
-	var del []catalogstore.PairKey
 	for k := range id.names {
 		if persist && !present[k] && unix-id.seen[k] > int64(id.retention/time.Second) {
-			del = append(del, pairKey(k))
-			delete(id.names, k)
-			delete(id.seen, k)
-			delete(id.assigned, k)
-			delete(id.pins, k)
-			delete(id.dirty, k)
+			del = append(del, id.pairKey(k))
+			id.forgetLocked(k)
 		}
 	}
 	if len(upsert)+len(del) > 0 {
@@ -145,9 +198,78 @@ func (id *identity) assign(origs []catalognames.Original, now time.Time, persist
 			for _, r := range upsert {
 				delete(id.dirty, catalognames.Key{Server: r.Server, Tool: r.Tool})
 			}
+			if len(movedPins) > 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+				if err := id.store.PutPins(ctx, movedPins); err != nil {
+					id.log.Warn("catalog: moving tool pins to their server's new scope failed", "pins", len(movedPins), "err", err)
+				}
+				cancel()
+			}
 		}
 	}
 	return res, provisional
+}
+
+// forgetLocked drops every in-memory trace of k.
+func (id *identity) forgetLocked(k catalognames.Key) {
+	delete(id.names, k)
+	delete(id.seen, k)
+	delete(id.assigned, k)
+	delete(id.pins, k)
+	delete(id.dirty, k)
+}
+
+// evictLocked enforces catalog.max_names_per_server before new names are
+// recorded: for each server whose stored assignments plus the new ones of
+// this rebuild exceed the cap, retained (absent) assignments are evicted,
+// the least recently seen first, and logged. Present pairs are never
+// evicted. It returns the store keys to delete and updates perServer.
+func (id *identity) evictLocked(perServer map[string]int, present map[catalognames.Key]bool, origs []catalognames.Original, res []catalognames.Stable) []catalogstore.PairKey {
+	want := map[string]int{}
+	for i, o := range origs {
+		if _, had := id.names[catalognames.KeyOf(o)]; !had && !res[i].Duplicate {
+			want[o.Server]++
+		}
+	}
+	var over []string
+	for srv, n := range want {
+		if perServer[srv]+n > id.maxPerServer {
+			over = append(over, srv)
+		}
+	}
+	for srv, n := range perServer {
+		if n > id.maxPerServer && want[srv] == 0 {
+			over = append(over, srv)
+		}
+	}
+	var del []catalogstore.PairKey
+	for _, srv := range over {
+		var retained []catalognames.Key
+		for k := range id.names {
+			if k.Server == srv && !present[k] {
+				retained = append(retained, k)
+			}
+		}
+		slices.SortFunc(retained, func(a, b catalognames.Key) int {
+			if c := cmp.Compare(id.seen[a], id.seen[b]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Tool, b.Tool)
+		})
+		excess := perServer[srv] + want[srv] - id.maxPerServer
+		n := min(excess, len(retained))
+		if n <= 0 {
+			continue
+		}
+		for _, k := range retained[:n] {
+			del = append(del, id.pairKey(k))
+			id.forgetLocked(k)
+		}
+		perServer[srv] -= n
+		id.log.Warn("catalog: retained tool names evicted: server over catalog.max_names_per_server",
+			"server", srv, "evicted", n, "oldest", retained[0].Tool, "max", id.maxPerServer)
+	}
+	return del
 }
 
 // pinCheck is one tool of a pinned server to evaluate.
@@ -182,7 +304,7 @@ func (id *identity) states(checks []pinCheck, now time.Time) []catalogv1.ToolSta
 			continue
 		}
 		if !ok {
-			p = catalogstore.PinRow{PairKey: pairKey(c.key), UpdatedAt: now}
+			p = catalogstore.PinRow{PairKey: id.pairKey(c.key), UpdatedAt: now}
 			if !c.review {
 				p.ApprovedDefinition, p.ApprovedHash = c.b.definition(c.name)
 			}
@@ -232,18 +354,19 @@ func (id *identity) nameOf(k catalognames.Key) string {
 	return id.names[k].Name
 }
 
-// setNames replaces the in-memory assignments with rows (global scope).
+// setNames replaces the in-memory assignments with rows (every scope).
 func (id *identity) setNames(rows []catalogstore.NameRow) {
 	id.names = map[catalognames.Key]catalognames.Stored{}
 	id.seen = map[catalognames.Key]int64{}
 	id.assigned = map[catalognames.Key]int64{}
 	id.dirty = map[catalognames.Key]bool{}
 	for _, r := range rows {
-		if r.Scope == globalScope {
-			k := catalognames.Key{Server: r.Server, Tool: r.Tool}
-			id.names[k] = catalognames.Stored{Base: r.Base, Name: r.Name}
-			id.seen[k], id.assigned[k] = r.LastSeenAt.Unix(), r.AssignedAt.Unix()
+		k := catalognames.Key{Server: r.Server, Tool: r.Tool}
+		if _, dup := id.names[k]; dup && r.LastSeenAt.Unix() < id.seen[k] {
+			continue // a stale row of a scope the pair left (its move was not written): the newer wins
 		}
+		id.names[k] = catalognames.Stored{Scope: r.Scope, Base: r.Base, Name: r.Name}
+		id.seen[k], id.assigned[k] = r.LastSeenAt.Unix(), r.AssignedAt.Unix()
 	}
 	id.stale = false
 }
@@ -260,4 +383,11 @@ func (id *identity) reloadNames() {
 		return
 	}
 	id.setNames(rows)
+}
+
+// storeKey is the store key of k in its stored scope.
+func (id *identity) storeKey(k catalognames.Key) catalogstore.PairKey {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.pairKey(k)
 }

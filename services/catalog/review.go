@@ -114,7 +114,7 @@ func (s *Server) review(ctx context.Context, action, name, hash string) (*catalo
 	canon, _ := e.b.definition(e.tool.Name)
 	now := time.Now().UTC()
 	p, _ := s.ids.pin(k)
-	p.PairKey = pairKey(k)
+	p.PairKey = s.ids.storeKey(k)
 	prev := p.ApprovedHash
 	next := p
 	next.UpdatedAt = now

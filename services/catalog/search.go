@@ -166,6 +166,12 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 			sreq.Candidates = []string{}
 		}
 	}
+	v := viewerOf(ctx)
+	if !v.all {
+		// Ranked among what the caller's tenant sees (visibility.go), so
+		// other tenants' tools neither show nor take places in the limit.
+		sreq.Candidates = snap.visibleNames(v, sreq.Candidates)
+	}
 	res, err := s.index.ix.Search(ctx, sreq)
 	if err != nil {
 		var qe *search.QueryError
@@ -190,11 +196,11 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 	out := &catalogv1.SearchToolsResponse{Truncated: res.Truncated, Mode: mode}
 	budget, used := s.pageBudget(), 0
 	for _, r := range res.Results {
-		e, ok := snap.byName[r.Name]
+		e, ok := snap.lookup(v, r.Name)
 		if !ok {
 			continue // index one update ahead of or behind this snapshot
 		}
-		h := &catalogv1.SearchHit{Tool: e.full(), Score: r.Score, MatchedFields: r.Matched}
+		h := &catalogv1.SearchHit{Tool: v.tool(snap, e), Score: r.Score, MatchedFields: r.Matched}
 		if n := proto.Size(h); len(out.Hits) > 0 && used+n > budget {
 			out.Truncated = true // bounded by bytes as well as count
 			break
@@ -203,7 +209,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		}
 		out.Hits = append(out.Hits, h)
 	}
-	if req.GetCandidates() != nil {
+	if req.GetCandidates() != nil || !v.all {
 		out.CatalogHash, _, _, _ = snap.subsetHash(sreq.Candidates)
 	} else {
 		out.CatalogHash = snap.hash

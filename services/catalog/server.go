@@ -129,7 +129,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if err := s.openStore(ctx); err != nil {
 		return nil, err
 	}
-	s.ids = &identity{store: s.store, log: log, retention: cfg.NameRetention}
+	s.ids = &identity{store: s.store, log: log, retention: cfg.NameRetention, maxPerServer: cfg.MaxNamesPerServer}
 	if err := s.ids.load(ctx); err != nil {
 		s.closeStore()
 		return nil, fmt.Errorf("catalog: %w", err)

@@ -9,29 +9,45 @@ import (
 	"google.golang.org/grpc/codes"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 	"github.com/toolplane/toolplane/services/catalog/catalognames"
 )
 
-func (s *Server) serverList() []*catalogv1.Server {
+// serverList lists the servers the viewer sees (visibility.go).
+func (s *Server) serverList(v viewer) []*catalogv1.Server {
 	scoped := map[string]int{}
 	for _, k := range s.mgr.Pool().Keys() {
 		scoped[k.Server]++
 	}
 	sts := s.mgr.Statuses()
 	snap := s.snap.Load()
-	out := make([]*catalogv1.Server, len(sts))
-	for i, st := range sts {
-		out[i] = serverProto(st, scoped[st.Name])
-		out[i].NameCollisions = snap.collisions[st.Name]
-		out[i].OmittedTools = snap.omitted[st.Name]
-		out[i].Pinned, _ = s.pinnedServer(&st.Config)
+	out := make([]*catalogv1.Server, 0, len(sts))
+	for _, st := range sts {
+		if !v.sees(st.Config.Tenants) {
+			continue
+		}
+		sv := serverProto(st, scoped[st.Name])
+		sv.NameCollisions = v.collisions(snap, snap.collisions[st.Name])
+		sv.OmittedTools = snap.omitted[st.Name]
+		sv.Pinned, _ = s.pinnedServer(&st.Config)
+		out = append(out, sv)
 	}
 	return out
 }
 
-func (s *Server) serverByName(name string) (*catalogv1.Server, error) {
-	for _, sv := range s.serverList() {
+// serverReader checks the caller of ListServers and GetServer: a service
+// credential or an admin (a tenant admin reads the servers its tenant sees).
+func serverReader(ctx context.Context) (viewer, error) {
+	id, ok := auth.Caller(ctx)
+	if !ok || !(id.Service() || id.Admin()) {
+		return viewer{}, auth.Error(codes.PermissionDenied, auth.ReasonServiceRequired, "reading MCP server configurations needs a service or admin credential")
+	}
+	return viewerOf(ctx), nil
+}
+
+func (s *Server) serverByName(v viewer, name string) (*catalogv1.Server, error) {
+	for _, sv := range s.serverList(v) {
 		if sv.GetConfig().GetName() == name {
 			return sv, nil
 		}
@@ -39,14 +55,24 @@ func (s *Server) serverByName(name string) (*catalogv1.Server, error) {
 	return nil, serverNotFound(name)
 }
 
-// ListServers lists servers in config-file order, secrets masked.
-func (s *Server) ListServers(context.Context, *catalogv1.ListServersRequest) (*catalogv1.ListServersResponse, error) {
-	return &catalogv1.ListServersResponse{Servers: s.serverList()}, nil
+// ListServers lists the servers the caller sees in config-file order,
+// secrets masked.
+func (s *Server) ListServers(ctx context.Context, _ *catalogv1.ListServersRequest) (*catalogv1.ListServersResponse, error) {
+	v, err := serverReader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &catalogv1.ListServersResponse{Servers: s.serverList(v)}, nil
 }
 
-// GetServer returns one server, secrets masked.
-func (s *Server) GetServer(_ context.Context, req *catalogv1.GetServerRequest) (*catalogv1.GetServerResponse, error) {
-	sv, err := s.serverByName(req.GetName())
+// GetServer returns one server, secrets masked; a server of other tenants
+// is NOT_FOUND.
+func (s *Server) GetServer(ctx context.Context, req *catalogv1.GetServerRequest) (*catalogv1.GetServerResponse, error) {
+	v, err := serverReader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sv, err := s.serverByName(v, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +81,15 @@ func (s *Server) GetServer(_ context.Context, req *catalogv1.GetServerRequest) (
 
 // UpdateServer enables or disables one server, persisting the change to
 // extensions_config.json atomically (placeholders and unknown keys kept).
-func (s *Server) UpdateServer(_ context.Context, req *catalogv1.UpdateServerRequest) (*catalogv1.UpdateServerResponse, error) {
+//
+// A tenant admin changes only servers whose `tenants` is exactly its tenant;
+// a server of other tenants is NOT_FOUND, a server every tenant sees
+// PERMISSION_DENIED (docs/decisions/0105-tenant-scoped-servers.md).
+func (s *Server) UpdateServer(ctx context.Context, req *catalogv1.UpdateServerRequest) (*catalogv1.UpdateServerResponse, error) {
+	w := writerOf(ctx)
+	if err := w.allowed(); err != nil {
+		return nil, err
+	}
 	s.writeMu.Lock()
 	f, err := s.loadLocked()
 	if err != nil {
@@ -63,9 +97,13 @@ func (s *Server) UpdateServer(_ context.Context, req *catalogv1.UpdateServerRequ
 		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}
 	i := slices.IndexFunc(f.Servers, func(x catalogconfig.Server) bool { return x.Name == req.GetName() })
-	if i < 0 {
+	if i < 0 || !w.viewer().sees(f.Servers[i].Tenants) {
 		s.writeMu.Unlock()
 		return nil, serverNotFound(req.GetName())
+	}
+	if err := w.mayChange(&f.Servers[i]); err != nil {
+		s.writeMu.Unlock()
+		return nil, err
 	}
 	if e := req.GetServer().Enabled; e != nil {
 		f.Servers[i].SetEnabled(*e) // keeps Claude Desktop's `disabled` spelling
@@ -75,7 +113,7 @@ func (s *Server) UpdateServer(_ context.Context, req *catalogv1.UpdateServerRequ
 	if err != nil {
 		return nil, configUnavailable(codes.Internal, err)
 	}
-	sv, err := s.serverByName(req.GetName())
+	sv, err := s.serverByName(w.viewer(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -90,17 +128,35 @@ func validServerName(n string) bool { return catalognames.Valid.MatchString(n) }
 // of the same server and key, unknown per-server keys of a stored server of
 // the same name are kept, then the file is written atomically (temp +
 // fsync + rename) keeping every other top-level key, and applied.
-func (s *Server) ReplaceServers(_ context.Context, req *catalogv1.ReplaceServersRequest) (*catalogv1.ReplaceServersResponse, error) {
+//
+// A tenant admin replaces only its tenant's servers (those whose `tenants`
+// is exactly its tenant): every entry it sends must say so, the servers of
+// every other scope are kept as they are, and its new servers follow them
+// in the file (docs/decisions/0105-tenant-scoped-servers.md).
+func (s *Server) ReplaceServers(ctx context.Context, req *catalogv1.ReplaceServersRequest) (*catalogv1.ReplaceServersResponse, error) {
+	w := writerOf(ctx)
+	if err := w.allowed(); err != nil {
+		return nil, err
+	}
 	s.writeMu.Lock()
 	f, err := s.loadLocked()
 	if err != nil {
 		s.writeMu.Unlock()
 		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}
-	next, err := s.buildServers(req.GetServers(), f)
+	next, err := s.buildServers(w, req.GetServers(), f)
 	if err != nil {
 		s.writeMu.Unlock()
 		return nil, err
+	}
+	if w.tenantAdmin {
+		var kept []catalogconfig.Server
+		for _, srv := range f.Servers {
+			if !srv.OwnedBy(w.tenant) {
+				kept = append(kept, srv)
+			}
+		}
+		next = append(kept, next...)
 	}
 	f.Servers = next
 	err = s.writeFileLocked(f)
@@ -108,10 +164,10 @@ func (s *Server) ReplaceServers(_ context.Context, req *catalogv1.ReplaceServers
 	if err != nil {
 		return nil, configUnavailable(codes.Internal, err)
 	}
-	return &catalogv1.ReplaceServersResponse{Servers: s.serverList()}, nil
+	return &catalogv1.ReplaceServersResponse{Servers: s.serverList(w.viewer())}, nil
 }
 
-func (s *Server) buildServers(in []*catalogv1.ServerConfig, cur *catalogconfig.File) ([]catalogconfig.Server, error) {
+func (s *Server) buildServers(w writer, in []*catalogv1.ServerConfig, cur *catalogconfig.File) ([]catalogconfig.Server, error) {
 	stored := map[string]*catalogconfig.Server{}
 	for i := range cur.Servers {
 		stored[cur.Servers[i].Name] = &cur.Servers[i]
@@ -127,6 +183,11 @@ func (s *Server) buildServers(in []*catalogv1.ServerConfig, cur *catalogconfig.F
 		}
 		seen[c.GetName()] = true
 		prev := stored[c.GetName()]
+		if w.tenantAdmin && prev != nil && !prev.OwnedBy(w.tenant) {
+			// The name belongs to a server of another scope: not replaceable,
+			// and not named further (it may be another tenant's).
+			return nil, invalidConfig(fmt.Errorf("servers[%d].name: %q is taken by a server outside tenant %q", i, c.GetName(), w.tenant))
+		}
 		srv, err := configFromProto(c, prev)
 		if err != nil {
 			return nil, invalidServerConfig(i, err)
@@ -136,6 +197,9 @@ func (s *Server) buildServers(in []*catalogv1.ServerConfig, cur *catalogconfig.F
 		}
 		if err := srv.Validate(); err != nil {
 			return nil, invalidServerConfig(i, err)
+		}
+		if err := w.checkServer(i, &srv); err != nil {
+			return nil, err
 		}
 		if err := catalogconfig.ValidateCommand(&srv, s.cfg.StdioAllowlist); err != nil {
 			return nil, invalidServerConfig(i, err)
@@ -158,7 +222,7 @@ func (s *Server) ReloadServers(context.Context, *catalogv1.ReloadServersRequest)
 	if err != nil {
 		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}
-	return &catalogv1.ReloadServersResponse{Servers: s.serverList(), Restarted: restarted, Unchanged: unchanged}, nil
+	return &catalogv1.ReloadServersResponse{Servers: s.serverList(viewer{all: true}), Restarted: restarted, Unchanged: unchanged}, nil
 }
 
 // checkEgress refuses an sse/http server written through the API whose URL

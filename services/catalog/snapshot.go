@@ -46,6 +46,14 @@ type snapshot struct {
 	// snapshot (reported once, in its WatchCatalog event).
 	renames       []*catalogv1.ToolRename
 	newCollisions []*catalogv1.NameCollision
+	// serverTenants maps every configured server name and every origin
+	// server name of a tool to its `tenants` (nil = every tenant);
+	// removedTenants and removedServerTenants keep those of the tools and
+	// servers the rebuild removed, so its event is filtered per viewer
+	// (visibility.go).
+	serverTenants        map[string][]string
+	removedTenants       map[string][]string
+	removedServerTenants map[string][]string
 }
 
 // entry is one tool of a snapshot. tool holds every field but the four
@@ -74,7 +82,7 @@ func (e *entry) full() *catalogv1.Tool {
 		e.fullTool = &catalogv1.Tool{Name: t.Name, OriginalName: t.OriginalName, Server: t.Server, Title: t.Title,
 			Description: t.Description, InputSchema: in, OutputSchema: out, Annotations: ann, Routing: t.Routing,
 			Source: t.Source, Available: t.Available, Renamed: t.Renamed, Problems: t.Problems, Meta: meta,
-			DefinitionHash: t.DefinitionHash, State: t.State, NameHeldBy: t.NameHeldBy}
+			DefinitionHash: t.DefinitionHash, State: t.State, NameHeldBy: t.NameHeldBy, Tenants: t.Tenants}
 	})
 	return e.fullTool
 }
@@ -255,6 +263,7 @@ func (s *Server) rebuild() {
 	}
 	var items []item
 	var origs []catalognames.Original
+	var scopes []string
 	live := map[string]bool{}
 	omitted := map[string][]*catalogv1.OmittedTool{}
 	pinnedSrv := map[string]bool{}
@@ -273,6 +282,7 @@ func (s *Server) rebuild() {
 		for _, b := range bs {
 			items = append(items, item{st, b})
 			origs = append(origs, catalognames.Original{Server: b.def.Origin, Tool: b.def.Name, Prefixed: st.Config.Prefixed()})
+			scopes = append(scopes, st.Config.NameScope())
 		}
 	}
 	for name := range s.cache {
@@ -282,7 +292,7 @@ func (s *Server) rebuild() {
 	}
 	settled := s.settled()
 	s.builtSettled.Store(settled)
-	names, provisional := s.ids.assign(origs, now, settled)
+	names, provisional := s.ids.assign(origs, scopes, now, settled)
 	// Canonical hash elements and definitions of new or renamed tools,
 	// computed in parallel.
 	var need []int
@@ -340,7 +350,11 @@ func (s *Server) rebuild() {
 	}
 	snap := &snapshot{byName: make(map[string]*entry, len(items)), statuses: statuses, at: now,
 		heldByName: map[string]*entry{},
-		collisions: map[string][]*catalogv1.NameCollision{}, omitted: omitted, pinned: pinnedSrv}
+		collisions: map[string][]*catalogv1.NameCollision{}, omitted: omitted, pinned: pinnedSrv,
+		serverTenants: make(map[string][]string, len(statuses))}
+	for i := range statuses {
+		snap.serverTenants[statuses[i].Name] = statuses[i].Config.Tenants
+	}
 	for i, it := range items {
 		b, a := it.b, names[i]
 		static := it.st.Type == catalogconfig.TypeStatic
@@ -351,7 +365,10 @@ func (s *Server) rebuild() {
 		t := &catalogv1.Tool{Name: a.Name, OriginalName: b.def.Name, Server: b.def.Origin, Title: b.def.Title,
 			Description: b.def.Description, Routing: b.routing, Source: source,
 			Available: it.st.State == catalogmcp.StateReady, Renamed: a.Suffixed, Problems: b.problems,
-			DefinitionHash: b.defHash, State: states[i]}
+			DefinitionHash: b.defHash, State: states[i], Tenants: it.st.Config.Tenants}
+		if b.def.Origin != it.st.Name {
+			snap.serverTenants[b.def.Origin] = it.st.Config.Tenants
+		}
 		if a.Collided {
 			holder := &catalogv1.ToolRef{Server: a.Holder.Server, OriginalName: a.Holder.Tool, Name: s.ids.nameOf(a.Holder)}
 			t.NameHeldBy = holder
@@ -389,6 +406,21 @@ func (s *Server) rebuild() {
 	h.Write([]byte{']'})
 	snap.hash = hex.EncodeToString(h.Sum(nil))[:16]
 	old := s.snap.Load()
+	snap.removedTenants, snap.removedServerTenants = map[string][]string{}, map[string][]string{}
+	if old != nil {
+		for _, e := range append(slices.Clone(old.tools), old.held...) {
+			if _, ok := snap.byName[e.tool.Name]; !ok {
+				if _, ok := snap.heldByName[e.tool.Name]; !ok {
+					snap.removedTenants[e.tool.Name] = e.tool.Tenants
+				}
+			}
+		}
+		for n, ts := range old.serverTenants {
+			if _, ok := snap.serverTenants[n]; !ok {
+				snap.removedServerTenants[n] = ts
+			}
+		}
+	}
 	s.snap.Store(snap)
 	s.index.update(snap)
 	if ev := diff(old, snap); ev != nil {

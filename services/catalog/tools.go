@@ -72,8 +72,9 @@ func indexByte(b []byte, c byte) int {
 
 // ListTools lists tools in config-file order of their servers (tools of
 // failed servers flagged unavailable), filtered and paged.
-func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (*catalogv1.ListToolsResponse, error) {
+func (s *Server) ListTools(ctx context.Context, req *catalogv1.ListToolsRequest) (*catalogv1.ListToolsResponse, error) {
 	snap := s.snap.Load()
+	v := viewerOf(ctx)
 	avail := "any"
 	if req.Available != nil {
 		avail = strconv.FormatBool(req.GetAvailable())
@@ -91,6 +92,9 @@ func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (
 	size = min(size, maxPageSize)
 	var match []*entry
 	for _, e := range snap.tools {
+		if !v.seesEntry(e) {
+			continue
+		}
 		if req.GetServer() != "" && e.server != req.GetServer() && e.tool.Server != req.GetServer() {
 			continue
 		}
@@ -110,7 +114,7 @@ func (s *Server) ListTools(_ context.Context, req *catalogv1.ListToolsRequest) (
 		budget, used := s.pageBudget(), 0
 		end := off
 		for ; end < len(match) && end-off < size; end++ {
-			t := match[end].full()
+			t := v.tool(snap, match[end])
 			n := proto.Size(t)
 			if end > off && used+n > budget {
 				break
@@ -139,24 +143,45 @@ func isAdmin(ctx context.Context) bool {
 // GetTool returns one tool by exposed name.
 func (s *Server) GetTool(ctx context.Context, req *catalogv1.GetToolRequest) (*catalogv1.GetToolResponse, error) {
 	snap := s.snap.Load()
-	e, ok := snap.byName[req.GetName()]
+	v := viewerOf(ctx)
+	e, ok := snap.lookup(v, req.GetName())
 	if !ok {
 		// A tool held for review is shown to admins only.
-		if h, held := snap.heldByName[req.GetName()]; held && isAdmin(ctx) {
-			return &catalogv1.GetToolResponse{Tool: h.full()}, nil
+		if h, held := snap.lookupHeld(v, req.GetName()); held && isAdmin(ctx) {
+			return &catalogv1.GetToolResponse{Tool: v.tool(snap, h)}, nil
 		}
 		return nil, toolNotFound(req.GetName())
 	}
-	return &catalogv1.GetToolResponse{Tool: e.full()}, nil
+	return &catalogv1.GetToolResponse{Tool: v.tool(snap, e)}, nil
 }
 
 // GetCatalog returns the hash over the candidate set (or every tool), counts
 // per server and server states (docs/architecture.md §8).
-func (s *Server) GetCatalog(_ context.Context, req *catalogv1.GetCatalogRequest) (*catalogv1.GetCatalogResponse, error) {
+func (s *Server) GetCatalog(ctx context.Context, req *catalogv1.GetCatalogRequest) (*catalogv1.GetCatalogResponse, error) {
 	snap := s.snap.Load()
+	v := viewerOf(ctx)
 	out := &catalogv1.GetCatalogResponse{}
 	counts := map[string]int32{}
-	if req.GetCandidates() == nil {
+	if !v.all {
+		// A tenant's view: the hash and counts of what it sees, so the
+		// tools of servers of other tenants do not show (visibility.go).
+		var names []string
+		if req.GetCandidates() != nil {
+			names = req.GetCandidates().GetValues()
+			if names == nil {
+				names = []string{}
+			}
+		}
+		names = snap.visibleNames(v, names)
+		hash, n, unknown, picked := snap.subsetHash(names)
+		out.CatalogHash, out.ToolCount, out.Unknown = hash, int32(n), unknown
+		for _, e := range picked {
+			counts[e.server]++
+			if e.tool.Renamed {
+				out.Renamed = append(out.Renamed, e.tool.Name)
+			}
+		}
+	} else if req.GetCandidates() == nil {
 		out.CatalogHash = snap.hash
 		out.ToolCount = int32(len(snap.tools))
 		for _, e := range snap.tools {
@@ -176,6 +201,9 @@ func (s *Server) GetCatalog(_ context.Context, req *catalogv1.GetCatalogRequest)
 		}
 	}
 	for _, st := range snap.statuses {
+		if !v.sees(st.Config.Tenants) {
+			continue
+		}
 		out.Servers = append(out.Servers, &catalogv1.ServerCount{Server: st.Name, Tools: counts[st.Name], State: stateEnum(st.State)})
 	}
 	return out, nil
@@ -186,13 +214,21 @@ func (s *Server) GetCatalog(_ context.Context, req *catalogv1.GetCatalogRequest)
 func (s *Server) WatchCatalog(_ *catalogv1.WatchCatalogRequest, stream grpc.ServerStreamingServer[catalogv1.WatchCatalogResponse]) error {
 	ch, snap := s.subscribe()
 	defer s.unsubscribe(ch)
+	v := viewerOf(stream.Context())
 	first := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_SNAPSHOT, CatalogHash: snap.hash, Time: timestamppb.New(snap.at),
 		DefinitionHashes: make(map[string]string, len(snap.tools))}
+	if !v.all {
+		first.CatalogHash, _, _, _ = snap.subsetHash(snap.visibleNames(v, nil))
+	}
 	for _, e := range snap.tools {
-		first.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
+		if v.seesEntry(e) {
+			first.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
+		}
 	}
 	for _, st := range snap.statuses {
-		first.NameCollisions = append(first.NameCollisions, snap.collisions[st.Name]...)
+		if v.sees(st.Config.Tenants) {
+			first.NameCollisions = append(first.NameCollisions, v.collisions(snap, snap.collisions[st.Name])...)
+		}
 	}
 	if err := stream.Send(&catalogv1.WatchCatalogResponse{Event: first}); err != nil {
 		return err
@@ -204,6 +240,11 @@ func (s *Server) WatchCatalog(_ *catalogv1.WatchCatalogRequest, stream grpc.Serv
 		case ev, ok := <-ch:
 			if !ok {
 				return status.Error(codes.Unavailable, "catalog: shutting down")
+			}
+			if !v.all {
+				cur := s.snap.Load()
+				ev = v.event(cur, ev)
+				ev.CatalogHash, _, _, _ = cur.subsetHash(cur.visibleNames(v, nil))
 			}
 			if err := stream.Send(&catalogv1.WatchCatalogResponse{Event: ev}); err != nil {
 				return err
@@ -224,9 +265,12 @@ type callParams struct {
 // the message-size check.
 func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.Notification)) (*catalogv1.CallToolResponse, error) {
 	snap := s.snap.Load()
-	e, ok := snap.byName[p.name]
+	// A tool of a server of other tenants does not exist for the caller
+	// (the same NOT_FOUND as an unknown name: fail closed, nothing leaks).
+	v := viewerOf(ctx)
+	e, ok := snap.lookup(v, p.name)
 	if !ok {
-		if h, held := snap.heldByName[p.name]; held {
+		if h, held := snap.lookupHeld(v, p.name); held {
 			return nil, heldError(h)
 		}
 		return nil, toolNotFound(p.name)

@@ -31,6 +31,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -140,6 +141,9 @@ type Server struct {
 	// PinNewTools is allow | review for new tools of a pinned server
 	// ("" = catalog.pin_new_tools).
 	PinNewTools string `json:"pin_new_tools,omitempty"`
+	// Tenants lists the tenants that see the server and its tools; empty =
+	// every tenant (docs/decisions/0105-tenant-scoped-servers.md).
+	Tenants []string `json:"tenants,omitempty"`
 	// Extra holds unknown per-server keys, raw, written back unchanged.
 	Extra []RawField `json:"-"`
 }
@@ -171,7 +175,7 @@ type EffectiveRouting struct {
 // knownServerKeys are the per-server keys this package understands.
 var knownServerKeys = map[string]bool{
 	"enabled": true, "disabled": true, "serverUrl": true, "type": true, "transport": true, "command": true, "args": true, "env": true,
-	"cwd": true, "url": true, "headers": true, "description": true, "tool_name_prefix": true, "pin": true, "pin_new_tools": true,
+	"cwd": true, "url": true, "headers": true, "description": true, "tool_name_prefix": true, "pin": true, "pin_new_tools": true, "tenants": true,
 	"tool_call_timeout": true, "session_init_timeout": true, "session_scope": true,
 	"routing": true, "tools": true, "path": true,
 }
@@ -397,6 +401,16 @@ func (s *Server) Validate() error {
 	default:
 		return fmt.Errorf("%s.pin_new_tools: %q is not one of allow, review", p, s.PinNewTools)
 	}
+	seenTenant := make(map[string]bool, len(s.Tenants))
+	for i, t := range s.Tenants {
+		if !validTenant(t) {
+			return fmt.Errorf("%s.tenants[%d]: %q is not a tenant id (1..64 characters of [A-Za-z0-9_.@-])", p, i, t)
+		}
+		if seenTenant[t] {
+			return fmt.Errorf("%s.tenants[%d]: duplicate tenant %q", p, i, t)
+		}
+		seenTenant[t] = true
+	}
 	if err := s.Routing.validate(p + ".routing"); err != nil {
 		return err
 	}
@@ -406,6 +420,44 @@ func (s *Server) Validate() error {
 		}
 	}
 	return s.validateDeclared(p)
+}
+
+// validTenant is the rule for tenant ids in `tenants`: what a principal's
+// tenant can be compared with byte for byte ("*" and empty are refused, so
+// no entry can mean "every tenant").
+func validTenant(t string) bool {
+	if len(t) == 0 || len(t) > 64 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == '@') {
+			return false
+		}
+	}
+	return true
+}
+
+// VisibleTo reports whether a principal of tenant sees the server: it lists
+// no tenants (every tenant) or lists tenant.
+func (s *Server) VisibleTo(tenant string) bool {
+	return len(s.Tenants) == 0 || slices.Contains(s.Tenants, tenant)
+}
+
+// OwnedBy reports whether the server belongs to exactly one tenant, tenant:
+// what a tenant admin may write (docs/decisions/0105-tenant-scoped-servers.md).
+func (s *Server) OwnedBy(tenant string) bool {
+	return len(s.Tenants) == 1 && s.Tenants[0] == tenant
+}
+
+// NameScope is the visibility scope its tools' exposed names are assigned
+// in: the tenant for a server of exactly one tenant, "*" otherwise
+// (docs/decisions/0105-tenant-scoped-servers.md).
+func (s *Server) NameScope() string {
+	if len(s.Tenants) == 1 {
+		return s.Tenants[0]
+	}
+	return "*"
 }
 
 func (r *Routing) validate(path string) error {

@@ -277,3 +277,42 @@ func validVarName(s string) bool {
 	}
 	return true
 }
+
+// Reference returns the key path of the first connection string of s (the
+// fields Expand expands) that references an environment variable, and the
+// variable (an unsupported `${...}` form counts, with Var ""). Servers
+// written by a tenant admin may not read the suite's environment
+// (docs/decisions/0105-tenant-scoped-servers.md).
+func Reference(s Server) (field, variable string, found bool) {
+	check := func(f, v string) bool {
+		if found || !strings.Contains(v, "$") {
+			return found
+		}
+		name := ""
+		_, err := ExpandString(v, func(n string) (string, bool) {
+			if name == "" {
+				name = n
+			}
+			return "", true
+		})
+		if name != "" || err != nil {
+			field, variable, found = f, name, true
+		}
+		return found
+	}
+	check("command", s.Command)
+	for i, a := range s.Args {
+		check(fmt.Sprintf("args[%d]", i), a)
+	}
+	for _, k := range sortedKeys(s.Env) {
+		check("env."+k, s.Env[k])
+	}
+	check("cwd", s.Cwd)
+	check("url", s.URL)
+	check("serverUrl", s.ServerURL)
+	for _, k := range sortedKeys(s.Headers) {
+		check("headers."+k, s.Headers[k])
+	}
+	check("path", s.Path)
+	return field, variable, found
+}

@@ -13,6 +13,9 @@ func KeyOf(o Original) Key { return Key{o.Server, o.Tool} }
 
 // Stored is a persisted assignment of one pair (docs/decisions/0100).
 type Stored struct {
+	// Scope is the visibility scope the pair was assigned in (GlobalScope
+	// or a tenant; "" reads as GlobalScope).
+	Scope string
 	// Base is the plain name the pair asked for when it was assigned.
 	Base string
 	// Name is the exposed name assigned.
@@ -69,9 +72,23 @@ func Plain(o Original) string {
 // that are new in the same call. The result is in input order; names are
 // distinct.
 func AssignStable(in []Original, stored map[Key]Stored) []Stable {
+	return assignStable(in, stored, nil)
+}
+
+// assignStable is AssignStable with names reserved by pairs of a scope
+// that wins (reserved[name] = its holder): a stored assignment whose name
+// is reserved by another pair is released and the pair named again, its
+// old name reported as Previous.
+func assignStable(in []Original, stored map[Key]Stored, reserved map[string]Key) []Stable {
 	out := make([]Stable, len(in))
-	taken := make(map[string]Key, len(stored)+len(in))
+	taken := make(map[string]Key, len(stored)+len(in)+len(reserved))
+	for n, k := range reserved {
+		taken[n] = k
+	}
 	for k, s := range stored {
+		if h, ok := reserved[s.Name]; ok && h != k {
+			continue // displaced by the winning scope
+		}
 		taken[s.Name] = k
 	}
 	seen := make(map[Key]bool, len(in))
@@ -85,6 +102,12 @@ func AssignStable(in []Original, stored map[Key]Stored) []Stable {
 		}
 		seen[k] = true
 		if s, ok := stored[k]; ok {
+			if h, ok := reserved[s.Name]; ok && h != k {
+				// A pair of the winning scope holds the name now.
+				out[i].Previous = s.Name
+				pending = append(pending, i)
+				continue
+			}
 			if isBase(o, s.Base) {
 				out[i].Name = s.Name
 				continue
@@ -137,6 +160,77 @@ func AssignStable(in []Original, stored map[Key]Stored) []Stable {
 				a.Collided, a.Holder = true, h
 			}
 		}
+	}
+	return out
+}
+
+// GlobalScope is the visibility scope of servers every tenant (or several
+// tenants) sees; a server of exactly one tenant has that tenant's scope.
+const GlobalScope = "*"
+
+// AssignScoped names every original across visibility scopes
+// (docs/decisions/0105-tenant-scoped-servers.md); scopes[i] is the scope of
+// in[i]. Pairs of GlobalScope are named first by AssignStable over the
+// stored global assignments only, as if no tenant pair existed: the global
+// scope wins a conflict. Pairs of tenant scopes are then named keeping
+// their stored assignments, except that no tenant pair keeps or takes a
+// name a global pair holds or retains: a tenant pair whose stored name a
+// global pair took is named again (Previous reports the old name). Exposed
+// names stay distinct across all scopes. A present pair whose server moved
+// to another scope keeps its stored name, subject to the same rule. The
+// result is in input order.
+func AssignScoped(in []Original, scopes []string, stored map[Key]Stored) []Stable {
+	cur := make(map[Key]string, len(in))
+	var gIn, tIn []Original
+	var gIdx, tIdx []int
+	for i, o := range in {
+		sc := scopes[i]
+		if sc == "" {
+			sc = GlobalScope
+		}
+		cur[KeyOf(o)] = sc
+		if sc == GlobalScope {
+			gIn, gIdx = append(gIn, o), append(gIdx, i)
+		} else {
+			tIn, tIdx = append(tIn, o), append(tIdx, i)
+		}
+	}
+	storedG := make(map[Key]Stored, len(stored))
+	var storedT map[Key]Stored
+	for k, s := range stored {
+		sc := s.Scope
+		if c, ok := cur[k]; ok {
+			sc = c
+		}
+		if sc == "" || sc == GlobalScope {
+			storedG[k] = s
+		} else {
+			if storedT == nil {
+				storedT = map[Key]Stored{}
+			}
+			storedT[k] = s
+		}
+	}
+	out := make([]Stable, len(in))
+	gRes := AssignStable(gIn, storedG)
+	for j, i := range gIdx {
+		out[i] = gRes[j]
+	}
+	if len(tIn) == 0 {
+		return out
+	}
+	reserved := make(map[string]Key, len(storedG)+len(gIn))
+	for k, s := range storedG {
+		reserved[s.Name] = k
+	}
+	for j, a := range gRes {
+		if !a.Duplicate {
+			reserved[a.Name] = KeyOf(gIn[j])
+		}
+	}
+	tRes := assignStable(tIn, storedT, reserved)
+	for j, i := range tIdx {
+		out[i] = tRes[j]
 	}
 	return out
 }

@@ -23,6 +23,7 @@ import (
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
 	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
@@ -442,7 +443,14 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	if err != nil {
 		return nil, assemblyFailed("catalog unreachable: %s", ShortErr(err))
 	}
+	tenant := auth.TenantOf(p)
 	for _, t := range mcpTools {
+		// A tool of a tenant-scoped MCP server exists only for principals
+		// of its tenants (docs/decisions/0105-tenant-scoped-servers.md);
+		// the catalog refuses the others' calls as well.
+		if ts := t.GetTenants(); len(ts) > 0 && !slices.Contains(ts, tenant) {
+			continue
+		}
 		c := &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(),
 			Routing: t.GetRouting(), Annotations: t.GetAnnotations(), DefinitionHash: t.GetDefinitionHash()}
 		boundTool(c, s.cfg.MaxDescriptionBytes, s.cfg.MaxSchemaBytes)

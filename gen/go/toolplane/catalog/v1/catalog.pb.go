@@ -784,7 +784,11 @@ type Tool struct {
 	State ToolState `protobuf:"varint,16,opt,name=state,proto3,enum=toolplane.catalog.v1.ToolState" json:"state,omitempty"`
 	// When the tool did not get its plain name because another (server, tool)
 	// pair holds it: that pair (named only to callers who can see its server).
-	NameHeldBy    *ToolRef `protobuf:"bytes,17,opt,name=name_held_by,json=nameHeldBy,proto3" json:"name_held_by,omitempty"`
+	NameHeldBy *ToolRef `protobuf:"bytes,17,opt,name=name_held_by,json=nameHeldBy,proto3" json:"name_held_by,omitempty"`
+	// Tenants that see the tool (its server's `tenants`); empty = every tenant.
+	// A tool of a tenant-scoped server is listed, searched, bound and callable
+	// only for principals of those tenants.
+	Tenants       []string `protobuf:"bytes,18,rep,name=tenants,proto3" json:"tenants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -934,6 +938,13 @@ func (x *Tool) GetState() ToolState {
 func (x *Tool) GetNameHeldBy() *ToolRef {
 	if x != nil {
 		return x.NameHeldBy
+	}
+	return nil
+}
+
+func (x *Tool) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
 	}
 	return nil
 }
@@ -1407,7 +1418,11 @@ type ServerConfig struct {
 	Pin *bool `protobuf:"varint,18,opt,name=pin,proto3,oneof" json:"pin,omitempty"`
 	// What happens to a new tool of a pinned server: "allow" (pinned as first
 	// seen) or "review" (PENDING until approved). Empty = catalog.pin_new_tools.
-	PinNewTools   string `protobuf:"bytes,19,opt,name=pin_new_tools,json=pinNewTools,proto3" json:"pin_new_tools,omitempty"`
+	PinNewTools string `protobuf:"bytes,19,opt,name=pin_new_tools,json=pinNewTools,proto3" json:"pin_new_tools,omitempty"`
+	// Tenants that see the server and its tools; empty = every tenant. Only a
+	// global admin writes a server with no tenants or with others' tenants; a
+	// tenant admin writes servers whose tenants are exactly its own tenant.
+	Tenants       []string `protobuf:"bytes,20,rep,name=tenants,proto3" json:"tenants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1573,6 +1588,13 @@ func (x *ServerConfig) GetPinNewTools() string {
 		return x.PinNewTools
 	}
 	return ""
+}
+
+func (x *ServerConfig) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
 }
 
 // Server is a configured server with its live status.
@@ -2035,7 +2057,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\bkeywords\x18\x03 \x03(\tR\bkeywords\"Z\n" +
 	"\vToolRouting\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x127\n" +
-	"\arouting\x18\x02 \x01(\v2\x1d.toolplane.catalog.v1.RoutingR\arouting\"\xd9\x05\n" +
+	"\arouting\x18\x02 \x01(\v2\x1d.toolplane.catalog.v1.RoutingR\arouting\"\xf3\x05\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\roriginal_name\x18\x02 \x01(\tR\foriginalName\x12\x16\n" +
@@ -2055,7 +2077,8 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x0fdefinition_hash\x18\x0f \x01(\tR\x0edefinitionHash\x125\n" +
 	"\x05state\x18\x10 \x01(\x0e2\x1f.toolplane.catalog.v1.ToolStateR\x05state\x12?\n" +
 	"\fname_held_by\x18\x11 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\n" +
-	"nameHeldBy\"Z\n" +
+	"nameHeldBy\x12\x18\n" +
+	"\atenants\x18\x12 \x03(\tR\atenants\"Z\n" +
 	"\aToolRef\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12#\n" +
 	"\roriginal_name\x18\x02 \x01(\tR\foriginalName\x12\x12\n" +
@@ -2084,7 +2107,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x04tool\x18\x05 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\x04tool\x12#\n" +
 	"\rprevious_hash\x18\x06 \x01(\tR\fpreviousHash\x12'\n" +
 	"\x0fdefinition_hash\x18\a \x01(\tR\x0edefinitionHash\x12:\n" +
-	"\x04diff\x18\b \x03(\v2&.toolplane.catalog.v1.DefinitionChangeR\x04diff\"\xec\a\n" +
+	"\x04diff\x18\b \x03(\v2&.toolplane.catalog.v1.DefinitionChangeR\x04diff\"\x86\b\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\aenabled\x18\x02 \x01(\bH\x00R\aenabled\x88\x01\x01\x124\n" +
@@ -2105,7 +2128,8 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\ftool_routing\x18\x10 \x03(\v2!.toolplane.catalog.v1.ToolRoutingR\vtoolRouting\x12\x12\n" +
 	"\x04path\x18\x11 \x01(\tR\x04path\x12\x15\n" +
 	"\x03pin\x18\x12 \x01(\bH\x02R\x03pin\x88\x01\x01\x12\"\n" +
-	"\rpin_new_tools\x18\x13 \x01(\tR\vpinNewTools\x1a6\n" +
+	"\rpin_new_tools\x18\x13 \x01(\tR\vpinNewTools\x12\x18\n" +
+	"\atenants\x18\x14 \x03(\tR\atenants\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +

@@ -1,0 +1,104 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
+)
+
+// writer is who changes MCP server configurations: a global admin (any
+// server) or a tenant admin, confined to the servers whose `tenants` is
+// exactly its tenant (docs/decisions/0105-tenant-scoped-servers.md).
+type writer struct {
+	tenantAdmin bool
+	tenant      string
+	// denied is set for a caller that is neither (e.g. a service credential
+	// with the admin role outside auth.global_admin_tenants).
+	denied bool
+}
+
+// writerOf classifies the caller of a server write (the RPC class already
+// required the admin role).
+func writerOf(ctx context.Context) writer {
+	id, ok := auth.Caller(ctx)
+	switch {
+	case !ok:
+		return writer{denied: true}
+	case id.Admin() && id.GlobalAdmin:
+		return writer{}
+	}
+	if t, ok := id.TenantAdmin(); ok {
+		return writer{tenantAdmin: true, tenant: t}
+	}
+	return writer{denied: true}
+}
+
+// viewer is what the writer sees of the catalog.
+func (w writer) viewer() viewer {
+	if w.tenantAdmin {
+		return viewer{tenant: w.tenant}
+	}
+	if w.denied {
+		return viewer{}
+	}
+	return viewer{all: true}
+}
+
+func (w writer) refuse(format string, args ...any) error {
+	return auth.Error(codes.PermissionDenied, auth.ReasonAdminRequired, fmt.Sprintf(format, args...))
+}
+
+// allowed is PERMISSION_DENIED for a caller that may not write servers at all.
+func (w writer) allowed() error {
+	if w.denied {
+		return w.refuse("changing MCP servers needs a global admin or a tenant admin (a user credential with the admin role)")
+	}
+	return nil
+}
+
+// mayChange reports whether the writer may change the stored server srv.
+func (w writer) mayChange(srv *catalogconfig.Server) error {
+	if err := w.allowed(); err != nil {
+		return err
+	}
+	if w.tenantAdmin && !srv.OwnedBy(w.tenant) {
+		return w.refuse("server %q is shared beyond tenant %q: only a global admin changes it", srv.Name, w.tenant)
+	}
+	return nil
+}
+
+// checkServer applies the rules of a tenant admin's servers to servers[i]
+// (after the secrets of the stored entry were merged back): its tenants are
+// exactly the admin's tenant; it reads nothing of the host: no `$VAR` /
+// `${VAR}` reference (they expand from the suite's environment), no `cwd`,
+// no static `path`. The command policy and the egress check apply to every
+// writer (buildServers).
+func (w writer) checkServer(i int, srv *catalogconfig.Server) error {
+	if err := w.allowed(); err != nil {
+		return err
+	}
+	if !w.tenantAdmin {
+		return nil
+	}
+	f := fmt.Sprintf("servers[%d]", i)
+	if !srv.OwnedBy(w.tenant) {
+		return w.refuse("%s.tenants: a tenant admin writes servers of its own tenant only: set tenants to [%q]", f, w.tenant)
+	}
+	if field, v, ok := catalogconfig.Reference(*srv); ok {
+		if v == "" {
+			return w.refuse("%s.%s: variable expansion is not available to servers written by a tenant admin", f, field)
+		}
+		return w.refuse("%s.%s: references environment variable %s; variable expansion is not available to servers written by a tenant admin", f, field, v)
+	}
+	if srv.Cwd != "" {
+		return w.refuse("%s.cwd: a tenant admin's server runs in the default working directory", f)
+	}
+	if srv.EffectiveType() == catalogconfig.TypeStatic || srv.Path != "" {
+		return w.refuse("%s.path: static servers read files of the host; only a global admin adds them", f)
+	}
+	return nil
+}
