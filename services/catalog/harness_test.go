@@ -85,6 +85,11 @@ const (
 	tokSvc   = "svc-token"
 	tokUser  = "user-token"
 	tokAdmin = "admin-token"
+	// tokAcmeAdmin and tokBetaAdmin are tenant admins (not in
+	// auth.global_admin_tenants); tokAcmeUser a user of tenant acme.
+	tokAcmeAdmin = "acme-admin-token"
+	tokBetaAdmin = "beta-admin-token"
+	tokAcmeUser  = "acme-user-token"
 )
 
 type policy struct{ s *Server }
@@ -98,13 +103,15 @@ func (p policy) Class(m string) auth.Class {
 func (p policy) Validate(m string, req any) error { return p.s.Validate(m, req) }
 
 type harness struct {
-	t      testing.TB
-	srv    *Server
-	path   string
-	svc    catalogv1.CatalogServiceClient
-	user   catalogv1.CatalogServiceClient
-	admin  catalogv1.CatalogServiceClient
-	closed bool
+	t     testing.TB
+	srv   *Server
+	path  string
+	svc   catalogv1.CatalogServiceClient
+	user  catalogv1.CatalogServiceClient
+	admin catalogv1.CatalogServiceClient
+	// acmeAdmin, betaAdmin: tenant admins; acmeUser: a user of tenant acme.
+	acmeAdmin, betaAdmin, acmeUser catalogv1.CatalogServiceClient
+	closed                         bool
 }
 
 // start runs the catalog over a real loopback gRPC server with the shared
@@ -143,6 +150,9 @@ func startDir(t testing.TB, dir, ext string, mut func(*Config, *svckit.Env)) *ha
 	a.AddToken("svc", tokSvc, auth.KindService, &typev1.Principal{Subject: "runtime", Tenant: "default", Roles: []string{"service"}})
 	a.AddToken("user", tokUser, auth.KindUser, &typev1.Principal{Subject: "alice", Tenant: "default", Roles: []string{"user"}})
 	a.AddToken("admin", tokAdmin, auth.KindUser, &typev1.Principal{Subject: "root", Tenant: "default", Roles: []string{"admin"}})
+	a.AddToken("acme-admin", tokAcmeAdmin, auth.KindUser, &typev1.Principal{Subject: "ann", Tenant: "acme", Roles: []string{"admin"}})
+	a.AddToken("beta-admin", tokBetaAdmin, auth.KindUser, &typev1.Principal{Subject: "bob", Tenant: "beta", Roles: []string{"admin"}})
+	a.AddToken("acme-user", tokAcmeUser, auth.KindUser, &typev1.Principal{Subject: "carl", Tenant: "acme", Roles: []string{"user"}})
 	opts := grpcx.ServerOptions(grpcx.ChainOptions{Logger: env.Logger, Metrics: grpcprom.NewServerMetrics(), Authenticator: a, Policy: policy{srv}})
 	opts = append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
 	gs := grpc.NewServer(opts...)
@@ -162,6 +172,7 @@ func startDir(t testing.TB, dir, ext string, mut func(*Config, *svckit.Env)) *ha
 		return catalogv1.NewCatalogServiceClient(cc)
 	}
 	h.svc, h.user, h.admin = dial(tokSvc), dial(tokUser), dial(tokAdmin)
+	h.acmeAdmin, h.betaAdmin, h.acmeUser = dial(tokAcmeAdmin), dial(tokBetaAdmin), dial(tokAcmeUser)
 	t.Cleanup(func() {
 		gs.Stop()
 		h.close()

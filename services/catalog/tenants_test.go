@@ -1,0 +1,352 @@
+package catalog
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
+	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
+)
+
+// Tenant-scoped servers (docs/decisions/0105-tenant-scoped-servers.md):
+// visibility per tenant in every read and call, tenant admins confined to
+// their tenant's servers, names per visibility scope.
+
+// forTenant is ctx with the service credential acting for a user of tenant.
+func forTenant(ctx context.Context, tenant string) context.Context {
+	return grpcx.WithPrincipal(ctx, &typev1.Principal{Subject: "u-" + tenant, Tenant: tenant, Roles: []string{"user"}})
+}
+
+func toolNames(t *testing.T, c catalogv1.CatalogServiceClient, ctx context.Context) []string {
+	t.Helper()
+	r, err := c.ListTools(ctx, &catalogv1.ListToolsRequest{PageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tl := range r.GetTools() {
+		out = append(out, tl.GetName())
+	}
+	return out
+}
+
+func serverNames(t *testing.T, c catalogv1.CatalogServiceClient, ctx context.Context) []string {
+	t.Helper()
+	r, err := c.ListServers(ctx, &catalogv1.ListServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range r.GetServers() {
+		out = append(out, s.GetConfig().GetName())
+	}
+	return out
+}
+
+// TestTenantScopedVisibility: a server with `tenants` exists only for
+// principals of those tenants in ListTools, GetTool, SearchTools,
+// GetCatalog, CallTool, ListServers and GetServer; the runtime's own
+// service credential (acting for nobody) and global admins see everything.
+func TestTenantScopedVisibility(t *testing.T) {
+	h := start(t, extJSON(fixtureServer("g", ""), fixtureServer("acme_s", `"tenants": ["acme"]`),
+		fixtureServer("beta_s", `"tenants": ["beta"]`), fixtureServer("both", `"tenants": ["acme", "beta"]`)), nil)
+	ctx := ctxT(t)
+	all := toolNames(t, h.svc, ctx)
+	for _, n := range []string{"g_echo", "acme_s_echo", "beta_s_echo", "both_echo"} {
+		if !slices.Contains(all, n) {
+			t.Fatalf("the service credential (acting for nobody) does not see %s: %v", n, all)
+		}
+	}
+	if tl := h.toolByOriginal("acme_s", "echo"); !slices.Equal(tl.GetTenants(), []string{"acme"}) {
+		t.Fatalf("Tool.tenants = %v", tl.GetTenants())
+	}
+	acme := forTenant(ctx, "acme")
+	seen := toolNames(t, h.svc, acme)
+	if !slices.Contains(seen, "g_echo") || !slices.Contains(seen, "acme_s_echo") || !slices.Contains(seen, "both_echo") || slices.Contains(seen, "beta_s_echo") {
+		t.Fatalf("acme's ListTools = %v", seen)
+	}
+	for _, n := range seen {
+		if strings.HasPrefix(n, "beta_s_") {
+			t.Fatalf("acme sees %s", n)
+		}
+	}
+	if _, err := h.svc.GetTool(acme, &catalogv1.GetToolRequest{Name: "beta_s_echo"}); codeOf(err) != codes.NotFound {
+		t.Fatalf("GetTool of another tenant's tool: %v, want NOT_FOUND", err)
+	}
+	if _, err := h.call(acme, h.svc, "beta_s_echo", `{"message":"x"}`); codeOf(err) != codes.NotFound || reasonOf(err) != "ERROR_REASON_TOOL_NOT_FOUND" {
+		t.Fatalf("CallTool of another tenant's tool: %v, want NOT_FOUND", err)
+	}
+	if r, err := h.call(acme, h.svc, "acme_s_echo", `{"message":"x"}`); err != nil || textOf(r) != "echo: x" {
+		t.Fatalf("CallTool of the tenant's own tool: %v %v", r, err)
+	}
+	if _, err := h.call(forTenant(ctx, "default"), h.svc, "acme_s_echo", `{}`); codeOf(err) != codes.NotFound {
+		t.Fatalf("a default-tenant user calls acme's tool: %v", err)
+	}
+	sr, err := h.svc.SearchTools(acme, &catalogv1.SearchToolsRequest{Query: "echo the message", Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hit := range sr.GetHits() {
+		if hit.GetTool().GetServer() == "beta_s" {
+			t.Fatalf("search for acme returned %s", hit.GetTool().GetName())
+		}
+	}
+	if !slices.ContainsFunc(sr.GetHits(), func(x *catalogv1.SearchHit) bool { return x.GetTool().GetName() == "acme_s_echo" }) {
+		t.Fatalf("search for acme misses its own tool: %v", hitNames(sr))
+	}
+	if r, _ := h.svc.SearchTools(acme, &catalogv1.SearchToolsRequest{Query: "select:beta_s_echo"}); len(r.GetHits()) != 0 {
+		t.Fatalf("select: of another tenant's tool = %v", hitNames(r))
+	}
+	gc, err := h.svc.GetCatalog(acme, &catalogv1.GetCatalogRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gall, _ := h.svc.GetCatalog(ctx, &catalogv1.GetCatalogRequest{})
+	if gc.GetToolCount() != int32(len(seen)) || gc.GetCatalogHash() == gall.GetCatalogHash() {
+		t.Fatalf("acme's GetCatalog: %d tools (lists %d), hash %s (global %s)", gc.GetToolCount(), len(seen), gc.GetCatalogHash(), gall.GetCatalogHash())
+	}
+	for _, sc := range gc.GetServers() {
+		if sc.GetServer() == "beta_s" {
+			t.Fatal("acme's GetCatalog counts beta's server")
+		}
+	}
+	cand, _ := h.svc.GetCatalog(acme, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: []string{"g_echo", "beta_s_echo"}}})
+	if cand.GetToolCount() != 1 {
+		t.Fatalf("acme's candidate hash counts another tenant's tool: %v", cand)
+	}
+	// Servers: the tenant admin sees the global ones and its own.
+	if got := serverNames(t, h.acmeAdmin, ctx); !slices.Equal(got, []string{"g", "acme_s", "both"}) {
+		t.Fatalf("acme admin's ListServers = %v", got)
+	}
+	if got := serverNames(t, h.admin, ctx); len(got) != 4 {
+		t.Fatalf("global admin's ListServers = %v", got)
+	}
+	if _, err := h.acmeAdmin.GetServer(ctx, &catalogv1.GetServerRequest{Name: "beta_s"}); codeOf(err) != codes.NotFound {
+		t.Fatalf("GetServer of another tenant's server: %v", err)
+	}
+	if _, err := h.acmeUser.ListServers(ctx, &catalogv1.ListServersRequest{}); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("a plain user lists servers: %v", err)
+	}
+	if _, err := h.acmeUser.ListTools(ctx, &catalogv1.ListToolsRequest{}); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("a plain user lists tools directly: %v", err)
+	}
+}
+
+// TestTenantAdminWrites: a tenant admin replaces and toggles only its own
+// tenant's servers; global and other tenants' servers stay as they are and
+// cannot be touched; its servers cannot read the host (no ${VAR}, cwd,
+// static path) and the command policy holds.
+func TestTenantAdminWrites(t *testing.T) {
+	t.Setenv("TP_HOST_SECRET", "hunter2")
+	h := start(t, extJSON(fixtureServer("g", ""), fixtureServer("acme_s", `"tenants": ["acme"]`),
+		fixtureServer("beta_s", `"tenants": ["beta"]`), fixtureServer("both", `"tenants": ["acme", "beta"]`)), nil)
+	ctx := ctxT(t)
+	off := false
+	if _, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "g", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("tenant admin disables a global server: %v", err)
+	}
+	if _, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "both", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("tenant admin disables a server shared with another tenant: %v", err)
+	}
+	if _, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "beta_s", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.NotFound {
+		t.Fatalf("tenant admin disables another tenant's server: %v, want NOT_FOUND", err)
+	}
+	if _, err := h.acmeUser.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "acme_s", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("a plain user disables a server: %v", err)
+	}
+	if up, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "acme_s", Server: &catalogv1.ServerUpdate{Enabled: &off}}); err != nil || up.GetServer().GetConfig().GetEnabled() {
+		t.Fatalf("tenant admin disables its own server: %v %v", up, err)
+	}
+	own := func(name string, mut func(c *catalogv1.ServerConfig)) *catalogv1.ServerConfig {
+		c := &catalogv1.ServerConfig{Name: name, Command: "node", Args: []string{"server.js"}, Tenants: []string{"acme"}}
+		if mut != nil {
+			mut(c)
+		}
+		return c
+	}
+	before, _ := os.ReadFile(h.path)
+	refused := []struct {
+		what string
+		cfg  *catalogv1.ServerConfig
+		code codes.Code
+		want string
+	}{
+		{"no tenants", own("n1", func(c *catalogv1.ServerConfig) { c.Tenants = nil }), codes.PermissionDenied, "servers[0].tenants"},
+		{"another tenant", own("n1", func(c *catalogv1.ServerConfig) { c.Tenants = []string{"beta"} }), codes.PermissionDenied, "servers[0].tenants"},
+		{"two tenants", own("n1", func(c *catalogv1.ServerConfig) { c.Tenants = []string{"acme", "beta"} }), codes.PermissionDenied, "servers[0].tenants"},
+		{"${VAR} in env", own("n1", func(c *catalogv1.ServerConfig) { c.Env = map[string]string{"K": "${TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].env.K"},
+		{"$VAR in args", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"server.js", "$TP_HOST_SECRET"} }), codes.PermissionDenied, "servers[0].args[1]"},
+		{"default form in url", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/${TP_HOST_SECRET:-x}", Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].url"},
+		{"${VAR} in a header", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/mcp", Headers: map[string]string{"Authorization": "Bearer ${TP_HOST_SECRET}"}, Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].headers.Authorization"},
+		{"cwd", own("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "/etc" }), codes.PermissionDenied, "servers[0].cwd"},
+		{"static path", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_STATIC, Path: "/etc/passwd", Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].path"},
+		{"command policy", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"-e", "require('child_process').exec('id')"} }), codes.InvalidArgument, "code-evaluation flag"},
+		{"a global server's name", own("g", nil), codes.InvalidArgument, `"g" is taken`},
+		{"another tenant's server's name", own("beta_s", nil), codes.InvalidArgument, `"beta_s" is taken`},
+	}
+	for _, c := range refused {
+		_, err := h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{c.cfg}})
+		if codeOf(err) != c.code || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %v naming %s", c.what, err, c.code, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error shows the variable's value: %v", c.what, err)
+		}
+	}
+	if after, _ := os.ReadFile(h.path); string(after) != string(before) {
+		t.Fatalf("a refused write changed the file:\n%s", after)
+	}
+	// A valid replace: acme's set becomes [acme2]; every other server stays.
+	res, err := h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
+		{Name: "acme2", Type: catalogv1.ServerType_SERVER_TYPE_STDIO, Command: "node", Args: []string{"server.js"}, Tenants: []string{"acme"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range res.GetServers() {
+		got = append(got, s.GetConfig().GetName())
+	}
+	if !slices.Equal(got, []string{"g", "both", "acme2"}) {
+		t.Fatalf("tenant admin's ReplaceServers answered %v", got)
+	}
+	raw, _ := os.ReadFile(h.path)
+	f, err := catalogconfig.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file []string
+	for _, s := range f.Servers {
+		file = append(file, s.Name)
+	}
+	if !slices.Equal(file, []string{"g", "beta_s", "both", "acme2"}) || !strings.Contains(string(raw), `"keep": true`) {
+		t.Fatalf("file after the tenant admin's replace: %v\n%s", file, raw)
+	}
+	// An empty list removes acme's servers only.
+	if _, err := h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := serverNames(t, h.admin, ctx); !slices.Equal(got, []string{"g", "beta_s", "both"}) {
+		t.Fatalf("after acme emptied its servers: %v", got)
+	}
+	// The beta admin cannot see, replace or remove acme's (now gone) or
+	// the global servers through its own replace.
+	if _, err := h.betaAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := serverNames(t, h.admin, ctx); !slices.Equal(got, []string{"g", "both"}) {
+		t.Fatalf("after beta emptied its servers: %v", got)
+	}
+	if _, err := h.svc.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{}); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("a service credential replaces servers: %v", err)
+	}
+	if got := serverNames(t, h.admin, ctx); len(got) != 2 {
+		t.Fatalf("servers after refused writes: %v", got)
+	}
+}
+
+// TestNamesPerScope: the global scope wins a name over a tenant pair that
+// held it first (the tenant pair is renamed and the rename reported); two
+// tenants' pairs wanting one name are settled between them, and the report
+// names the holder only to callers who can see its server.
+func TestNamesPerScope(t *testing.T) {
+	dir := t.TempDir()
+	bc := toolsFile(t, dir, "bc.json", map[string]any{"name": "b_c", "description": "tenant tool"})
+	c := toolsFile(t, dir, "c.json", map[string]any{"name": "c", "description": "global tool"})
+	yz := toolsFile(t, dir, "yz.json", map[string]any{"name": "y_z", "description": "acme tool"})
+	z := toolsFile(t, dir, "z.json", map[string]any{"name": "z", "description": "beta tool"})
+	ext1 := extJSON(fixtureWithTools("a", bc, `"tenants": ["acme"]`), fixtureWithTools("x", yz, `"tenants": ["acme"]`),
+		fixtureWithTools("x_y", z, `"tenants": ["beta"]`))
+	h := startDir(t, dir, ext1, nil)
+	ctx := ctxT(t)
+	if tl := h.toolByOriginal("a", "b_c"); tl.GetName() != "a_b_c" {
+		t.Fatalf("alone, acme's a/b_c = %q", tl.GetName())
+	}
+	// Two tenants: x/y_z (acme, first in the file) keeps x_y_z; beta's x_y/z is suffixed.
+	xz := h.toolByOriginal("x_y", "z")
+	if xz.GetName() == "x_y_z" || xz.GetNameHeldBy().GetServer() != "x" {
+		t.Fatalf("beta's x_y/z = %q held by %v (service view)", xz.GetName(), xz.GetNameHeldBy())
+	}
+	beta := forTenant(ctx, "beta")
+	r, err := h.svc.GetTool(beta, &catalogv1.GetToolRequest{Name: xz.GetName()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetTool().GetNameHeldBy() != nil {
+		t.Fatalf("beta sees the acme pair holding its name: %v", r.GetTool().GetNameHeldBy())
+	}
+	srv, err := h.betaAdmin.GetServer(ctx, &catalogv1.GetServerRequest{Name: "x_y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.GetServer().GetNameCollisions()) != 1 || srv.GetServer().GetNameCollisions()[0].GetHolder() != nil {
+		t.Fatalf("beta admin's collision report: %v", srv.GetServer().GetNameCollisions())
+	}
+	if full := h.server("x_y"); len(full.GetNameCollisions()) != 1 || full.GetNameCollisions()[0].GetHolder().GetServer() != "x" {
+		t.Fatalf("service view of the collision: %v", full.GetNameCollisions())
+	}
+	// A global server asking for a_b_c arrives later, at the start of the
+	// file: it wins; acme's pair is renamed, reported in WatchCatalog.
+	w, err := h.svc.WatchCatalog(ctx, &catalogv1.WatchCatalogRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	ext2 := extJSON(fixtureWithTools("a_b", c, ""), fixtureWithTools("a", bc, `"tenants": ["acme"]`), fixtureWithTools("x", yz, `"tenants": ["acme"]`),
+		fixtureWithTools("x_y", z, `"tenants": ["beta"]`))
+	if err := catalogconfig.WriteAtomic(h.path, []byte(ext2)); err != nil {
+		t.Fatal(err)
+	}
+	var renamed *catalogv1.ToolRename
+	deadline := time.Now().Add(30 * time.Second)
+	for renamed == nil && time.Now().Before(deadline) {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rn := range ev.GetEvent().GetRenames() {
+			if rn.GetTool().GetServer() == "a" {
+				renamed = rn
+			}
+		}
+	}
+	if renamed == nil || renamed.GetPreviousName() != "a_b_c" || renamed.GetTool().GetName() == "a_b_c" {
+		t.Fatalf("rename of acme's pair: %v", renamed)
+	}
+	if g := h.toolByOriginal("a_b", "c"); g.GetName() != "a_b_c" {
+		t.Fatalf("the global pair got %q, want a_b_c (the global scope wins)", g.GetName())
+	}
+	if tl := h.toolByOriginal("a", "b_c"); tl.GetName() != renamed.GetTool().GetName() || tl.GetNameHeldBy().GetServer() != "a_b" {
+		t.Fatalf("acme's pair now %q held by %v", tl.GetName(), tl.GetNameHeldBy())
+	}
+	// Stored per scope: the restart keeps everything.
+	want := map[string]string{}
+	for _, n := range toolNames(t, h.svc, ctx) {
+		want[n] = n
+	}
+	h.close()
+	h2 := startDir(t, dir, "", nil)
+	if tl := h2.toolByOriginal("a", "b_c"); tl.GetName() != renamed.GetTool().GetName() {
+		t.Fatalf("after restart acme's pair = %q", tl.GetName())
+	}
+	rows, err := h2.srv.store.LoadNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scopes := map[string]string{}
+	for _, r := range rows {
+		scopes[r.Server+"/"+r.Tool] = r.Scope
+	}
+	if scopes["a/b_c"] != "acme" || scopes["x_y/z"] != "beta" || scopes["a_b/c"] != "*" {
+		t.Fatalf("stored scopes: a/b_c=%q x_y/z=%q a_b/c=%q", scopes["a/b_c"], scopes["x_y/z"], scopes["a_b/c"])
+	}
+}
