@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -348,5 +349,52 @@ func TestNamesPerScope(t *testing.T) {
 	}
 	if scopes["a/b_c"] != "acme" || scopes["x_y/z"] != "beta" || scopes["a_b/c"] != "*" {
 		t.Fatalf("stored scopes: a/b_c=%q x_y/z=%q a_b/c=%q", scopes["a/b_c"], scopes["x_y/z"], scopes["a_b/c"])
+	}
+}
+
+// TestListChangedFloodCoalesced: a server sending 500 list_changed for an
+// unchanged list costs at most a few re-lists (catalogmcp.RelistInterval),
+// changes neither the catalog hash nor the snapshot; a real change sent
+// right after the flood is still read (the trailing re-list).
+func TestListChangedFloodCoalesced(t *testing.T) {
+	h := start(t, extJSON(fixtureServer("fl", `"env": {"TPFIXTURE_FLOOD": "1"}`)), nil)
+	ctx := ctxT(t)
+	snap0 := h.srv.snap.Load()
+	sup, _ := h.srv.mgr.Supervisor("fl")
+	v0 := sup.Status().ToolsVersion
+	r0 := sup.Relists()
+	start := time.Now()
+	if _, err := h.call(ctx, h.svc, "fl_flood", `{"n": 500}`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	n := sup.Relists() - r0
+	limit := int64(time.Since(start)/time.Second) + 2
+	if n < 1 || n > limit {
+		t.Fatalf("500 list_changed caused %d re-lists in %s, want 1..%d", n, time.Since(start).Round(time.Millisecond), limit)
+	}
+	if s1 := h.srv.snap.Load(); s1.hash != snap0.hash || sup.Status().ToolsVersion != v0 {
+		t.Fatalf("an unchanged re-listed list changed the catalog: hash %s -> %s, tools version %d -> %d", snap0.hash, s1.hash, v0, sup.Status().ToolsVersion)
+	}
+	// The flood, then a real change: the change is read.
+	if _, err := h.call(ctx, h.svc, "fl_flood", `{"n": 100}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.call(ctx, h.svc, "fl_add_tool", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the tool added after a flood listed", func() bool { return h.toolByOriginal("fl", "extra") != nil })
+	t.Logf("re-lists for 500 list_changed: %d", n)
+}
+
+// TestEmptyAnswersAreNoProtocol: a server answering every request with {}
+// is not taken for protocol 2026-07-28 (its server/discover answer lists no
+// supportedVersions); the handshake then refuses it: FAILED, with the reason.
+func TestEmptyAnswersAreNoProtocol(t *testing.T) {
+	h := start(t, extJSON(fmt.Sprintf(`"empty": {"command": %q, "args": ["empty"], "session_init_timeout": 10}`, fixture)), nil)
+	sv := h.server("empty")
+	if sv.GetState() != catalogv1.ServerState_SERVER_STATE_FAILED || sv.GetProtocolVersion() == "2026-07-28" ||
+		!strings.Contains(strings.ToLower(sv.GetLastError()), "protocol") {
+		t.Fatalf("empty-answer server: state %v protocol %q error %q", sv.GetState(), sv.GetProtocolVersion(), sv.GetLastError())
 	}
 }

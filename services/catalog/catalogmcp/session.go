@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -340,6 +341,23 @@ func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onList
 	}
 	if err != nil {
 		return fail(fmt.Errorf("initialize: %w", err))
+	}
+	if mcp.IsModernProtocol(res.ProtocolVersion) && !opts.LegacyOnly {
+		// mcp-go takes any successful server/discover answer, even `{}`,
+		// for the stateless protocol. Strict: the answer must list the
+		// negotiated version in supportedVersions, else the server is
+		// asked again with the initialize handshake only.
+		d, derr := s.client.Discover(ctx, mcp.DiscoverRequest{})
+		if derr != nil || !slices.Contains(d.SupportedVersions, res.ProtocolVersion) {
+			s.Close(opts.grace())
+			legacy := opts
+			legacy.LegacyOnly = true
+			if opts.Logger != nil {
+				opts.Logger.Warn("catalog: MCP server's server/discover answer lacks supportedVersions; retrying with the initialize handshake",
+					"server", cfg.Name, "protocol", res.ProtocolVersion)
+			}
+			return Connect(ctx, cfg, legacy, onListChanged)
+		}
 	}
 	s.ProtocolVersion = res.ProtocolVersion
 	s.ServerInfo = res.ServerInfo

@@ -108,6 +108,7 @@ type Supervisor struct {
 	ready    chan struct{} // closed and replaced on each READY
 
 	relist    chan struct{}
+	relists   atomic.Int64
 	reconnect chan *Session
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -363,8 +364,18 @@ var errReconnect = errors.New("session expired; reconnecting")
 // errInitTimeout marks a connection attempt that exceeded session_init_timeout.
 var errInitTimeout = errors.New("session_init_timeout")
 
+// RelistInterval bounds how often one server's tools are re-listed after
+// notifications/tools/list_changed: requests arriving within the interval
+// after a re-list are coalesced into one trailing re-list at its end, so a
+// server flooding list_changed costs at most one tools/list per interval
+// and its last change is always read.
+var RelistInterval = time.Second
+
 func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
+	var last time.Time
+	var trailing <-chan time.Time
 	for {
+		relist := false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -375,6 +386,20 @@ func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
 				return errReconnect
 			}
 		case <-s.relist:
+			if trailing != nil {
+				continue // already scheduled
+			}
+			if wait := RelistInterval - time.Since(last); !last.IsZero() && wait > 0 {
+				trailing = time.After(wait)
+				continue
+			}
+			relist = true
+		case <-trailing:
+			trailing, relist = nil, true
+		}
+		if relist {
+			last = time.Now()
+			s.relists.Add(1)
 			lctx, cancel := s.initCtx(ctx)
 			tools, err := sess.ListTools(lctx)
 			cancel()
@@ -383,9 +408,14 @@ func (s *Supervisor) serve(ctx context.Context, sess *Session) error {
 				for i, t := range tools {
 					defs[i] = ToolDef{Tool: t, Origin: s.cfg.Name}
 				}
-				var same bool
-				s.update(func(st *Status) { same = reflect.DeepEqual(st.Tools, defs); st.Tools = defs })
-				if !same { // servers also send list_changed for an unchanged list
+				// Servers also send list_changed for an unchanged list: then
+				// nothing is updated (no new tools version, no rebuild, no
+				// event), so the catalog hash does not churn.
+				s.mu.Lock()
+				same := reflect.DeepEqual(s.st.Tools, defs)
+				s.mu.Unlock()
+				if !same {
+					s.update(func(st *Status) { st.Tools = defs })
 					s.log.Info("catalog: MCP server tool list changed", "tools", len(defs))
 				}
 			} else if ctx.Err() == nil {
@@ -413,6 +443,9 @@ func (s *Supervisor) scopedConfig(key ScopeKey) (catalogconfig.Server, error) {
 	}
 	return catalogconfig.BindScopeDir(s.cfg, dir), nil
 }
+
+// Relists returns how many tools/list re-reads list_changed caused.
+func (s *Supervisor) Relists() int64 { return s.relists.Load() }
 
 func (s *Supervisor) initCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d := s.cfg.InitTimeout(); d > 0 {
