@@ -1,0 +1,173 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolplane/toolplane/internal/pgtest"
+	"github.com/toolplane/toolplane/services/catalog/catalognames"
+	"github.com/toolplane/toolplane/services/catalog/catalogpg"
+	"github.com/toolplane/toolplane/services/catalog/catalogstore"
+)
+
+// TestNameRaceTwoReplicasPostgres: two catalog replicas (two identity
+// stores on their own pools) on one PostgreSQL database assign names for
+// the same colliding pairs at the same moment, each seeing them in the
+// opposite order, so each wants to give `a_b_c` to a different pair. The
+// database refuses one of the two writes (UNIQUE (scope, name)); after the
+// next rebuild both replicas serve one assignment, the one stored
+// (docs/decisions/0100). Repeated over fresh databases.
+func TestNameRaceTwoReplicasPostgres(t *testing.T) {
+	rounds := 8
+	if testing.Short() {
+		rounds = 3
+	}
+	ab := catalognames.Original{Server: "a", Tool: "b_c", Prefixed: true}
+	abc := catalognames.Original{Server: "a_b", Tool: "c", Prefixed: true}
+	// A tenant pair in the same race: it must not take a global name either.
+	ten := catalognames.Original{Server: "a_b_c", Tool: "x", Prefixed: false}
+	orders := [2][]catalognames.Original{{ab, abc, ten}, {abc, ab, {Server: "a_b_c", Tool: "x"}}}
+	scopes := []string{"*", "*", "acme"}
+	for round := 0; round < rounds; round++ {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			ctx := context.Background()
+			dsn := pgtest.DSN(t)
+			var reps [2]*identity
+			for i := range reps {
+				pool, err := pgxpool.New(ctx, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(pool.Close)
+				st, err := catalogpg.Open(ctx, pool)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reps[i] = &identity{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), retention: time.Hour, maxPerServer: 100}
+				if err := reps[i].load(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range reps {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					reps[i].assign(orders[i], scopes, time.Now(), true)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			// The next rebuild of each replica (now sequential, as rebuilds
+			// follow one another): both converge on the stored assignment.
+			var got [2]map[catalognames.Key]string
+			for i := range reps {
+				res, _ := reps[i].assign(orders[i], scopes, time.Now(), true)
+				got[i] = map[catalognames.Key]string{}
+				for j, o := range orders[i] {
+					got[i][catalognames.KeyOf(o)] = res[j].Name
+				}
+			}
+			for k, n := range got[0] {
+				if got[1][k] != n {
+					t.Fatalf("replicas disagree on %v: %q vs %q", k, n, got[1][k])
+				}
+			}
+			rows, err := reps[0].store.LoadNames(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 3 {
+				t.Fatalf("store holds %d rows, want 3: %v", len(rows), rows)
+			}
+			names := map[string]bool{}
+			for _, r := range rows {
+				k := catalognames.Key{Server: r.Server, Tool: r.Tool}
+				if got[0][k] != r.Name {
+					t.Fatalf("replica serves %q for %v, store holds %q", got[0][k], k, r.Name)
+				}
+				if names[r.Name] {
+					t.Fatalf("name %q stored twice", r.Name)
+				}
+				names[r.Name] = true
+			}
+			if got[0][catalognames.KeyOf(ab)] != "a_b_c" && got[0][catalognames.KeyOf(abc)] != "a_b_c" {
+				t.Fatalf("neither global pair holds a_b_c: %v", got[0])
+			}
+			if got[0][catalognames.KeyOf(ten)] == "a_b_c" {
+				t.Fatal("the tenant pair took the name a global pair wants")
+			}
+		})
+	}
+}
+
+// TestNamesCapPerServer: a server that keeps inventing tool names holds at
+// most catalog.max_names_per_server stored assignments: the least recently
+// seen retained ones are evicted first, present ones never, and names of
+// present tools beyond the cap are served but not recorded.
+func TestNamesCapPerServer(t *testing.T) {
+	st, err := catalogstore.Open(filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	id := &identity{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), retention: 30 * 24 * time.Hour, maxPerServer: 5}
+	if err := id.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other := catalognames.Original{Server: "calm", Tool: "t", Prefixed: true}
+	now := time.Now()
+	// 12 listings, each with two new names of server "inv" (and calm/t).
+	for i := 0; i < 12; i++ {
+		origs := []catalognames.Original{other, {Server: "inv", Tool: fmt.Sprintf("n%02da", i), Prefixed: true}, {Server: "inv", Tool: fmt.Sprintf("n%02db", i), Prefixed: true}}
+		id.assign(origs, []string{"*", "*", "*"}, now.Add(time.Duration(i)*time.Minute), true)
+	}
+	rows, err := st.LoadNames(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv []string
+	for _, r := range rows {
+		if r.Server == "inv" {
+			inv = append(inv, r.Tool)
+		}
+	}
+	slices.Sort(inv)
+	// The last listing's two are present; the three most recently seen retained ones stay.
+	// (n09a and n09b were seen at the same time; the tool name breaks the tie.)
+	if want := []string{"n09b", "n10a", "n10b", "n11a", "n11b"}; !slices.Equal(inv, want) {
+		t.Fatalf("stored names of the inventing server: %v (want the 5 most recently seen, both present ones included)", inv)
+	}
+	if !slices.ContainsFunc(rows, func(r catalogstore.NameRow) bool { return r.Server == "calm" }) {
+		t.Fatal("another server's name was evicted")
+	}
+	// Six present tools against a cap of 5: every one is served, five recorded.
+	var origs []catalognames.Original
+	for i := 0; i < 6; i++ {
+		origs = append(origs, catalognames.Original{Server: "wide", Tool: fmt.Sprintf("w%d", i), Prefixed: true})
+	}
+	res, prov := id.assign(origs, []string{"*", "*", "*", "*", "*", "*"}, now.Add(time.Hour), true)
+	recorded := 0
+	for i := range res {
+		if res[i].Name == "" {
+			t.Fatalf("tool %d got no name", i)
+		}
+		if !prov[i] {
+			recorded++
+		}
+	}
+	if recorded != 5 {
+		t.Fatalf("%d of 6 present names recorded, want 5 (the cap)", recorded)
+	}
+}
