@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -79,7 +80,8 @@ func (s *Server) ListTools(ctx context.Context, req *catalogv1.ListToolsRequest)
 	if req.Available != nil {
 		avail = strconv.FormatBool(req.GetAvailable())
 	}
-	filter := fmt.Sprintf("%s|%d|%s", req.GetServer(), req.GetSource(), avail)
+	held := req.GetIncludeHeld() && auth.IsService(ctx)
+	filter := fmt.Sprintf("%s|%d|%s|%t", req.GetServer(), req.GetSource(), avail, held)
 	off, err := parseToken(req.GetPageToken(), filter)
 	if err != nil {
 		field, desc := grpcx.SplitField(err.Error())
@@ -91,7 +93,11 @@ func (s *Server) ListTools(ctx context.Context, req *catalogv1.ListToolsRequest)
 	}
 	size = min(size, maxPageSize)
 	var match []*entry
-	for _, e := range snap.tools {
+	list := snap.tools
+	if held {
+		list = append(slices.Clone(snap.tools), snap.held...)
+	}
+	for _, e := range list {
 		if !v.seesEntry(e) {
 			continue
 		}

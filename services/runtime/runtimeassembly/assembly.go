@@ -38,6 +38,11 @@ type Base struct {
 	// priority order (config → built-ins → MCP), tool_search excluded.
 	Tools  []*Tool
 	ByName map[string]*Tool
+	// Held are the catalog tools of pinned servers held for review
+	// (PENDING, CHANGED, REJECTED) that the principal would see, by name:
+	// never bound or callable; a promoted one is refused with its state
+	// (runtimechain.ToolLookup).
+	Held map[string]catalogv1.ToolState
 	// bound are the tools bound without promotion (non-deferred).
 	Bound []*Tool
 	// deferred are the deferred MCP tools by name; deferredNames sorted.
@@ -254,7 +259,7 @@ func (s *Builder) catalogTools(ctx context.Context) ([]*catalogv1.Tool, error) {
 	var all []*catalogv1.Tool
 	token := ""
 	for {
-		resp, err := s.catalog.ListTools(ctx, &catalogv1.ListToolsRequest{PageSize: 1000, PageToken: token})
+		resp, err := s.catalog.ListTools(ctx, &catalogv1.ListToolsRequest{PageSize: 1000, PageToken: token, IncludeHeld: true})
 		if err != nil {
 			return nil, err
 		}
@@ -449,6 +454,13 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		// of its tenants (docs/decisions/0105-tenant-scoped-servers.md);
 		// the catalog refuses the others' calls as well.
 		if ts := t.GetTenants(); len(ts) > 0 && !slices.Contains(ts, tenant) {
+			continue
+		}
+		if st := t.GetState(); st != catalogv1.ToolState_TOOL_STATE_UNSPECIFIED && st != catalogv1.ToolState_TOOL_STATE_ACTIVE {
+			if b.Held == nil {
+				b.Held = map[string]catalogv1.ToolState{}
+			}
+			b.Held[t.GetName()] = st
 			continue
 		}
 		c := &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(),

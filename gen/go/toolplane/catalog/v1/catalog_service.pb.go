@@ -440,7 +440,13 @@ type ListToolsRequest struct {
 	// Page size, 1..1000; 0 = 200.
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Also list the tools of pinned servers held for review (state PENDING,
+	// CHANGED or REJECTED: not bound, not callable) after the ACTIVE ones.
+	// Honoured for service credentials and global admins only (the runtime
+	// tells a promoted tool held for review from one whose server is down);
+	// ignored for other callers.
+	IncludeHeld   bool `protobuf:"varint,6,opt,name=include_held,json=includeHeld,proto3" json:"include_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -508,6 +514,13 @@ func (x *ListToolsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListToolsRequest) GetIncludeHeld() bool {
+	if x != nil {
+		return x.IncludeHeld
+	}
+	return false
 }
 
 // ListToolsResponse is one page of tools.
@@ -2706,14 +2719,15 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\x0fdefinition_hash\x18\x02 \x01(\tR\x0edefinitionHash\"\x81\x01\n" +
 	"\x12RejectToolResponse\x12.\n" +
 	"\x04tool\x18\x01 \x01(\v2\x1a.toolplane.catalog.v1.ToolR\x04tool\x12;\n" +
-	"\x05audit\x18\x02 \x01(\v2%.toolplane.catalog.v1.ToolAuditRecordR\x05audit\"\xd1\x01\n" +
+	"\x05audit\x18\x02 \x01(\v2%.toolplane.catalog.v1.ToolAuditRecordR\x05audit\"\xf4\x01\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x128\n" +
 	"\x06source\x18\x02 \x01(\x0e2 .toolplane.catalog.v1.ToolSourceR\x06source\x12!\n" +
 	"\tavailable\x18\x03 \x01(\bH\x00R\tavailable\x88\x01\x01\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageTokenB\f\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12!\n" +
+	"\finclude_held\x18\x06 \x01(\bR\vincludeHeldB\f\n" +
 	"\n" +
 	"_available\"\x8c\x01\n" +
 	"\x11ListToolsResponse\x120\n" +
