@@ -14,7 +14,8 @@ import (
 	"github.com/toolplane/toolplane/services/catalog/catalognames"
 )
 
-// serverList lists the servers the viewer sees (visibility.go).
+// serverList lists the servers the viewer sees (visibility.go); a tenant
+// admin's viewer (owned) sees only the servers its tenant owns.
 func (s *Server) serverList(v viewer) []*catalogv1.Server {
 	scoped := map[string]int{}
 	for _, k := range s.mgr.Pool().Keys() {
@@ -24,7 +25,7 @@ func (s *Server) serverList(v viewer) []*catalogv1.Server {
 	snap := s.snap.Load()
 	out := make([]*catalogv1.Server, 0, len(sts))
 	for _, st := range sts {
-		if !v.sees(st.Config.Tenants) {
+		if !v.sees(st.Config.Tenants) || (v.owned && !st.Config.OwnedBy(v.tenant)) {
 			continue
 		}
 		sv := serverProto(st, scoped[st.Name])
@@ -37,11 +38,16 @@ func (s *Server) serverList(v viewer) []*catalogv1.Server {
 }
 
 // serverReader checks the caller of ListServers and GetServer: a service
-// credential or an admin (a tenant admin reads the servers its tenant sees).
+// credential or an admin. A tenant admin reads only the servers its tenant
+// owns (`tenants` exactly its tenant): the configurations of global and
+// shared servers are not its to see (docs/decisions/0105).
 func serverReader(ctx context.Context) (viewer, error) {
 	id, ok := auth.Caller(ctx)
 	if !ok || !(id.Service() || id.Admin()) {
 		return viewer{}, auth.Error(codes.PermissionDenied, auth.ReasonServiceRequired, "reading MCP server configurations needs a service or admin credential")
+	}
+	if t, ok := id.TenantAdmin(); ok {
+		return viewer{tenant: t, owned: true}, nil
 	}
 	return viewerOf(ctx), nil
 }
@@ -82,9 +88,9 @@ func (s *Server) GetServer(ctx context.Context, req *catalogv1.GetServerRequest)
 // UpdateServer enables or disables one server, persisting the change to
 // extensions_config.json atomically (placeholders and unknown keys kept).
 //
-// A tenant admin changes only servers whose `tenants` is exactly its tenant;
-// a server of other tenants is NOT_FOUND, a server every tenant sees
-// PERMISSION_DENIED (docs/decisions/0105-tenant-scoped-servers.md).
+// A tenant admin changes only servers whose `tenants` is exactly its
+// tenant; any other server is NOT_FOUND to it, as in its ListServers
+// (docs/decisions/0105-tenant-scoped-servers.md).
 func (s *Server) UpdateServer(ctx context.Context, req *catalogv1.UpdateServerRequest) (*catalogv1.UpdateServerResponse, error) {
 	w := writerOf(ctx)
 	if err := w.allowed(); err != nil {
@@ -97,7 +103,8 @@ func (s *Server) UpdateServer(ctx context.Context, req *catalogv1.UpdateServerRe
 		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}
 	i := slices.IndexFunc(f.Servers, func(x catalogconfig.Server) bool { return x.Name == req.GetName() })
-	if i < 0 || !w.viewer().sees(f.Servers[i].Tenants) {
+	if i < 0 || (w.tenantAdmin && !f.Servers[i].OwnedBy(w.tenant)) {
+		// A tenant admin's view holds only its tenant's servers.
 		s.writeMu.Unlock()
 		return nil, serverNotFound(req.GetName())
 	}

@@ -123,9 +123,19 @@ func TestTenantScopedVisibility(t *testing.T) {
 	if cand.GetToolCount() != 1 {
 		t.Fatalf("acme's candidate hash counts another tenant's tool: %v", cand)
 	}
-	// Servers: the tenant admin sees the global ones and its own.
-	if got := serverNames(t, h.acmeAdmin, ctx); !slices.Equal(got, []string{"g", "acme_s", "both"}) {
+	// Server configurations: the tenant admin sees only its own (global
+	// and shared ones are not its to see); acting for a user, what the
+	// tenant sees.
+	if got := serverNames(t, h.acmeAdmin, ctx); !slices.Equal(got, []string{"acme_s"}) {
 		t.Fatalf("acme admin's ListServers = %v", got)
+	}
+	if got := serverNames(t, h.svc, acme); !slices.Equal(got, []string{"g", "acme_s", "both"}) {
+		t.Fatalf("ListServers acting for an acme user = %v", got)
+	}
+	for _, n := range []string{"g", "both", "beta_s"} {
+		if _, err := h.acmeAdmin.GetServer(ctx, &catalogv1.GetServerRequest{Name: n}); codeOf(err) != codes.NotFound {
+			t.Fatalf("acme admin's GetServer %s: %v, want NOT_FOUND", n, err)
+		}
 	}
 	if got := serverNames(t, h.admin, ctx); len(got) != 4 {
 		t.Fatalf("global admin's ListServers = %v", got)
@@ -151,11 +161,11 @@ func TestTenantAdminWrites(t *testing.T) {
 		fixtureServer("beta_s", `"tenants": ["beta"]`), fixtureServer("both", `"tenants": ["acme", "beta"]`)), nil)
 	ctx := ctxT(t)
 	off := false
-	if _, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "g", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.PermissionDenied {
-		t.Fatalf("tenant admin disables a global server: %v", err)
+	if _, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "g", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.NotFound {
+		t.Fatalf("tenant admin disables a global server: %v, want NOT_FOUND", err)
 	}
-	if _, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "both", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.PermissionDenied {
-		t.Fatalf("tenant admin disables a server shared with another tenant: %v", err)
+	if _, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "both", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.NotFound {
+		t.Fatalf("tenant admin disables a server shared with another tenant: %v, want NOT_FOUND", err)
 	}
 	if _, err := h.acmeAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "beta_s", Server: &catalogv1.ServerUpdate{Enabled: &off}}); codeOf(err) != codes.NotFound {
 		t.Fatalf("tenant admin disables another tenant's server: %v, want NOT_FOUND", err)
@@ -215,7 +225,7 @@ func TestTenantAdminWrites(t *testing.T) {
 	for _, s := range res.GetServers() {
 		got = append(got, s.GetConfig().GetName())
 	}
-	if !slices.Equal(got, []string{"g", "both", "acme2"}) {
+	if !slices.Equal(got, []string{"acme2"}) {
 		t.Fatalf("tenant admin's ReplaceServers answered %v", got)
 	}
 	raw, _ := os.ReadFile(h.path)

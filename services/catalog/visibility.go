@@ -19,6 +19,9 @@ type viewer struct {
 	all bool
 	// tenant is the effective principal's tenant otherwise.
 	tenant string
+	// owned restricts server configurations to those owned by tenant (a
+	// tenant admin reading servers, servers.go).
+	owned bool
 }
 
 // viewerOf derives the viewer from the authenticated caller. A service

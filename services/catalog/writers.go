@@ -40,7 +40,7 @@ func writerOf(ctx context.Context) writer {
 // viewer is what the writer sees of the catalog.
 func (w writer) viewer() viewer {
 	if w.tenantAdmin {
-		return viewer{tenant: w.tenant}
+		return viewer{tenant: w.tenant, owned: true}
 	}
 	if w.denied {
 		return viewer{}
