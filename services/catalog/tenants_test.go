@@ -305,7 +305,9 @@ func TestNamesPerScope(t *testing.T) {
 	}
 	// A global server asking for a_b_c arrives later, at the start of the
 	// file: it wins; acme's pair is renamed, reported in WatchCatalog.
-	w, err := h.svc.WatchCatalog(ctx, &catalogv1.WatchCatalogRequest{})
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	w, err := h.svc.WatchCatalog(wctx, &catalogv1.WatchCatalogRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +324,7 @@ func TestNamesPerScope(t *testing.T) {
 	for renamed == nil && time.Now().Before(deadline) {
 		ev, err := w.Recv()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("no rename of acme's pair reported: %v", err)
 		}
 		for _, rn := range ev.GetEvent().GetRenames() {
 			if rn.GetTool().GetServer() == "a" {
@@ -362,8 +364,9 @@ func TestNamesPerScope(t *testing.T) {
 	}
 }
 
-// TestListChangedFloodCoalesced: a server sending 500 list_changed for an
-// unchanged list costs at most a few re-lists (catalogmcp.RelistInterval),
+// TestListChangedFloodCoalesced: a server sending list_changed for an
+// unchanged list every 2 ms for about 2 s (1,000 notifications) costs about one
+// re-list per second (catalogmcp.RelistInterval),
 // changes neither the catalog hash nor the snapshot; a real change sent
 // right after the flood is still read (the trailing re-list).
 func TestListChangedFloodCoalesced(t *testing.T) {
@@ -374,14 +377,15 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 	v0 := sup.Status().ToolsVersion
 	r0 := sup.Relists()
 	start := time.Now()
-	if _, err := h.call(ctx, h.svc, "fl_flood", `{"n": 500}`); err != nil {
+	if _, err := h.call(ctx, h.svc, "fl_flood", `{"n": 1000, "gap_ms": 2}`); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // the trailing re-list
 	n := sup.Relists() - r0
+	// One per second (catalogmcp.RelistInterval) plus the first and the trailing one.
 	limit := int64(time.Since(start)/time.Second) + 2
 	if n < 1 || n > limit {
-		t.Fatalf("500 list_changed caused %d re-lists in %s, want 1..%d", n, time.Since(start).Round(time.Millisecond), limit)
+		t.Fatalf("1,000 list_changed caused %d re-lists in %s, want 1..%d", n, time.Since(start).Round(time.Millisecond), limit)
 	}
 	if s1 := h.srv.snap.Load(); s1.hash != snap0.hash || sup.Status().ToolsVersion != v0 {
 		t.Fatalf("an unchanged re-listed list changed the catalog: hash %s -> %s, tools version %d -> %d", snap0.hash, s1.hash, v0, sup.Status().ToolsVersion)
@@ -394,7 +398,7 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the tool added after a flood listed", func() bool { return h.toolByOriginal("fl", "extra") != nil })
-	t.Logf("re-lists for 500 list_changed: %d", n)
+	t.Logf("re-lists for 1,000 list_changed over %s: %d", time.Since(start).Round(time.Millisecond), n)
 }
 
 // TestEmptyAnswersAreNoProtocol: a server answering every request with {}
@@ -406,5 +410,32 @@ func TestEmptyAnswersAreNoProtocol(t *testing.T) {
 	if sv.GetState() != catalogv1.ServerState_SERVER_STATE_FAILED || sv.GetProtocolVersion() == "2026-07-28" ||
 		!strings.Contains(strings.ToLower(sv.GetLastError()), "protocol") {
 		t.Fatalf("empty-answer server: state %v protocol %q error %q", sv.GetState(), sv.GetProtocolVersion(), sv.GetLastError())
+	}
+}
+
+// TestTenantAdminCannotCarryHostVariables: a global admin gave acme's server
+// an env value from the suite's environment; the tenant admin sees it
+// masked, and rewriting the server with "***" (which keeps the stored
+// `${VAR}`) is refused, so the variable never reaches a server the tenant
+// admin controls. The global admin's own rewrite keeps working.
+func TestTenantAdminCannotCarryHostVariables(t *testing.T) {
+	t.Setenv("TP_HOST_SECRET", "hunter2")
+	h := start(t, extJSON(fixtureServer("acme_s", `"tenants": ["acme"], "env": {"K": "${TP_HOST_SECRET}"}`)), nil)
+	ctx := ctxT(t)
+	ls, err := h.acmeAdmin.ListServers(ctx, &catalogv1.ListServersRequest{})
+	if err != nil || len(ls.GetServers()) != 1 {
+		t.Fatalf("ListServers = %v, %v", ls, err)
+	}
+	cfg := ls.GetServers()[0].GetConfig()
+	if cfg.GetEnv()["K"] != "***" {
+		t.Fatalf("env shown to the tenant admin: %v", cfg.GetEnv())
+	}
+	cfg.Command, cfg.Args = "node", []string{"server.js"}
+	_, err = h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{cfg}})
+	if codeOf(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "servers[0].env.K") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("tenant admin's rewrite keeping a ${VAR}: %v", err)
+	}
+	if _, err := h.admin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{cfg}}); err != nil {
+		t.Fatalf("global admin's rewrite: %v", err)
 	}
 }
