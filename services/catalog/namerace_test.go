@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,6 +110,58 @@ func TestNameRaceTwoReplicasPostgres(t *testing.T) {
 				t.Fatal("the tenant pair took the name a global pair wants")
 			}
 		})
+	}
+}
+
+// TestNameRaceAcrossScopesPostgres: one replica sees only the global pair
+// a_b/c, the other only acme's a/b_c, both wanting a_b_c, at the same
+// moment: the database accepts both rows (different scopes). Once each
+// replica sees both pairs (the next rebuild), both converge on the global
+// pair holding a_b_c and acme's pair the deterministic suffix, in memory and
+// in the store.
+func TestNameRaceAcrossScopesPostgres(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	g := catalognames.Original{Server: "a_b", Tool: "c", Prefixed: true}
+	ten := catalognames.Original{Server: "a", Tool: "b_c", Prefixed: true}
+	var reps [2]*identity
+	for i := range reps {
+		pool, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		st, err := catalogpg.Open(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps[i] = &identity{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), retention: time.Hour, maxPerServer: 100}
+		if err := reps[i].load(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); reps[0].assign([]catalognames.Original{g}, []string{"*"}, time.Now(), true) }()
+	go func() { defer wg.Done(); reps[1].assign([]catalognames.Original{ten}, []string{"acme"}, time.Now(), true) }()
+	wg.Wait()
+	both := []catalognames.Original{ten, g}
+	for i := range reps {
+		res, _ := reps[i].assign(both, []string{"acme", "*"}, time.Now(), true)
+		if res[1].Name != "a_b_c" || !strings.HasPrefix(res[0].Name, "a_b_c_") {
+			t.Fatalf("replica %d: tenant %q, global %q", i, res[0].Name, res[1].Name)
+		}
+	}
+	rows, err := reps[0].store.LoadNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.Scope+"|"+r.Server+"/"+r.Tool] = r.Name
+	}
+	if len(rows) != 2 || got["*|a_b/c"] != "a_b_c" || !strings.HasPrefix(got["acme|a/b_c"], "a_b_c_") {
+		t.Fatalf("stored: %v", got)
 	}
 }
 
