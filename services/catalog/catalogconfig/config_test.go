@@ -211,3 +211,36 @@ func TestSessionInitTimeoutNull(t *testing.T) {
 		t.Fatalf("%v %v %v", f.Servers[0].InitTimeout(), f.Servers[1].InitTimeout(), f.Servers[2].InitTimeout())
 	}
 }
+
+func TestTenantsKey(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {"s": {"command": "npx", "tenants": ["acme", "beta.eu"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Servers[0]
+	if err := s.Validate(); err != nil || !s.VisibleTo("acme") || s.VisibleTo("gamma") || s.OwnedBy("acme") || s.NameScope() != "*" {
+		t.Fatalf("tenants [acme beta.eu]: %v visible(acme)=%v visible(gamma)=%v owned=%v scope=%q", err, s.VisibleTo("acme"), s.VisibleTo("gamma"), s.OwnedBy("acme"), s.NameScope())
+	}
+	one := Server{Name: "o", Command: "npx", Tenants: []string{"acme"}}
+	if !one.OwnedBy("acme") || one.NameScope() != "acme" {
+		t.Fatal("a server of one tenant is owned by it and named in its scope")
+	}
+	all := Server{Name: "a", Command: "npx"}
+	if !all.VisibleTo("anyone") || all.OwnedBy("anyone") || all.NameScope() != "*" {
+		t.Fatal("a server without tenants is every tenant's, owned by none")
+	}
+	for _, bad := range []string{`["*"]`, `[""]`, `["a b"]`, `["acme", "acme"]`, `["` + strings.Repeat("x", 65) + `"]`} {
+		f, err := Parse([]byte(`{"mcpServers": {"s": {"command": "npx", "tenants": ` + bad + `}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Servers[0].Validate(); err == nil || !strings.Contains(err.Error(), "mcpServers.s.tenants[") {
+			t.Errorf("tenants %s: %v, want an error naming the entry", bad, err)
+		}
+	}
+	// Written back unchanged.
+	out, err := f.Marshal()
+	if err != nil || !strings.Contains(string(out), `"tenants"`) {
+		t.Fatalf("marshal: %s %v", out, err)
+	}
+}

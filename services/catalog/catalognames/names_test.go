@@ -125,3 +125,45 @@ func TestAssignStableDuplicatePair(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignScoped: the global scope wins a name over a stored tenant pair
+// (renamed, Previous reported); a tenant pair never takes a retained global
+// name; a pair whose server moved scope keeps its name; two tenant pairs
+// are settled like any two pairs.
+func TestAssignScoped(t *testing.T) {
+	g := Original{Server: "a_b", Tool: "c", Prefixed: true}
+	ten := Original{Server: "a", Tool: "b_c", Prefixed: true}
+	stored := map[Key]Stored{KeyOf(ten): {Scope: "acme", Base: "a_b_c", Name: "a_b_c"}}
+	res := AssignScoped([]Original{ten, g}, []string{"acme", "*"}, stored)
+	if res[1].Name != "a_b_c" || !res[1].New {
+		t.Fatalf("global pair = %+v", res[1])
+	}
+	if res[0].Name == "a_b_c" || res[0].Previous != "a_b_c" || !res[0].Collided || res[0].Holder != KeyOf(g) {
+		t.Fatalf("tenant pair = %+v", res[0])
+	}
+	// A retained global assignment (server absent) still keeps the name from a tenant pair.
+	retained := map[Key]Stored{KeyOf(g): {Scope: "*", Base: "a_b_c", Name: "a_b_c"}}
+	res = AssignScoped([]Original{ten}, []string{"acme"}, retained)
+	if res[0].Name == "a_b_c" || res[0].Holder != KeyOf(g) {
+		t.Fatalf("tenant pair against a retained global name = %+v", res[0])
+	}
+	// A server moving from a tenant to every tenant keeps its name.
+	res = AssignScoped([]Original{ten}, []string{"*"}, stored)
+	if res[0].Name != "a_b_c" || res[0].New || res[0].Previous != "" {
+		t.Fatalf("moved pair = %+v", res[0])
+	}
+	// Two tenants: the stored one keeps, the new one is suffixed.
+	b := Original{Server: "a_b", Tool: "c", Prefixed: true}
+	res = AssignScoped([]Original{b, ten}, []string{"beta", "acme"}, stored)
+	if res[1].Name != "a_b_c" || res[0].Name == "a_b_c" || res[0].Holder != KeyOf(ten) {
+		t.Fatalf("two tenants = %+v", res)
+	}
+	// Names stay distinct across all scopes.
+	seen := map[string]bool{}
+	for _, a := range AssignScoped([]Original{ten, g, {Server: "a_b_c", Tool: "x"}, {Server: "z", Tool: "a_b_c"}}, []string{"acme", "*", "beta", "gamma"}, nil) {
+		if seen[a.Name] {
+			t.Fatalf("name %q assigned twice", a.Name)
+		}
+		seen[a.Name] = true
+	}
+}
