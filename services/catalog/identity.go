@@ -34,8 +34,10 @@ type identity struct {
 	log       *slog.Logger
 	retention time.Duration
 	// maxPerServer caps the stored assignments of one server
-	// (catalog.max_names_per_server).
+	// (catalog.max_names_per_server); onEvict (may be nil) is told of each
+	// eviction (the toolplane_catalog_names_evicted_total metric).
 	maxPerServer int
+	onEvict      func(server string, n int)
 
 	mu sync.Mutex
 	// names holds every assignment (present or retained) in the form
@@ -266,6 +268,9 @@ func (id *identity) evictLocked(perServer map[string]int, present map[catalognam
 			id.forgetLocked(k)
 		}
 		perServer[srv] -= n
+		if id.onEvict != nil {
+			id.onEvict(srv, n)
+		}
 		id.log.Warn("catalog: retained tool names evicted: server over catalog.max_names_per_server",
 			"server", srv, "evicted", n, "oldest", retained[0].Tool, "max", id.maxPerServer)
 	}

@@ -18,9 +18,11 @@ import (
 //	toolplane_catalog_server_restarts{server}        gauge: restarts since start
 //	toolplane_catalog_tool_calls_total{server,code}  counter: calls by gRPC code
 //	toolplane_catalog_tool_call_seconds{server}      histogram: call latency
+//	toolplane_catalog_names_evicted_total{server}    counter: retained names evicted by catalog.max_names_per_server
 type metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	evicted  *prometheus.CounterVec
 }
 
 var (
@@ -57,11 +59,13 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 			Help: "Tool calls by server and gRPC status code."}, []string{"server", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolplane_catalog_tool_call_seconds",
 			Help: "Tool call latency by server.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"server"}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_names_evicted_total",
+			Help: "Retained tool name assignments evicted because the server was over catalog.max_names_per_server."}, []string{"server"}),
 	}
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration, stateCollector{s}} {
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.evicted, stateCollector{s}} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -78,4 +82,12 @@ func (m *metrics) observeCall(server string, start time.Time, err error) {
 	}
 	m.calls.WithLabelValues(server, status.Code(err).String()).Inc()
 	m.duration.WithLabelValues(server).Observe(time.Since(start).Seconds())
+}
+
+// observeEvicted counts retained names evicted for server.
+func (m *metrics) observeEvicted(server string, n int) {
+	if m == nil {
+		return
+	}
+	m.evicted.WithLabelValues(server).Add(float64(n))
 }

@@ -175,7 +175,9 @@ func TestNamesCapPerServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	id := &identity{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), retention: 30 * 24 * time.Hour, maxPerServer: 5}
+	evicted := map[string]int{}
+	id := &identity{store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), retention: 30 * 24 * time.Hour, maxPerServer: 5,
+		onEvict: func(srv string, n int) { evicted[srv] += n }}
 	if err := id.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +206,10 @@ func TestNamesCapPerServer(t *testing.T) {
 	}
 	if !slices.ContainsFunc(rows, func(r catalogstore.NameRow) bool { return r.Server == "calm" }) {
 		t.Fatal("another server's name was evicted")
+	}
+	// 24 names assigned, 5 kept: 19 evictions reported, all for "inv".
+	if len(evicted) != 1 || evicted["inv"] != 19 {
+		t.Fatalf("evictions reported: %v, want inv: 19", evicted)
 	}
 	// Six present tools against a cap of 5: every one is served, five recorded.
 	var origs []catalognames.Original

@@ -146,6 +146,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
 	s.index.init(emb, log)
 	s.met = newMetrics(s, env.Metrics)
+	s.ids.onEvict = s.met.observeEvicted
 	oopts, oclose, err := oauthOptions(cfg.OAuth, env.DataDir, cfg.Egress.policy().Client(), s.store)
 	if err != nil {
 		s.closeStore()
