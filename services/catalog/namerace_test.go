@@ -143,7 +143,10 @@ func TestNameRaceAcrossScopesPostgres(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); reps[0].assign([]catalognames.Original{g}, []string{"*"}, time.Now(), true) }()
-	go func() { defer wg.Done(); reps[1].assign([]catalognames.Original{ten}, []string{"acme"}, time.Now(), true) }()
+	go func() {
+		defer wg.Done()
+		reps[1].assign([]catalognames.Original{ten}, []string{"acme"}, time.Now(), true)
+	}()
 	wg.Wait()
 	both := []catalognames.Original{ten, g}
 	for i := range reps {
