@@ -159,7 +159,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 	if mode == catalogv1.SearchMode_SEARCH_MODE_UNSPECIFIED {
 		mode = catalogv1.SearchMode_SEARCH_MODE_AUTO
 	}
-	sreq := search.Request{Query: snap.resolveSelect(req.GetQuery()), Mode: searchMode(mode), Limit: limit}
+	sreq := search.Request{Mode: searchMode(mode), Limit: limit}
 	if req.GetCandidates() != nil {
 		sreq.Candidates = req.GetCandidates().GetValues()
 		if sreq.Candidates == nil {
@@ -172,6 +172,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		// other tenants' tools neither show nor take places in the limit.
 		sreq.Candidates = snap.visibleNames(v, sreq.Candidates)
 	}
+	sreq.Query = snap.resolveSelect(req.GetQuery(), sreq.Candidates)
 	res, err := s.index.ix.Search(ctx, sreq)
 	if err != nil {
 		var qe *search.QueryError
@@ -223,8 +224,11 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 // exactly one tool has it, and a `_`/`-` spelling variant of an exposed
 // name when exactly one tool matches it resolve to that tool's exposed
 // name. Unresolved names are kept (they match nothing). Other query forms
-// are returned unchanged; parsing stays internal/search's.
-func (snap *snapshot) resolveSelect(q string) string {
+// are returned unchanged; parsing stays internal/search's. With candidates
+// (nil = every tool), a name several tools share resolves when exactly one
+// of them is a candidate (e.g. the one tool of that name the caller's
+// tenant sees).
+func (snap *snapshot) resolveSelect(q string, candidates []string) string {
 	pq, err := search.ParseQuery(q)
 	if err != nil || pq.Kind != search.KindSelect {
 		return q
@@ -233,7 +237,7 @@ func (snap *snapshot) resolveSelect(q string) string {
 	names := make([]string, len(pq.Names))
 	for i, n := range pq.Names {
 		names[i] = n
-		if r := snap.resolveName(n); r != "" && r != n {
+		if r := snap.resolveName(n, candidates); r != "" && r != n {
 			names[i], changed = r, true
 		}
 	}
@@ -244,7 +248,7 @@ func (snap *snapshot) resolveSelect(q string) string {
 }
 
 // resolveName returns the exposed name n stands for, or "".
-func (snap *snapshot) resolveName(n string) string {
+func (snap *snapshot) resolveName(n string, candidates []string) string {
 	if _, ok := snap.byName[n]; ok {
 		return n
 	}
@@ -254,11 +258,33 @@ func (snap *snapshot) resolveName(n string) string {
 			return e.tool.Name
 		}
 	}
-	if e, ok := al.byOriginal[n]; ok && e != ambiguous {
-		return e.tool.Name
+	if e, ok := al.byOriginal[n]; ok {
+		if e != ambiguous {
+			return e.tool.Name
+		}
+		return snap.uniqueAmong(candidates, func(e *entry) bool { return e.original == n })
 	}
-	if e, ok := al.byFolded[foldName(n)]; ok && e != ambiguous {
-		return e.tool.Name
+	if e, ok := al.byFolded[foldName(n)]; ok {
+		if e != ambiguous {
+			return e.tool.Name
+		}
+		f := foldName(n)
+		return snap.uniqueAmong(candidates, func(e *entry) bool { return foldName(e.tool.Name) == f })
 	}
 	return ""
+}
+
+// uniqueAmong returns the exposed name of the one candidate matching match
+// ("" when none, several, or candidates is nil).
+func (snap *snapshot) uniqueAmong(candidates []string, match func(*entry) bool) string {
+	found := ""
+	for _, c := range candidates {
+		if e, ok := snap.byName[c]; ok && match(e) {
+			if found != "" && found != c {
+				return ""
+			}
+			found = c
+		}
+	}
+	return found
 }

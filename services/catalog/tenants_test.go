@@ -106,6 +106,14 @@ func TestTenantScopedVisibility(t *testing.T) {
 	if r, _ := h.svc.SearchTools(acme, &catalogv1.SearchToolsRequest{Query: "select:beta_s_echo"}); len(r.GetHits()) != 0 {
 		t.Fatalf("select: of another tenant's tool = %v", hitNames(r))
 	}
+	if r, _ := h.svc.SearchTools(acme, &catalogv1.SearchToolsRequest{Query: "select:beta_s/echo"}); len(r.GetHits()) != 0 {
+		t.Fatalf("select: by the original pair of another tenant's tool = %v", hitNames(r))
+	}
+	// "echo" is shared by four servers; among the runtime's candidates (a
+	// thread's deferred set) only one has it: select: resolves to it.
+	if r, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: "select:echo", Candidates: &typev1.StringList{Values: []string{"acme_s_echo", "g_pid"}}}); err != nil || len(r.GetHits()) != 1 || r.GetHits()[0].GetTool().GetName() != "acme_s_echo" {
+		t.Fatalf("select:echo among candidates = %v, %v", hitNames(r), err)
+	}
 	gc, err := h.svc.GetCatalog(acme, &catalogv1.GetCatalogRequest{})
 	if err != nil {
 		t.Fatal(err)
