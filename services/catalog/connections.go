@@ -34,6 +34,11 @@ func (s *Server) oauthTarget(ctx context.Context, name string, discovery bool) (
 	if name == "" {
 		return "", "", checkName("name", name)
 	}
+	if !viewerOf(ctx).seesServer(s.snap.Load(), name) {
+		// A server of other tenants does not exist for the caller
+		// (docs/decisions/0105-tenant-scoped-servers.md).
+		return "", "", statusErr(codes.NotFound, catalogv1.ErrorReason_ERROR_REASON_SERVER_NOT_FOUND, map[string]string{"server": name}, "server %q not found", name)
+	}
 	per, grant, err := s.mgr.OAuthServer(name)
 	switch {
 	case errors.Is(err, catalogmcp.ErrUnknownServer):
@@ -102,7 +107,11 @@ func (s *Server) ListConnections(ctx context.Context, _ *catalogv1.ListConnectio
 		return nil, err
 	}
 	out := &catalogv1.ListConnectionsResponse{}
+	v, snap := viewerOf(ctx), s.snap.Load()
 	for _, c := range cs {
+		if !v.seesServer(snap, c.Server) {
+			continue // a server of other tenants (docs/decisions/0105)
+		}
 		pc := &catalogv1.Connection{Server: c.Server, SessionScope: scopeEnum(c.Scope), GrantType: c.Grant, Connected: c.Connected}
 		if !c.Expires.IsZero() {
 			pc.ExpiresAt = timestamppb.New(c.Expires)

@@ -131,7 +131,15 @@ func TestTenantScopedVisibility(t *testing.T) {
 	if cand.GetToolCount() != 1 {
 		t.Fatalf("acme's candidate hash counts another tenant's tool: %v", cand)
 	}
-	// Server configurations: the tenant admin sees only its own (global
+	// OAuth connections: another tenant's server is NOT_FOUND before any
+	// OAuth question (acme_s is stdio: FAILED_PRECONDITION for acme itself).
+	if _, err := h.svc.ConnectServer(forTenant(ctx, "beta"), &catalogv1.ConnectServerRequest{Name: "acme_s"}); codeOf(err) != codes.NotFound {
+		t.Fatalf("ConnectServer to another tenant's server: %v, want NOT_FOUND", err)
+	}
+	if _, err := h.svc.ConnectServer(acme, &catalogv1.ConnectServerRequest{Name: "acme_s"}); codeOf(err) != codes.FailedPrecondition {
+		t.Fatalf("ConnectServer to the tenant's own stdio server: %v, want FAILED_PRECONDITION", err)
+	}
+		// Server configurations: the tenant admin sees only its own (global
 	// and shared ones are not its to see); acting for a user, what the
 	// tenant sees.
 	if got := serverNames(t, h.acmeAdmin, ctx); !slices.Equal(got, []string{"acme_s"}) {
