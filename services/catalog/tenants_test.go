@@ -214,6 +214,9 @@ func TestTenantAdminWrites(t *testing.T) {
 		{"default form in url", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/${TP_HOST_SECRET:-x}", Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].url"},
 		{"${VAR} in a header", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/mcp", Headers: map[string]string{"Authorization": "Bearer ${TP_HOST_SECRET}"}, Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].headers.Authorization"},
 		{"cwd", own("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "/etc" }), codes.PermissionDenied, "servers[0].cwd"},
+		{"cwd escaping the scope dir", own("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "${TOOLPLANE_SCOPE_DIR}/../x" }), codes.PermissionDenied, "servers[0].cwd"},
+		{"a host variable next to the scope dir", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"${TOOLPLANE_SCOPE_DIR:+$TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].args[0]"},
+		{"a host variable as the scope dir's default", own("n1", func(c *catalogv1.ServerConfig) { c.Env = map[string]string{"D": "${TOOLPLANE_SCOPE_DIR:-$TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].env.D"},
 		{"static path", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_STATIC, Path: "/etc/passwd", Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].path"},
 		{"command policy", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"-e", "require('child_process').exec('id')"} }), codes.InvalidArgument, "code-evaluation flag"},
 		{"a global server's name", own("g", nil), codes.InvalidArgument, `"g" is taken`},
@@ -231,9 +234,12 @@ func TestTenantAdminWrites(t *testing.T) {
 	if after, _ := os.ReadFile(h.path); string(after) != string(before) {
 		t.Fatalf("a refused write changed the file:\n%s", after)
 	}
-	// A valid replace: acme's set becomes [acme2]; every other server stays.
+	// A valid replace: acme's set becomes [acme2]; every other server
+	// stays. The session's scope directory is not the host's environment:
+	// allowed in args, env and cwd.
 	res, err := h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
-		{Name: "acme2", Type: catalogv1.ServerType_SERVER_TYPE_STDIO, Command: "node", Args: []string{"server.js"}, Tenants: []string{"acme"}}}})
+		{Name: "acme2", Type: catalogv1.ServerType_SERVER_TYPE_STDIO, Command: "node", Args: []string{"server.js", "${TOOLPLANE_SCOPE_DIR}/db"},
+			Env: map[string]string{"DATA": "$TOOLPLANE_SCOPE_DIR"}, Cwd: "${TOOLPLANE_SCOPE_DIR}/work", Tenants: []string{"acme"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

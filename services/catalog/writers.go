@@ -3,12 +3,25 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
+
+// scopeDirCwd reports whether cwd is the session's scope directory or a
+// directory below it (no ".." element).
+func scopeDirCwd(cwd string) bool {
+	for _, p := range []string{"${" + catalogconfig.ScopeDirVar + "}", "$" + catalogconfig.ScopeDirVar} {
+		if rest, ok := strings.CutPrefix(cwd, p); ok && (rest == "" || rest[0] == '/') {
+			return !slices.Contains(strings.Split(rest, "/"), "..") && !strings.Contains(rest, "$")
+		}
+	}
+	return false
+}
 
 // writer is who changes MCP server configurations: a global admin (any
 // server) or a tenant admin, confined to the servers whose `tenants` is
@@ -94,8 +107,8 @@ func (w writer) checkServer(i int, srv *catalogconfig.Server) error {
 		}
 		return w.refuse("%s.%s: references environment variable %s; variable expansion is not available to servers written by a tenant admin", f, field, v)
 	}
-	if srv.Cwd != "" {
-		return w.refuse("%s.cwd: a tenant admin's server runs in the default working directory", f)
+	if srv.Cwd != "" && !scopeDirCwd(srv.Cwd) {
+		return w.refuse("%s.cwd: a tenant admin's server runs in the default working directory or under ${%s}", f, catalogconfig.ScopeDirVar)
 	}
 	if srv.EffectiveType() == catalogconfig.TypeStatic || srv.Path != "" {
 		return w.refuse("%s.path: static servers read files of the host; only a global admin adds them", f)

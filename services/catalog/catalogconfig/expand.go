@@ -280,21 +280,33 @@ func validVarName(s string) bool {
 
 // Reference returns the key path of the first connection string of s (the
 // fields Expand expands) that references an environment variable, and the
-// variable (an unsupported `${...}` form counts, with Var ""). Servers
-// written by a tenant admin may not read the suite's environment
-// (docs/decisions/0105-tenant-scoped-servers.md).
+// variable (an unsupported `${...}` form counts, with Var "").
+// ScopeDirVar is not one: it names the session's scope directory, not
+// the suite's environment. Servers written by a tenant admin may not read
+// the suite's environment (docs/decisions/0105-tenant-scoped-servers.md).
 func Reference(s Server) (field, variable string, found bool) {
 	check := func(f, v string) bool {
 		if found || !strings.Contains(v, "$") {
 			return found
 		}
+		// Expanded with the scope directory set and empty, so a word of
+		// `${TOOLPLANE_SCOPE_DIR:-word}` or `:+word` is seen either way.
 		name := ""
-		_, err := ExpandString(v, func(n string) (string, bool) {
-			if name == "" {
-				name = n
+		var err error
+		for _, dir := range []string{"/scope", ""} {
+			_, e := ExpandString(v, func(n string) (string, bool) {
+				if n == ScopeDirVar {
+					return dir, true // the session's own directory, not the host's environment
+				}
+				if name == "" {
+					name = n
+				}
+				return "", true
+			})
+			if e != nil {
+				err = e
 			}
-			return "", true
-		})
+		}
 		if name != "" || err != nil {
 			field, variable, found = f, name, true
 		}
