@@ -139,7 +139,7 @@ func TestTenantScopedVisibility(t *testing.T) {
 	if _, err := h.svc.ConnectServer(acme, &catalogv1.ConnectServerRequest{Name: "acme_s"}); codeOf(err) != codes.FailedPrecondition {
 		t.Fatalf("ConnectServer to the tenant's own stdio server: %v, want FAILED_PRECONDITION", err)
 	}
-		// Server configurations: the tenant admin sees only its own (global
+	// Server configurations: the tenant admin sees only its own (global
 	// and shared ones are not its to see); acting for a user, what the
 	// tenant sees.
 	if got := serverNames(t, h.acmeAdmin, ctx); !slices.Equal(got, []string{"acme_s"}) {
@@ -216,7 +216,9 @@ func TestTenantAdminWrites(t *testing.T) {
 		{"cwd", own("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "/etc" }), codes.PermissionDenied, "servers[0].cwd"},
 		{"cwd escaping the scope dir", own("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "${TOOLPLANE_SCOPE_DIR}/../x" }), codes.PermissionDenied, "servers[0].cwd"},
 		{"a host variable next to the scope dir", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"${TOOLPLANE_SCOPE_DIR:+$TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].args[0]"},
-		{"a host variable as the scope dir's default", own("n1", func(c *catalogv1.ServerConfig) { c.Env = map[string]string{"D": "${TOOLPLANE_SCOPE_DIR:-$TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].env.D"},
+		{"a host variable as the scope dir's default", own("n1", func(c *catalogv1.ServerConfig) {
+			c.Env = map[string]string{"D": "${TOOLPLANE_SCOPE_DIR:-$TP_HOST_SECRET}"}
+		}), codes.PermissionDenied, "servers[0].env.D"},
 		{"static path", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_STATIC, Path: "/etc/passwd", Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].path"},
 		{"command policy", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"-e", "require('child_process').exec('id')"} }), codes.InvalidArgument, "code-evaluation flag"},
 		{"a global server's name", own("g", nil), codes.InvalidArgument, `"g" is taken`},
