@@ -311,19 +311,42 @@ func (s *Server) exposeContentURIs(v *featView, server string, raw json.RawMessa
 	return json.Marshal(doc)
 }
 
+// visibleFeatures keeps the items of servers the caller sees: a
+// tenant-scoped server's resources and prompts exist only for its tenants
+// (docs/decisions/0105-tenant-scoped-servers.md).
+func visibleFeatures[T interface{ GetServer() string }](s *Server, ctx context.Context, in []T) []T {
+	v := viewerOf(ctx)
+	if v.all {
+		return in
+	}
+	snap := s.snap.Load()
+	out := make([]T, 0, len(in))
+	for _, x := range in {
+		if v.seesServer(snap, x.GetServer()) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// seesFeatureServer reports whether the caller sees server (visibility.go).
+func (s *Server) seesFeatureServer(ctx context.Context, server string) bool {
+	return viewerOf(ctx).seesServer(s.snap.Load(), server)
+}
+
 // ListResources lists every READY server's resources with exposed URIs.
-func (s *Server) ListResources(context.Context, *catalogv1.ListResourcesRequest) (*catalogv1.ListResourcesResponse, error) {
-	return &catalogv1.ListResourcesResponse{Resources: s.view().resources}, nil
+func (s *Server) ListResources(ctx context.Context, _ *catalogv1.ListResourcesRequest) (*catalogv1.ListResourcesResponse, error) {
+	return &catalogv1.ListResourcesResponse{Resources: visibleFeatures(s, ctx, s.view().resources)}, nil
 }
 
 // ListResourceTemplates lists every READY server's resource templates.
-func (s *Server) ListResourceTemplates(context.Context, *catalogv1.ListResourceTemplatesRequest) (*catalogv1.ListResourceTemplatesResponse, error) {
-	return &catalogv1.ListResourceTemplatesResponse{ResourceTemplates: s.view().templates}, nil
+func (s *Server) ListResourceTemplates(ctx context.Context, _ *catalogv1.ListResourceTemplatesRequest) (*catalogv1.ListResourceTemplatesResponse, error) {
+	return &catalogv1.ListResourceTemplatesResponse{ResourceTemplates: visibleFeatures(s, ctx, s.view().templates)}, nil
 }
 
 // ListPrompts lists every READY server's prompts with exposed names.
-func (s *Server) ListPrompts(context.Context, *catalogv1.ListPromptsRequest) (*catalogv1.ListPromptsResponse, error) {
-	return &catalogv1.ListPromptsResponse{Prompts: s.view().prompts}, nil
+func (s *Server) ListPrompts(ctx context.Context, _ *catalogv1.ListPromptsRequest) (*catalogv1.ListPromptsResponse, error) {
+	return &catalogv1.ListPromptsResponse{Prompts: visibleFeatures(s, ctx, s.view().prompts)}, nil
 }
 
 // scopeKey is the per-scope session key of the caller (see call in tools.go).
@@ -416,7 +439,7 @@ func (s *Server) ReadResource(ctx context.Context, req *catalogv1.ReadResourceRe
 	}
 	v := s.view()
 	server, orig, ok := v.resolveURI(req.GetUri())
-	if !ok {
+	if !ok || !s.seesFeatureServer(ctx, server) {
 		return nil, resourceNotFound(req.GetUri())
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, s.featureTimeout(server, req.GetTimeout()), errFeatureTimeout)
@@ -447,7 +470,7 @@ func (s *Server) GetPrompt(ctx context.Context, req *catalogv1.GetPromptRequest)
 	}
 	v := s.view()
 	p := v.byPrompt[req.GetName()]
-	if p == nil {
+	if p == nil || !s.seesFeatureServer(ctx, p.Server) {
 		return nil, statusErr(codes.NotFound, catalogv1.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND, map[string]string{"prompt": req.GetName()},
 			"prompt %q: no MCP server offers it", req.GetName())
 	}
@@ -486,7 +509,7 @@ func (s *Server) Complete(ctx context.Context, req *catalogv1.CompleteRequest) (
 	if req.GetPrompt() != "" {
 		what = req.GetPrompt()
 		p := v.byPrompt[what]
-		if p == nil {
+		if p == nil || !s.seesFeatureServer(ctx, p.Server) {
 			return nil, statusErr(codes.NotFound, catalogv1.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND, map[string]string{"prompt": what}, "prompt %q: no MCP server offers it", what)
 		}
 		server, ref = p.Server, mcp.PromptReference{Type: "ref/prompt", Name: p.OriginalName}
@@ -501,6 +524,9 @@ func (s *Server) Complete(ctx context.Context, req *catalogv1.CompleteRequest) (
 		} else if srv, o, ok := v.resolveURI(what); ok {
 			server, orig = srv, o
 		} else {
+			return nil, resourceNotFound(what)
+		}
+		if !s.seesFeatureServer(ctx, server) {
 			return nil, resourceNotFound(what)
 		}
 		ref = mcp.ResourceReference{Type: "ref/resource", URI: orig}
@@ -532,7 +558,7 @@ func (s *Server) SubscribeResource(req *catalogv1.SubscribeResourceRequest, stre
 	}
 	v := s.view()
 	server, orig, ok := v.resolveURI(req.GetUri())
-	if !ok {
+	if !ok || !s.seesFeatureServer(ctx, server) {
 		return resourceNotFound(req.GetUri())
 	}
 	hctx, cancel := context.WithTimeoutCause(ctx, s.featureTimeout(server, nil), errFeatureTimeout)

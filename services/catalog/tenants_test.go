@@ -463,3 +463,65 @@ func TestTenantAdminCannotCarryHostVariables(t *testing.T) {
 		t.Fatalf("global admin's rewrite: %v", err)
 	}
 }
+
+// TestTenantScopedResourcesAndPrompts: the resources, templates and prompts
+// of a tenant-scoped server exist only for its tenants (listing, read,
+// get, completion), like its tools.
+func TestTenantScopedResourcesAndPrompts(t *testing.T) {
+	ev := npmJS(t, "server-everything")
+	h := start(t, extJSON(fmt.Sprintf(`"ra": {"command": "node", "args": [%q, "stdio"], "tenants": ["acme"]}`, ev),
+		fmt.Sprintf(`"rg": {"command": "node", "args": [%q, "stdio"]}`, ev)), nil)
+	ctx := ctxT(t)
+	acme, beta := forTenant(ctx, "acme"), forTenant(ctx, "beta")
+	servers := func(c context.Context) (res, prompts map[string]bool, aRes *catalogv1.Resource, aPrompt *catalogv1.Prompt) {
+		res, prompts = map[string]bool{}, map[string]bool{}
+		rr, err := h.svc.ListResources(c, &catalogv1.ListResourcesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rr.GetResources() {
+			res[r.GetServer()] = true
+			if r.GetServer() == "ra" && aRes == nil {
+				aRes = r
+			}
+		}
+		pr, err := h.svc.ListPrompts(c, &catalogv1.ListPromptsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pr.GetPrompts() {
+			prompts[p.GetServer()] = true
+			if p.GetServer() == "ra" && aPrompt == nil {
+				aPrompt = p
+			}
+		}
+		return
+	}
+	eventually(t, 20*time.Second, "resources and prompts of both servers", func() bool {
+		r, p, _, _ := servers(ctx)
+		return r["ra"] && r["rg"] && p["ra"] && p["rg"]
+	})
+	r, p, aRes, aPrompt := servers(acme)
+	if !r["ra"] || !p["ra"] || !r["rg"] || aRes == nil || aPrompt == nil {
+		t.Fatalf("acme sees resources of %v, prompts of %v", r, p)
+	}
+	r, p, _, _ = servers(beta)
+	if r["ra"] || p["ra"] || !r["rg"] || !p["rg"] {
+		t.Fatalf("beta sees resources of %v, prompts of %v", r, p)
+	}
+	if rt, err := h.svc.ListResourceTemplates(beta, &catalogv1.ListResourceTemplatesRequest{}); err != nil || slices.ContainsFunc(rt.GetResourceTemplates(), func(x *catalogv1.ResourceTemplate) bool { return x.GetServer() == "ra" }) {
+		t.Fatalf("beta's templates: %v, %v", rt, err)
+	}
+	if _, err := h.svc.ReadResource(acme, &catalogv1.ReadResourceRequest{Uri: aRes.GetUri()}); err != nil {
+		t.Fatalf("acme reads its resource: %v", err)
+	}
+	if _, err := h.svc.ReadResource(beta, &catalogv1.ReadResourceRequest{Uri: aRes.GetUri()}); codeOf(err) != codes.NotFound {
+		t.Fatalf("beta reads acme's resource: %v, want NOT_FOUND", err)
+	}
+	if _, err := h.svc.GetPrompt(beta, &catalogv1.GetPromptRequest{Name: aPrompt.GetName()}); codeOf(err) != codes.NotFound {
+		t.Fatalf("beta gets acme's prompt: %v, want NOT_FOUND", err)
+	}
+	if _, err := h.svc.Complete(beta, &catalogv1.CompleteRequest{Prompt: aPrompt.GetName(), ArgumentName: "x"}); codeOf(err) != codes.NotFound {
+		t.Fatalf("beta completes acme's prompt: %v, want NOT_FOUND", err)
+	}
+}
