@@ -136,7 +136,9 @@ func searchMode(m catalogv1.SearchMode) search.Mode {
 
 // SearchTools ranks tools for a query (docs/search.md). limit <= 0 is the default
 // (5); callers that are not services are capped at 5. The hash is over the
-// candidate set (or every tool). No match is an empty result.
+// candidate set (or every tool). No match is an empty result. A candidate
+// view (views.go) stands for a candidate set sent earlier; an unknown one is
+// answered with candidate_view_unknown and no hits.
 //
 // Errors: an invalid query is INVALID_ARGUMENT (INVALID_QUERY, metadata
 // "field"). When a remote embedder (catalog.search.embedder) cannot embed the
@@ -160,11 +162,29 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		mode = catalogv1.SearchMode_SEARCH_MODE_AUTO
 	}
 	sreq := search.Request{Query: snap.resolveSelect(req.GetQuery()), Mode: searchMode(mode), Limit: limit}
-	if req.GetCandidates() != nil {
+	// Candidate views (views.go) are kept for service callers only, so a
+	// user cannot evict the runtime's views; anyone else gets no id back
+	// and an unknown id answer.
+	var view *candidateView
+	switch {
+	case req.GetCandidates() != nil:
 		sreq.Candidates = req.GetCandidates().GetValues()
 		if sreq.Candidates == nil {
 			sreq.Candidates = []string{}
 		}
+		if auth.IsService(ctx) {
+			view = s.views.put(sreq.Candidates)
+			sreq.Candidates = view.names
+		}
+	case req.GetCandidateView() != "":
+		if auth.IsService(ctx) {
+			view = s.views.get(req.GetCandidateView())
+		}
+		if view == nil {
+			s.log.DebugContext(ctx, "catalog: unknown candidate view; the caller resends the names")
+			return &catalogv1.SearchToolsResponse{Mode: mode, CandidateViewUnknown: true}, nil
+		}
+		sreq.Candidates = view.names
 	}
 	res, err := s.index.ix.Search(ctx, sreq)
 	if err != nil {
@@ -203,9 +223,12 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		}
 		out.Hits = append(out.Hits, h)
 	}
-	if req.GetCandidates() != nil {
+	switch {
+	case view != nil:
+		out.CatalogHash, out.CandidateView = view.hashAt(snap), view.id
+	case req.GetCandidates() != nil:
 		out.CatalogHash, _, _, _ = snap.subsetHash(sreq.Candidates)
-	} else {
+	default:
 		out.CatalogHash = snap.hash
 	}
 	return out, nil

@@ -44,7 +44,12 @@ type Base struct {
 	DeferredNames []string
 	// hash is the catalog's hash of the deferred set (the thread's hash for
 	// the turn); "" when nothing is deferred.
-	Hash          string
+	Hash string
+	// ViewKey is the hex SHA-256 of DeferredNames (each followed by NUL):
+	// the content key of the deferred set, under which tool_search
+	// remembers the catalog's candidate view (docs/decisions/0144-candidate-views.md);
+	// "" when nothing is deferred.
+	ViewKey       string
 	PolicyVersion int64
 	Report        *runtimev1.AssemblyReport
 	// routes are the deferred tools with routing mode PREFER and keywords.
@@ -546,6 +551,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 			h.Write([]byte{0})
 		}
 		setKey := hex.EncodeToString(h.Sum(nil))
+		b.ViewKey = setKey
 		if memo, ok := s.watch.memoHash(setKey); ok {
 			b.Hash = memo
 		} else {
