@@ -81,7 +81,7 @@ type Server struct {
 	watchers map[chan *catalogv1.CatalogEvent]struct{}
 
 	index      searchIndex
-	views      *viewCache // candidate views of SearchTools (views.go)
+	views      *viewCache      // candidate views of SearchTools (views.go)
 	remote     *remoteEmbedder // catalog.search.embedder; nil without one
 	oauthClose func() error    // the OAuth token store (oauth.go)
 	met        *metrics
