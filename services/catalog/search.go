@@ -162,6 +162,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		mode = catalogv1.SearchMode_SEARCH_MODE_AUTO
 	}
 	sreq := search.Request{Query: snap.resolveSelect(req.GetQuery()), Mode: searchMode(mode), Limit: limit}
+	ixs := s.index.ix.Snapshot()
 	// Candidate views (views.go) are kept for service callers only, so a
 	// user cannot evict the runtime's views; anyone else gets no id back
 	// and an unknown id answer.
@@ -173,7 +174,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 			sreq.Candidates = []string{}
 		}
 		if auth.IsService(ctx) {
-			view = s.views.put(sreq.Candidates)
+			view = s.views.put(sreq.Candidates, ixs.Len())
 			sreq.Candidates = view.names
 		}
 	case req.GetCandidateView() != "":
@@ -186,7 +187,10 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		}
 		sreq.Candidates = view.names
 	}
-	res, err := s.index.ix.Search(ctx, sreq)
+	if view != nil {
+		sreq.CandidateSet = view.setAt(ixs)
+	}
+	res, err := ixs.Search(ctx, sreq)
 	if err != nil {
 		var qe *search.QueryError
 		if errors.As(err, &qe) {

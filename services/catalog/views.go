@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"sync"
+
+	"github.com/toolplane/toolplane/internal/search"
 )
 
 // Candidate views (docs/decisions/0144-candidate-views.md): a service
@@ -35,6 +37,18 @@ type candidateView struct {
 	mu   sync.Mutex
 	snap *snapshot // the snapshot hash was computed at
 	hash string
+	set  *search.CandidateSet // the names resolved against one index snapshot
+}
+
+// setAt returns the view's names resolved against the search index
+// snapshot ixs, resolved at most once per index snapshot.
+func (v *candidateView) setAt(ixs *search.Snapshot) *search.CandidateSet {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.set.Of(ixs) {
+		v.set = ixs.CandidateSet(v.names)
+	}
+	return v.set
 }
 
 // hashAt returns the catalog hash of the view's set at snap, computed at
@@ -98,13 +112,15 @@ func (c *viewCache) get(id string) *candidateView {
 // put returns the view of the candidate names, adding it when new. A set
 // larger than the whole bound is returned uncached (its id is still
 // correct; a later request with that id falls back to the names).
-func (c *viewCache) put(names []string) *candidateView {
+// indexed is the number of indexed tools: a view also holds its names
+// resolved against the index (one byte per indexed tool).
+func (c *viewCache) put(names []string, indexed int) *candidateView {
 	canon := canonicalNames(names)
 	id := viewIDOf(canon)
 	if v := c.get(id); v != nil {
 		return v
 	}
-	n := int64(viewOverhead + 16*len(canon))
+	n := int64(viewOverhead + 16*len(canon) + indexed)
 	for _, s := range canon {
 		n += int64(len(s))
 	}

@@ -126,16 +126,16 @@ func TestViewCacheBoundedByBytes(t *testing.T) {
 		return out
 	}
 	c := newViewCache(64 << 10)
-	a := c.put(set("a", 100))
-	b := c.put(set("b", 100))
+	a := c.put(set("a", 100), 0)
+	b := c.put(set("b", 100), 0)
 	if c.get(a.id) != a || c.get(b.id) != b {
 		t.Fatal("views not kept")
 	}
-	if again := c.put(set("a", 100)); again != a {
+	if again := c.put(set("a", 100), 0); again != a {
 		t.Fatal("the same set is a new view")
 	}
 	for i := range 40 {
-		c.put(set(string(rune('c'+i)), 100))
+		c.put(set(string(rune('c'+i)), 100), 0)
 		if _, used := c.stats(); used > 64<<10 {
 			t.Fatalf("cache at %d bytes over the bound", used)
 		}
@@ -143,7 +143,7 @@ func TestViewCacheBoundedByBytes(t *testing.T) {
 	if c.get(a.id) != nil {
 		t.Fatal("least recently used view not evicted")
 	}
-	huge := c.put(set("h", 5000))
+	huge := c.put(set("h", 5000), 0)
 	if huge.id == "" || len(huge.names) != 5000 || c.get(huge.id) != nil {
 		t.Fatal("a set over the bound must be served and not kept")
 	}
