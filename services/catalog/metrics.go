@@ -21,6 +21,10 @@ import (
 type metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// views counts SearchTools requests by candidate view outcome
+	// (views.go): "sent" (names given, the view stored or found), "hit" (an
+	// id stood for the names), "unknown" (an id the catalog did not know).
+	views *prometheus.CounterVec
 }
 
 var (
@@ -57,11 +61,13 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 			Help: "Tool calls by server and gRPC status code."}, []string{"server", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolplane_catalog_tool_call_seconds",
 			Help: "Tool call latency by server.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"server"}),
+		views: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_search_views_total",
+			Help: "SearchTools requests of service callers by candidate view outcome: sent (names given), hit (id known), unknown (id not known)."}, []string{"outcome"}),
 	}
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration, stateCollector{s}} {
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.views, stateCollector{s}} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -70,6 +76,12 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		}
 	}
 	return m
+}
+
+func (m *metrics) observeView(outcome string) {
+	if m != nil {
+		m.views.WithLabelValues(outcome).Inc()
+	}
 }
 
 func (m *metrics) observeCall(server string, start time.Time, err error) {

@@ -176,15 +176,18 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		if auth.IsService(ctx) {
 			view = s.views.put(sreq.Candidates, ixs.Len())
 			sreq.Candidates = view.names
+			s.met.observeView("sent")
 		}
 	case req.GetCandidateView() != "":
 		if auth.IsService(ctx) {
 			view = s.views.get(req.GetCandidateView())
 		}
 		if view == nil {
+			s.met.observeView("unknown")
 			s.log.DebugContext(ctx, "catalog: unknown candidate view; the caller resends the names")
 			return &catalogv1.SearchToolsResponse{Mode: mode, CandidateViewUnknown: true}, nil
 		}
+		s.met.observeView("hit")
 		sreq.Candidates = view.names
 	}
 	if view != nil {

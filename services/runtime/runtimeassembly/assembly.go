@@ -834,7 +834,7 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 	if err != nil {
 		return nil, err
 	}
-	resp := &runtimev1.AssembleToolsResponse{CatalogHash: b.Hash, PolicyVersion: b.PolicyVersion, Deferred: b.DeferredNames}
+	resp := &runtimev1.AssembleToolsResponse{CatalogHash: b.Hash, PolicyVersion: b.PolicyVersion, Deferred: b.DeferredNames, DeferredView: b.ViewKey}
 	report := proto.Clone(b.Report).(*runtimev1.AssemblyReport)
 	if report.AuthzFailOpen {
 		s.recordFailOpen(ctx, th.Proto.GetThreadId(), "assembly proceeded unfiltered: authz unreachable and runtime.authz.fail_open_listing is on")
