@@ -106,9 +106,12 @@ func (s *Dispatcher) searchDeferred(ctx context.Context, q string, b *runtimeass
 	if id := s.views.get(b.ViewKey); id != "" {
 		req.CandidateView = id
 		resp, err := s.catalog.SearchTools(ctx, req)
-		if err != nil || !resp.GetCandidateViewUnknown() {
+		if err != nil || resp.GetCandidateView() == id {
 			return resp, err
 		}
+		// Unknown to the catalog (candidate_view_unknown), or a catalog
+		// that does not echo the id (one without candidate views, e.g.
+		// after a downgrade, searched every tool): resend the names.
 		s.views.forget(b.ViewKey)
 		req.CandidateView = ""
 	}

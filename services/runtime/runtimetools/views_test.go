@@ -148,6 +148,21 @@ func TestSearchDeferredViews(t *testing.T) {
 		t.Fatalf("keyless base: %v", err)
 	}
 
+	// The catalog is replaced by one without views (a downgrade) while the
+	// runtime holds an id: the id-only request is not understood (no echo),
+	// so the names are resent in the same call.
+	cat.mu.Lock()
+	cat.views = nil
+	n = len(cat.requests)
+	cat.mu.Unlock()
+	got, err = d.searchDeferred(ctx, "fs", b)
+	if err != nil || !slices.Equal(hitNames(got), hitNames(first)) {
+		t.Fatalf("after a downgrade: %v %v", got, err)
+	}
+	if rs := cat.last(len(cat.requests) - n); len(rs) != 2 || rs[1].GetCandidates() == nil {
+		t.Fatalf("downgrade requests %v", rs)
+	}
+
 	// A catalog that returns no ids (v0.1.0) is always sent the names.
 	old := &viewCatalog{}
 	d2 := NewDispatcher(Settings{SearchLimit: 5}, Deps{Catalog: old})
