@@ -151,3 +151,17 @@ func TestViewCacheBoundedByBytes(t *testing.T) {
 		t.Fatal("the huge set evicted everything")
 	}
 }
+
+// TestViewCacheBytesConfig: the default is 16 MiB; below 64 KiB is
+// rejected naming the key.
+func TestViewCacheBytesConfig(t *testing.T) {
+	var c Config
+	c.SetDefaults()
+	if c.Search.ViewCacheBytes != 16<<20 {
+		t.Fatalf("default %d", c.Search.ViewCacheBytes)
+	}
+	c.Search.ViewCacheBytes = 1000
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "catalog.search.view_cache_bytes") {
+		t.Fatalf("small bound: %v", err)
+	}
+}
