@@ -103,7 +103,7 @@ type row struct {
 // runtimeNames are the config and built-in tools of the runtime: a catalog
 // tool of the same name is dropped by assembly, so the benchmark catalogs
 // leave them out (both sides then search the same set).
-var runtimeNames = map[string]bool{"read_file": true, "write_file": true, "ls": true, "str_replace": true, "bash": true,
+var runtimeNames = map[string]bool{"read_file": true, "write_file": true, "ls": true, "str_replace": true, "glob": true, "grep": true, "bash": true,
 	"ask_clarification": true, "present_files": true, "describe_skill": true, "review_skill_package": true, "task": true, "tool_search": true,
 	"list_uploaded_files": true}
 

@@ -71,6 +71,41 @@ type Request struct {
 	// Candidates, when non-nil, restricts the search to these names
 	// (unknown names are ignored; an empty non-nil slice matches nothing).
 	Candidates []string
+	// CandidateSet, when made by the snapshot searched
+	// (Snapshot.CandidateSet), stands for Candidates already resolved, so
+	// a caller searching the same set repeatedly skips the per-name lookups
+	// (the catalog's candidate views, docs/decisions/0144-candidate-views.md).
+	// One made by another snapshot is ignored and Candidates is used.
+	CandidateSet *CandidateSet
+}
+
+// CandidateSet is a candidate list resolved against one Snapshot. It is
+// immutable and safe for concurrent use.
+type CandidateSet struct {
+	snap *Snapshot
+	mask []bool
+}
+
+// CandidateSet resolves names (unknown ones ignored) for
+// Request.CandidateSet on s.
+func (s *Snapshot) CandidateSet(names []string) *CandidateSet {
+	return &CandidateSet{snap: s, mask: s.maskOf(names)}
+}
+
+// Of reports whether c was made by s.
+func (c *CandidateSet) Of(s *Snapshot) bool { return c != nil && c.snap == s }
+
+// Bytes returns the memory the set holds.
+func (c *CandidateSet) Bytes() int { return len(c.mask) }
+
+func (s *Snapshot) maskOf(names []string) []bool {
+	mask := make([]bool, len(s.slots))
+	for _, name := range names {
+		if slot, ok := s.byName[name]; ok {
+			mask[slot] = true
+		}
+	}
+	return mask
 }
 
 // Result is one hit.
@@ -118,13 +153,14 @@ func (s *Snapshot) Search(ctx context.Context, req Request) (*Response, error) {
 		limit = DefaultLimit
 	}
 	var mask []bool
-	if req.Candidates != nil {
-		mask = make([]bool, len(s.slots))
-		for _, name := range req.Candidates {
-			if slot, ok := s.byName[name]; ok {
-				mask[slot] = true
-			}
+	switch {
+	case req.CandidateSet.Of(s):
+		mask = req.CandidateSet.mask
+		if q.Kind == KindRequired {
+			mask = slices.Clone(mask) // the required filter narrows it in place
 		}
+	case req.Candidates != nil:
+		mask = s.maskOf(req.Candidates)
 	}
 	switch q.Kind {
 	case KindEmpty:

@@ -129,6 +129,10 @@ type SearchConfig struct {
 	DefaultLimit int `yaml:"default_limit"`
 	// MaxLimitNonService caps `limit` for callers that are not services. Default 5.
 	MaxLimitNonService int `yaml:"max_limit_non_service"`
+	// ViewCacheBytes bounds the candidate views of SearchTools (the sets a
+	// service caller searches by id; docs/decisions/0144-candidate-views.md).
+	// Default 16 MiB.
+	ViewCacheBytes int64 `yaml:"view_cache_bytes"`
 	// Embedder plugs an OpenAI-compatible embeddings endpoint into SEMANTIC
 	// and AUTO ranking (docs/search.md; docs/decisions/0007-auto-fusion.md). An empty URL keeps the
 	// built-in static word vectors (no network).
@@ -214,6 +218,9 @@ func (c *Config) SetDefaults() {
 	if c.Search.MaxLimitNonService == 0 {
 		c.Search.MaxLimitNonService = 5
 	}
+	if c.Search.ViewCacheBytes == 0 {
+		c.Search.ViewCacheBytes = 16 << 20
+	}
 	if c.Search.Embedder.BatchSize == 0 {
 		c.Search.Embedder.BatchSize = 64
 	}
@@ -258,6 +265,7 @@ func (c *Config) Validate() error {
 		{c.Sessions.IdleTTL > 0, "catalog.sessions.idle_ttl", "must be > 0"},
 		{c.Search.DefaultLimit >= 1, "catalog.search.default_limit", "must be >= 1"},
 		{c.Search.MaxLimitNonService >= 1, "catalog.search.max_limit_non_service", "must be >= 1"},
+		{c.Search.ViewCacheBytes >= 1<<16, "catalog.search.view_cache_bytes", "must be >= 65536"},
 	}
 	for _, ch := range checks {
 		if !ch.ok {

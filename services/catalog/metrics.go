@@ -23,6 +23,10 @@ type metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	evicted  *prometheus.CounterVec
+	// views counts SearchTools requests by candidate view outcome
+	// (views.go): "sent" (names given, the view stored or found), "hit" (an
+	// id stood for the names), "unknown" (an id the catalog did not know).
+	views *prometheus.CounterVec
 }
 
 var (
@@ -61,11 +65,13 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 			Help: "Tool call latency by server.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"server"}),
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_names_evicted_total",
 			Help: "Retained tool name assignments evicted because the server was over catalog.max_names_per_server."}, []string{"server"}),
+		views: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_search_views_total",
+			Help: "SearchTools requests of service callers by candidate view outcome: sent (names given), hit (id known), unknown (id not known)."}, []string{"outcome"}),
 	}
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration, m.evicted, stateCollector{s}} {
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.evicted, m.views, stateCollector{s}} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -74,6 +80,12 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		}
 	}
 	return m
+}
+
+func (m *metrics) observeView(outcome string) {
+	if m != nil {
+		m.views.WithLabelValues(outcome).Inc()
+	}
 }
 
 func (m *metrics) observeCall(server string, start time.Time, err error) {

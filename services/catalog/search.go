@@ -136,7 +136,9 @@ func searchMode(m catalogv1.SearchMode) search.Mode {
 
 // SearchTools ranks tools for a query (docs/search.md). limit <= 0 is the default
 // (5); callers that are not services are capped at 5. The hash is over the
-// candidate set (or every tool). No match is an empty result.
+// candidate set (or every tool). No match is an empty result. A candidate
+// view (views.go) stands for a candidate set sent earlier; an unknown one is
+// answered with candidate_view_unknown and no hits.
 //
 // Errors: an invalid query is INVALID_ARGUMENT (INVALID_QUERY, metadata
 // "field"). When a remote embedder (catalog.search.embedder) cannot embed the
@@ -160,20 +162,50 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		mode = catalogv1.SearchMode_SEARCH_MODE_AUTO
 	}
 	sreq := search.Request{Mode: searchMode(mode), Limit: limit}
-	if req.GetCandidates() != nil {
+	ixs := s.index.ix.Snapshot()
+	// Candidate views (views.go) are kept for service callers only, so a
+	// user cannot evict the runtime's views; anyone else gets no id back
+	// and an unknown id answer.
+	var view *candidateView
+	switch {
+	case req.GetCandidates() != nil:
 		sreq.Candidates = req.GetCandidates().GetValues()
 		if sreq.Candidates == nil {
 			sreq.Candidates = []string{}
 		}
+		if auth.IsService(ctx) {
+			view = s.views.put(sreq.Candidates, ixs.Len())
+			sreq.Candidates = view.names
+			s.met.observeView("sent")
+		}
+	case req.GetCandidateView() != "":
+		if auth.IsService(ctx) {
+			view = s.views.get(req.GetCandidateView())
+		}
+		if view == nil {
+			s.met.observeView("unknown")
+			s.log.DebugContext(ctx, "catalog: unknown candidate view; the caller resends the names")
+			return &catalogv1.SearchToolsResponse{Mode: mode, CandidateViewUnknown: true}, nil
+		}
+		s.met.observeView("hit")
+		sreq.Candidates = view.names
 	}
 	v := viewerOf(ctx)
-	if !v.all {
+	if !v.all && (view == nil || snap.scoped) {
 		// Ranked among what the caller's tenant sees (visibility.go), so
 		// other tenants' tools neither show nor take places in the limit.
+		// A view's names are the runtime's tenant-filtered deferred set:
+		// filtered again only when some server is tenant-scoped.
 		sreq.Candidates = snap.visibleNames(v, sreq.Candidates)
 	}
+	// The view's precomputed mask and hash stand for its names only while
+	// nothing was filtered out of them.
+	whole := view != nil && len(sreq.Candidates) == len(view.names)
+	if whole {
+		sreq.CandidateSet = view.setAt(ixs)
+	}
 	sreq.Query = snap.resolveSelect(req.GetQuery(), sreq.Candidates)
-	res, err := s.index.ix.Search(ctx, sreq)
+	res, err := ixs.Search(ctx, sreq)
 	if err != nil {
 		var qe *search.QueryError
 		if errors.As(err, &qe) {
@@ -210,9 +242,15 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 		}
 		out.Hits = append(out.Hits, h)
 	}
-	if req.GetCandidates() != nil || !v.all {
+	switch {
+	case whole:
+		out.CatalogHash, out.CandidateView = view.hashAt(snap), view.id
+	case view != nil || req.GetCandidates() != nil || !v.all:
 		out.CatalogHash, _, _, _ = snap.subsetHash(sreq.Candidates)
-	} else {
+		if view != nil {
+			out.CandidateView = view.id
+		}
+	default:
 		out.CatalogHash = snap.hash
 	}
 	return out, nil

@@ -81,6 +81,7 @@ type Server struct {
 	watchers map[chan *catalogv1.CatalogEvent]struct{}
 
 	index      searchIndex
+	views      *viewCache      // candidate views of SearchTools (views.go)
 	remote     *remoteEmbedder // catalog.search.embedder; nil without one
 	oauthClose func() error    // the OAuth token store (oauth.go)
 	met        *metrics
@@ -145,6 +146,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	}
 	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
 	s.index.init(emb, log)
+	s.views = newViewCache(cfg.Search.ViewCacheBytes)
 	s.met = newMetrics(s, env.Metrics)
 	s.ids.onEvict = s.met.observeEvicted
 	oopts, oclose, err := oauthOptions(cfg.OAuth, env.DataDir, cfg.Egress.policy().Client(), s.store)

@@ -54,6 +54,9 @@ type snapshot struct {
 	serverTenants        map[string][]string
 	removedTenants       map[string][]string
 	removedServerTenants map[string][]string
+	// scoped: some server of this snapshot lists `tenants`; without one
+	// every viewer sees every tool and candidate lists need no filtering.
+	scoped bool
 }
 
 // entry is one tool of a snapshot. tool holds every field but the four
@@ -354,6 +357,7 @@ func (s *Server) rebuild() {
 		serverTenants: make(map[string][]string, len(statuses))}
 	for i := range statuses {
 		snap.serverTenants[statuses[i].Name] = statuses[i].Config.Tenants
+		snap.scoped = snap.scoped || len(statuses[i].Config.Tenants) > 0
 	}
 	for i, it := range items {
 		b, a := it.b, names[i]

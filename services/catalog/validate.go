@@ -109,6 +109,9 @@ func validateRequest(_ string, req any) error {
 		if _, ok := catalogv1.SearchMode_name[int32(r.GetMode())]; !ok {
 			return invalid("mode", grpcx.ViolationUnknownValue, "unknown value %d", r.GetMode())
 		}
+		if len(r.GetCandidateView()) > maxViewIDLen {
+			return invalid("candidate_view", grpcx.ViolationTooLong, "longer than %d characters", maxViewIDLen)
+		}
 		return checkCandidates("candidates", r.GetCandidates())
 	case *catalogv1.GetCatalogRequest:
 		return checkCandidates("candidates", r.GetCandidates())

@@ -30,6 +30,11 @@ func (s *Server) AssembleTools(ctx context.Context, req *runtimev1.AssembleTools
 	if !slices.Contains(principalOf(ctx).GetRoles(), auth.AdminRole) && resp.GetReport() != nil {
 		resp.Report.Denied = nil
 	}
+	// A caller holding the current deferred list is not sent it again
+	// (docs/decisions/0145-assemble-without-the-deferred-list.md).
+	if v := req.GetDeferredView(); v != "" && v == resp.GetDeferredView() {
+		resp.Deferred, resp.DeferredOmitted = nil, true
+	}
 	return resp, nil
 }
 

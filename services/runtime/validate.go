@@ -46,6 +46,9 @@ func (s *Server) Validate(_ string, req any) error {
 		if !utf8.ValidString(r.GetUserMessage()) {
 			return invalid("user_message", grpcx.ViolationInvalidUTF8, "not valid UTF-8")
 		}
+		if len(r.GetDeferredView()) > 128 {
+			return invalid("deferred_view", grpcx.ViolationTooLong, "longer than 128 characters")
+		}
 	case *runtimev1.ExecuteToolCallRequest:
 		return s.validateCall(r.GetToolCall())
 	case *runtimev1.ExecuteToolCallStreamRequest:

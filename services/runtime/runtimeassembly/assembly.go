@@ -50,7 +50,12 @@ type Base struct {
 	DeferredNames []string
 	// hash is the catalog's hash of the deferred set (the thread's hash for
 	// the turn); "" when nothing is deferred.
-	Hash          string
+	Hash string
+	// ViewKey is the hex SHA-256 of DeferredNames (each followed by NUL):
+	// the content key of the deferred set, under which tool_search
+	// remembers the catalog's candidate view (docs/decisions/0144-candidate-views.md);
+	// "" when nothing is deferred.
+	ViewKey       string
 	PolicyVersion int64
 	Report        *runtimev1.AssemblyReport
 	// routes are the deferred tools with routing mode PREFER and keywords.
@@ -566,6 +571,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 			h.Write([]byte{0})
 		}
 		setKey := hex.EncodeToString(h.Sum(nil))
+		b.ViewKey = setKey
 		if memo, ok := s.watch.memoHash(setKey); ok {
 			b.Hash = memo
 		} else {
@@ -848,7 +854,7 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 	if err != nil {
 		return nil, err
 	}
-	resp := &runtimev1.AssembleToolsResponse{CatalogHash: b.Hash, PolicyVersion: b.PolicyVersion, Deferred: b.DeferredNames}
+	resp := &runtimev1.AssembleToolsResponse{CatalogHash: b.Hash, PolicyVersion: b.PolicyVersion, Deferred: b.DeferredNames, DeferredView: b.ViewKey}
 	report := proto.Clone(b.Report).(*runtimev1.AssemblyReport)
 	if report.AuthzFailOpen {
 		s.recordFailOpen(ctx, th.Proto.GetThreadId(), "assembly proceeded unfiltered: authz unreachable and runtime.authz.fail_open_listing is on")

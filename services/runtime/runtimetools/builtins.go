@@ -33,8 +33,7 @@ func (s *Dispatcher) toolSearch(ctx context.Context, ec *runtimechain.Call) (*ru
 	}
 	v := ec.View
 	for attempt := 0; ; attempt++ {
-		resp, err := s.catalog.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: q, Limit: int32(s.cfg.SearchLimit),
-			Candidates: &typev1.StringList{Values: v.Base.DeferredNames}})
+		resp, err := s.searchDeferred(ctx, q, v.Base)
 		if status.Code(err) == codes.InvalidArgument {
 			return nil, runtimechain.Business("invalid query: %s", status.Convert(err).Message())
 		}
@@ -95,6 +94,33 @@ func (s *Dispatcher) toolSearch(ctx context.Context, ec *runtimechain.Call) (*ru
 		}
 		return o, nil
 	}
+}
+
+// searchDeferred runs the catalog search over the deferred set of b: by
+// its candidate view id when the catalog gave one for this set, else (and
+// when the catalog no longer knows the id) with every deferred name, which
+// teaches the catalog the view (docs/decisions/0144-candidate-views.md).
+// Both forms search the same set and return the same hash.
+func (s *Dispatcher) searchDeferred(ctx context.Context, q string, b *runtimeassembly.Base) (*catalogv1.SearchToolsResponse, error) {
+	req := &catalogv1.SearchToolsRequest{Query: q, Limit: int32(s.cfg.SearchLimit)}
+	if id := s.views.get(b.ViewKey); id != "" {
+		req.CandidateView = id
+		resp, err := s.catalog.SearchTools(ctx, req)
+		if err != nil || resp.GetCandidateView() == id {
+			return resp, err
+		}
+		// Unknown to the catalog (candidate_view_unknown), or a catalog
+		// that does not echo the id (one without candidate views, e.g.
+		// after a downgrade, searched every tool): resend the names.
+		s.views.forget(b.ViewKey)
+		req.CandidateView = ""
+	}
+	req.Candidates = &typev1.StringList{Values: b.DeferredNames}
+	resp, err := s.catalog.SearchTools(ctx, req)
+	if err == nil {
+		s.views.put(b.ViewKey, resp.GetCandidateView())
+	}
+	return resp, err
 }
 
 // askClarification renders the question. The agent loop (RunTurn) ends the

@@ -93,6 +93,7 @@ type Dispatcher struct {
 	now        func() time.Time
 	promotions *prometheus.CounterVec
 	agents     Agents
+	views      viewMemo // candidate view ids of deferred sets (views.go)
 }
 
 var _ runtimechain.ToolCaller = (*Dispatcher)(nil)

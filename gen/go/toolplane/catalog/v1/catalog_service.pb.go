@@ -691,7 +691,15 @@ type SearchToolsRequest struct {
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Restrict the search to these exposed names (unset = every tool). The
 	// response's catalog_hash is the hash of exactly this set.
-	Candidates    *v1.StringList `protobuf:"bytes,4,opt,name=candidates,proto3" json:"candidates,omitempty"`
+	Candidates *v1.StringList `protobuf:"bytes,4,opt,name=candidates,proto3" json:"candidates,omitempty"`
+	// A candidate view: the id a previous response returned in
+	// candidate_view, standing for that response's candidate set, so a
+	// caller that searches the same set again need not resend it
+	// (docs/decisions/0144-candidate-views.md). Ignored when candidates is set. When the
+	// catalog does not know the id (evicted, restarted, another replica),
+	// the response has candidate_view_unknown set and no hits: resend with
+	// candidates. At most 128 characters.
+	CandidateView string `protobuf:"bytes,5,opt,name=candidate_view,json=candidateView,proto3" json:"candidate_view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -754,6 +762,13 @@ func (x *SearchToolsRequest) GetCandidates() *v1.StringList {
 	return nil
 }
 
+func (x *SearchToolsRequest) GetCandidateView() string {
+	if x != nil {
+		return x.CandidateView
+	}
+	return ""
+}
+
 // SearchToolsResponse carries ranked tools.
 type SearchToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -764,9 +779,17 @@ type SearchToolsResponse struct {
 	// True when more tools matched than were returned (e.g. `select:` over 20 names).
 	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// The mode actually used.
-	Mode          SearchMode `protobuf:"varint,4,opt,name=mode,proto3,enum=toolplane.catalog.v1.SearchMode" json:"mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Mode SearchMode `protobuf:"varint,4,opt,name=mode,proto3,enum=toolplane.catalog.v1.SearchMode" json:"mode,omitempty"`
+	// The id of the candidate set searched (request candidates, or the
+	// request's candidate_view when the catalog knew it); "" when the search
+	// was over every tool. Send it as candidate_view to search the same set
+	// again without resending the names.
+	CandidateView string `protobuf:"bytes,5,opt,name=candidate_view,json=candidateView,proto3" json:"candidate_view,omitempty"`
+	// True when the request gave only a candidate_view the catalog does not
+	// know: nothing was searched; resend the request with candidates.
+	CandidateViewUnknown bool `protobuf:"varint,6,opt,name=candidate_view_unknown,json=candidateViewUnknown,proto3" json:"candidate_view_unknown,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SearchToolsResponse) Reset() {
@@ -825,6 +848,20 @@ func (x *SearchToolsResponse) GetMode() SearchMode {
 		return x.Mode
 	}
 	return SearchMode_SEARCH_MODE_UNSPECIFIED
+}
+
+func (x *SearchToolsResponse) GetCandidateView() string {
+	if x != nil {
+		return x.CandidateView
+	}
+	return ""
+}
+
+func (x *SearchToolsResponse) GetCandidateViewUnknown() bool {
+	if x != nil {
+		return x.CandidateViewUnknown
+	}
+	return false
 }
 
 // GetCatalogRequest selects the candidate set to hash.
@@ -2738,19 +2775,22 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\x0eGetToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"A\n" +
 	"\x0fGetToolResponse\x12.\n" +
-	"\x04tool\x18\x01 \x01(\v2\x1a.toolplane.catalog.v1.ToolR\x04tool\"\xb5\x01\n" +
+	"\x04tool\x18\x01 \x01(\v2\x1a.toolplane.catalog.v1.ToolR\x04tool\"\xdc\x01\n" +
 	"\x12SearchToolsRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x124\n" +
 	"\x04mode\x18\x02 \x01(\x0e2 .toolplane.catalog.v1.SearchModeR\x04mode\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12=\n" +
 	"\n" +
 	"candidates\x18\x04 \x01(\v2\x1d.toolplane.type.v1.StringListR\n" +
-	"candidates\"\xc1\x01\n" +
+	"candidates\x12%\n" +
+	"\x0ecandidate_view\x18\x05 \x01(\tR\rcandidateView\"\x9e\x02\n" +
 	"\x13SearchToolsResponse\x123\n" +
 	"\x04hits\x18\x01 \x03(\v2\x1f.toolplane.catalog.v1.SearchHitR\x04hits\x12!\n" +
 	"\fcatalog_hash\x18\x02 \x01(\tR\vcatalogHash\x12\x1c\n" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x124\n" +
-	"\x04mode\x18\x04 \x01(\x0e2 .toolplane.catalog.v1.SearchModeR\x04mode\"R\n" +
+	"\x04mode\x18\x04 \x01(\x0e2 .toolplane.catalog.v1.SearchModeR\x04mode\x12%\n" +
+	"\x0ecandidate_view\x18\x05 \x01(\tR\rcandidateView\x124\n" +
+	"\x16candidate_view_unknown\x18\x06 \x01(\bR\x14candidateViewUnknown\"R\n" +
 	"\x11GetCatalogRequest\x12=\n" +
 	"\n" +
 	"candidates\x18\x01 \x01(\v2\x1d.toolplane.type.v1.StringListR\n" +

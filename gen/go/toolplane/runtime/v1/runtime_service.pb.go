@@ -818,7 +818,14 @@ type AssembleToolsRequest struct {
 	UserMessage string `protobuf:"bytes,2,opt,name=user_message,json=userMessage,proto3" json:"user_message,omitempty"`
 	// The provider form of the tools (ToolSchema.bound); unspecified = the
 	// v0.1.0 openai and anthropic forms.
-	Profile       ToolProfile `protobuf:"varint,3,opt,name=profile,proto3,enum=toolplane.runtime.v1.ToolProfile" json:"profile,omitempty"`
+	Profile ToolProfile `protobuf:"varint,3,opt,name=profile,proto3,enum=toolplane.runtime.v1.ToolProfile" json:"profile,omitempty"`
+	// The deferred_view of an earlier response whose deferred list the caller
+	// still holds. When it equals this turn's deferred_view the response
+	// leaves deferred empty and sets deferred_omitted: the held list is
+	// current. Unset, or any other value, returns the full list as v0.1.0
+	// did (docs/decisions/0145-assemble-without-the-deferred-list.md). At
+	// most 128 characters.
+	DeferredView  string `protobuf:"bytes,4,opt,name=deferred_view,json=deferredView,proto3" json:"deferred_view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -874,6 +881,13 @@ func (x *AssembleToolsRequest) GetProfile() ToolProfile {
 	return ToolProfile_TOOL_PROFILE_UNSPECIFIED
 }
 
+func (x *AssembleToolsRequest) GetDeferredView() string {
+	if x != nil {
+		return x.DeferredView
+	}
+	return ""
+}
+
 // AssembleToolsResponse is what to bind.
 type AssembleToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -895,8 +909,15 @@ type AssembleToolsResponse struct {
 	SkipModel bool `protobuf:"varint,8,opt,name=skip_model,json=skipModel,proto3" json:"skip_model,omitempty"`
 	// Skill activated by this message, if any.
 	ActivatedSkill *ActiveSkill `protobuf:"bytes,9,opt,name=activated_skill,json=activatedSkill,proto3" json:"activated_skill,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Content id of the deferred set: the hex SHA-256 of the sorted deferred
+	// names, each followed by a NUL byte; "" when nothing is deferred. Equal
+	// ids mean equal lists; send it back as AssembleToolsRequest.deferred_view.
+	DeferredView string `protobuf:"bytes,10,opt,name=deferred_view,json=deferredView,proto3" json:"deferred_view,omitempty"`
+	// True when deferred was left out because the request's deferred_view
+	// equals this one (the caller's list is current).
+	DeferredOmitted bool `protobuf:"varint,11,opt,name=deferred_omitted,json=deferredOmitted,proto3" json:"deferred_omitted,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AssembleToolsResponse) Reset() {
@@ -990,6 +1011,20 @@ func (x *AssembleToolsResponse) GetActivatedSkill() *ActiveSkill {
 		return x.ActivatedSkill
 	}
 	return nil
+}
+
+func (x *AssembleToolsResponse) GetDeferredView() string {
+	if x != nil {
+		return x.DeferredView
+	}
+	return ""
+}
+
+func (x *AssembleToolsResponse) GetDeferredOmitted() bool {
+	if x != nil {
+		return x.DeferredOmitted
+	}
+	return false
 }
 
 // ExecuteToolCallRequest is one tool call.
@@ -2363,11 +2398,12 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"y\n" +
 	"\x14ListMessagesResponse\x129\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1d.toolplane.runtime.v1.MessageR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb8\x01\n" +
 	"\x14AssembleToolsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12!\n" +
 	"\fuser_message\x18\x02 \x01(\tR\vuserMessage\x12;\n" +
-	"\aprofile\x18\x03 \x01(\x0e2!.toolplane.runtime.v1.ToolProfileR\aprofile\"\xd1\x03\n" +
+	"\aprofile\x18\x03 \x01(\x0e2!.toolplane.runtime.v1.ToolProfileR\aprofile\x12#\n" +
+	"\rdeferred_view\x18\x04 \x01(\tR\fdeferredView\"\xa1\x04\n" +
 	"\x15AssembleToolsResponse\x126\n" +
 	"\x05tools\x18\x01 \x03(\v2 .toolplane.runtime.v1.ToolSchemaR\x05tools\x12\x1a\n" +
 	"\bdeferred\x18\x02 \x03(\tR\bdeferred\x12L\n" +
@@ -2378,7 +2414,10 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"\rdirect_answer\x18\a \x01(\tR\fdirectAnswer\x12\x1d\n" +
 	"\n" +
 	"skip_model\x18\b \x01(\bR\tskipModel\x12J\n" +
-	"\x0factivated_skill\x18\t \x01(\v2!.toolplane.runtime.v1.ActiveSkillR\x0eactivatedSkill\"\xc6\x01\n" +
+	"\x0factivated_skill\x18\t \x01(\v2!.toolplane.runtime.v1.ActiveSkillR\x0eactivatedSkill\x12#\n" +
+	"\rdeferred_view\x18\n" +
+	" \x01(\tR\fdeferredView\x12)\n" +
+	"\x10deferred_omitted\x18\v \x01(\bR\x0fdeferredOmitted\"\xc6\x01\n" +
 	"\x16ExecuteToolCallRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12;\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x1e.toolplane.runtime.v1.ToolCallR\btoolCall\x12\x15\n" +

@@ -1,0 +1,154 @@
+package catalog
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"sync"
+
+	"github.com/toolplane/toolplane/internal/search"
+)
+
+// Candidate views (docs/decisions/0144-candidate-views.md): a service
+// caller that searches the same candidate set again and again (the
+// runtime's tool_search over a thread's deferred, authorized tools) sends
+// the set once and then only its id. The id is content-addressed — the
+// SHA-256 of the sorted, de-duplicated names — so it stands for exactly
+// one set whatever the catalog generation, and two principals with the same
+// visible set share one view. The subset hash of a view is computed once
+// per catalog snapshot. Correctness never depends on the cache: an id the
+// catalog does not know is answered with candidate_view_unknown and the
+// caller resends the names.
+
+// maxViewIDLen bounds SearchToolsRequest.candidate_view.
+const maxViewIDLen = 128
+
+// viewOverhead approximates the bytes of a view beyond its names (entry,
+// list element, map slot, id).
+const viewOverhead = 256
+
+// candidateView is one cached candidate set.
+type candidateView struct {
+	id    string
+	names []string // sorted, unique
+	bytes int64
+
+	mu   sync.Mutex
+	snap *snapshot // the snapshot hash was computed at
+	hash string
+	set  *search.CandidateSet // the names resolved against one index snapshot
+}
+
+// setAt returns the view's names resolved against the search index
+// snapshot ixs, resolved at most once per index snapshot.
+func (v *candidateView) setAt(ixs *search.Snapshot) *search.CandidateSet {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.set.Of(ixs) {
+		v.set = ixs.CandidateSet(v.names)
+	}
+	return v.set
+}
+
+// hashAt returns the catalog hash of the view's set at snap, computed at
+// most once per snapshot.
+func (v *candidateView) hashAt(snap *snapshot) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.snap != snap {
+		v.hash, _, _, _ = snap.subsetHash(v.names)
+		v.snap = snap
+	}
+	return v.hash
+}
+
+// viewCache is an LRU of candidate views bounded by bytes.
+type viewCache struct {
+	mu   sync.Mutex
+	max  int64
+	used int64
+	ll   *list.List // front = most recently used; values *candidateView
+	byID map[string]*list.Element
+}
+
+func newViewCache(maxBytes int64) *viewCache {
+	return &viewCache{max: maxBytes, ll: list.New(), byID: map[string]*list.Element{}}
+}
+
+// canonicalNames returns names sorted and de-duplicated (a copy; names is
+// not modified).
+func canonicalNames(names []string) []string {
+	out := slices.Clone(names)
+	if !slices.IsSorted(out) {
+		slices.Sort(out)
+	}
+	return slices.Compact(out)
+}
+
+// viewIDOf returns the id of a canonical (sorted, unique) name set: the
+// hex SHA-256 of the names, each followed by a NUL byte.
+func viewIDOf(canonical []string) string {
+	h := sha256.New()
+	for _, n := range canonical {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// get returns the view with id, or nil.
+func (c *viewCache) get(id string) *candidateView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byID[id]
+	if !ok {
+		return nil
+	}
+	c.ll.MoveToFront(el)
+	return el.Value.(*candidateView)
+}
+
+// put returns the view of the candidate names, adding it when new. A set
+// larger than the whole bound is returned uncached (its id is still
+// correct; a later request with that id falls back to the names).
+// indexed is the number of indexed tools: a view also holds its names
+// resolved against the index (one byte per indexed tool).
+func (c *viewCache) put(names []string, indexed int) *candidateView {
+	canon := canonicalNames(names)
+	id := viewIDOf(canon)
+	if v := c.get(id); v != nil {
+		return v
+	}
+	n := int64(viewOverhead + 16*len(canon) + indexed)
+	for _, s := range canon {
+		n += int64(len(s))
+	}
+	v := &candidateView{id: id, names: canon, bytes: n}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byID[id]; ok { // added concurrently
+		c.ll.MoveToFront(el)
+		return el.Value.(*candidateView)
+	}
+	if n > c.max {
+		return v
+	}
+	for c.used+n > c.max {
+		old := c.ll.Back()
+		ov := old.Value.(*candidateView)
+		c.ll.Remove(old)
+		delete(c.byID, ov.id)
+		c.used -= ov.bytes
+	}
+	c.byID[id] = c.ll.PushFront(v)
+	c.used += n
+	return v
+}
+
+// stats returns the number of views and their bytes.
+func (c *viewCache) stats() (views int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len(), c.used
+}
