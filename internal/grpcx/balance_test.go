@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -40,6 +41,18 @@ func TestDialBalancesOverAnAddressList(t *testing.T) {
 	}
 	defer conn.Close()
 	c := healthpb.NewHealthClient(conn)
+	// round_robin picks among READY subchannels: until the second one has
+	// connected (slow on a loaded machine) every call goes to the first.
+	for deadline := time.Now().Add(10 * time.Second); hits[0].Load() == 0 || hits[1].Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("calls per server = %d, %d after 10 s; want both reached (round_robin)", hits[0].Load(), hits[1].Load())
+		}
+		if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hits[0].Store(0)
+	hits[1].Store(0)
 	for range 40 {
 		if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 			t.Fatal(err)
