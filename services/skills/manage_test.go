@@ -201,3 +201,30 @@ func TestManageSkillOffByDefault(t *testing.T) {
 	_, err = alice.ManageSkill(ctx, &skillsv1.ManageSkillRequest{Name: "x"})
 	wantErr(t, err, codes.InvalidArgument, skillsv1.ErrorReason_ERROR_REASON_INVALID_REQUEST)
 }
+
+// TestManageSkillScanEvasions replays the scan evasions through skill_manage
+// write_file: each script is refused whatever its name, and nothing is written.
+func TestManageSkillScanEvasions(t *testing.T) {
+	_, dial := startWireWith(t, Config{Evolution: EvolutionConfig{Enabled: true}})
+	alice := dial("alice-token")
+	ctx := context.Background()
+	if _, err := alice.ManageSkill(ctx, &skillsv1.ManageSkillRequest{Action: skillsv1.SkillAction_SKILL_ACTION_CREATE, Name: "notes",
+		Content: string(skillMD("notes", "Keeps notes", "", "# Notes\n"))}); err != nil {
+		t.Fatal(err)
+	}
+	py := "import base64\nexec(base64.b64decode(\"aW1wb3J0IG9z\"))\n"
+	for _, c := range []struct{ path, content, rule string }{
+		{"scripts/clean.sh", "rm -rf \"$HOME\"\n", "shell-destructive-command"},
+		{"scripts/helper", py, "python-dynamic-exec"},
+		{"scripts/helper3.txt", py, "python-dynamic-exec"},
+	} {
+		_, err := alice.ManageSkill(ctx, &skillsv1.ManageSkillRequest{Action: skillsv1.SkillAction_SKILL_ACTION_WRITE_FILE, Name: "notes", Path: c.path, Content: c.content})
+		if ei := wantErr(t, err, codes.FailedPrecondition, skillsv1.ErrorReason_ERROR_REASON_SCAN_BLOCKED); !strings.Contains(ei.Metadata["rule_ids"], c.rule) {
+			t.Fatalf("%s: meta %v", c.path, ei.Metadata)
+		}
+	}
+	sk, err := alice.GetSkill(ctx, &skillsv1.GetSkillRequest{Name: "notes"})
+	if err != nil || sk.GetSkill().GetVersion() != 1 || len(sk.GetSkill().GetFiles()) != 1 {
+		t.Fatalf("after refused writes: %v %v", sk.GetSkill(), err)
+	}
+}

@@ -553,6 +553,14 @@ var (
 )
 
 // fileClasses returns the classes of a text file.
+//
+// A program (any file under scripts/, or an executable file) is scanned as
+// code whatever its name or extension, because it is run, not read
+// (docs/deerflow.md §4.14): its languages are those of its extension, its
+// shebang (after an optional byte-order mark) and its content
+// ([contentLanguages]); when none is recognised, or the shebang names an
+// interpreter the scanner has no rules for, it is scanned with every
+// language's rules (fail closed).
 func fileClasses(f skillsarchive.File) map[string]bool {
 	cls := map[string]bool{ClassText: true} // every file is treated as text
 	if f.Path == "SKILL.md" {
@@ -562,26 +570,65 @@ func fileClasses(f skillsarchive.File) map[string]bool {
 	if c, ok := extClass[strings.ToLower(path.Ext(f.Path))]; ok {
 		cls[c] = true
 	}
-	switch interp := shebang(f.Data); {
-	case interp == "sh" || interp == "bash" || interp == "zsh" || interp == "ksh" || interp == "dash":
-		cls[ClassShell] = true
-	case strings.HasPrefix(interp, "python"):
-		cls[ClassPython] = true
-	case interp == "node" || interp == "deno" || interp == "bun" || interp == "nodejs":
-		cls[ClassJavaScript] = true
+	interp := shebang(f.Data)
+	if c := interpreterClass(interp); c != "" {
+		cls[c] = true
 	}
-	// A program of no recognised language (an executable file, or any file
-	// under scripts/) is scanned as a shell script: it is run, not read
-	// (docs/deerflow.md §4.14).
-	if (f.Executable || strings.HasPrefix(f.Path, "scripts/")) && !cls[ClassShell] && !cls[ClassPython] && !cls[ClassJavaScript] {
-		cls[ClassShell] = true
+	if !f.Executable && !strings.HasPrefix(f.Path, "scripts/") {
+		return cls
+	}
+	for _, c := range contentLanguages(f.Data) {
+		cls[c] = true
+	}
+	if (interp != "" && interpreterClass(interp) == "") || (!cls[ClassShell] && !cls[ClassPython] && !cls[ClassJavaScript]) {
+		cls[ClassShell], cls[ClassPython], cls[ClassJavaScript] = true, true, true
 	}
 	return cls
 }
 
+// interpreterClass maps a shebang interpreter to a file class ("" if the
+// scanner has no rules for it).
+func interpreterClass(interp string) string {
+	switch {
+	case interp == "":
+		return ""
+	case interp == "sh" || interp == "bash" || interp == "zsh" || interp == "ksh" || interp == "dash" || interp == "ash":
+		return ClassShell
+	case strings.HasPrefix(interp, "python"):
+		return ClassPython
+	case interp == "node" || interp == "deno" || interp == "bun" || interp == "nodejs":
+		return ClassJavaScript
+	}
+	return ""
+}
+
+// Content heuristics of [contentLanguages]: each matches a line that is
+// typical of one language. They only add classes, never remove one.
+var (
+	pythonLineRE = regexp.MustCompile(`(?m)^[ \t]*(import[ \t]+[A-Za-z_][\w.]*([ \t]*,[ \t]*[A-Za-z_][\w.]*)*([ \t]+as[ \t]+\w+)?[ \t]*(#.*)?\r?$|from[ \t]+\.*[\w.]*[ \t]+import[ \t]|def[ \t]+\w+[ \t]*\(.*\)[^:\n]*:|class[ \t]+\w+[ \t]*(\(.*\))?[ \t]*:|if[ \t]+__name__[ \t]*==|print[ \t]*\()`)
+	jsLineRE     = regexp.MustCompile(`(?m)\brequire[ \t]*\([ \t]*["'\x60]|^[ \t]*(const|let|var)[ \t]+[\w${}\[\], ]+=|^[ \t]*import[ \t]+[^\n]*\bfrom[ \t]+["']|^[ \t]*export[ \t]+(default|const|function|class|async)\b|\bmodule\.exports\b|\bconsole\.\w+[ \t]*\(|\bfunction[ \t]*\w*[ \t]*\(|=>|\b(atob|btoa)[ \t]*\(|\bprocess\.(env|argv|exit)\b`)
+	shellLineRE  = regexp.MustCompile(`(?m)^[ \t]*(set[ \t]+[-+][a-zA-Z]+|echo[ \t]|printf[ \t]|export[ \t]+\w+=|if[ \t]+\[|\[\[?[ \t]|for[ \t]+\w+[ \t]+in[ \t]|while[ \t]+|case[ \t].*[ \t]in[ \t]*$|fi|done|esac|then|cd[ \t]|\w+=\S*[ \t]*$|(sudo[ \t]+)?(rm|cp|mv|mkdir|curl|wget|chmod|chown|exec|source|\.)[ \t])`)
+)
+
+// contentLanguages detects the languages of a program by its content.
+func contentLanguages(data []byte) []string {
+	var out []string
+	for _, h := range []struct {
+		re  *regexp.Regexp
+		cls string
+	}{{pythonLineRE, ClassPython}, {jsLineRE, ClassJavaScript}, {shellLineRE, ClassShell}} {
+		if h.re.Match(data) {
+			out = append(out, h.cls)
+		}
+	}
+	return out
+}
+
 // shebang returns the interpreter named by a "#!" first line ("" if none),
-// looking through "/usr/bin/env [-S] name".
+// after an optional UTF-8 byte-order mark, looking through
+// "/usr/bin/env [-S] name".
 func shebang(data []byte) string {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if !bytes.HasPrefix(data, []byte("#!")) {
 		return ""
 	}
@@ -592,7 +639,7 @@ func shebang(data []byte) string {
 		if i == 0 && base == "env" {
 			continue
 		}
-		if strings.HasPrefix(f, "-") {
+		if strings.HasPrefix(f, "-") || (i > 0 && path.Base(fields[0]) == "env" && strings.Contains(f, "=")) {
 			continue
 		}
 		return base
