@@ -572,6 +572,10 @@ type resourceCompleter struct{ s *Server }
 
 // CompleteResourceArgument relays completion/complete of a resource template argument.
 func (c resourceCompleter) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+	uri, err := normaliseURI(uri)
+	if err != nil {
+		return nil, fmt.Errorf("completion/complete: %v", err)
+	}
 	fc, err := c.s.newFeatureCall(ctx)
 	if err != nil {
 		return nil, upstreamErr("completion/complete", err)
