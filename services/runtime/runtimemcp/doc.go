@@ -93,4 +93,15 @@
 // notifications/resources/list_changed and prompts/list_changed to every
 // session. When a session ends, its subscriptions end and the catalog closes
 // its thread's per-thread MCP sessions (CloseThreadSessions).
+//
+// A requested resource URI is normalised first (urinorm.go: unreserved
+// percent-decoding, RFC 3986 §5.2.4 dot segments, also inside the
+// toolplane+mcp form), and the policy and the catalog see that form.
+// Resources inside results (embedded resources and resource links of
+// prompts/get, other URIs among resources/read contents) are decided like
+// resources/read (embedded.go): a denied one is replaced by the text
+// "resource withheld by policy" (prompts) or removed (read contents). A
+// thread named with HeaderThread is checked with the runtime (GetThread,
+// the caller's credential) before it becomes the trusted CallContext;
+// another principal's thread gets the unknown thread's answer.
 package runtimemcp

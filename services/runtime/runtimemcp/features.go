@@ -37,6 +37,7 @@ import (
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
 )
@@ -172,11 +173,36 @@ func (s *Server) newFeatureCall(ctx context.Context) (*featureCall, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !s.implicit(ctx, "") {
+		// A thread the client named (Toolplane-Thread) must be the
+		// caller's: the runtime answers GetThread with the caller's own
+		// credential, as it does for a tool call, before the thread is
+		// sent under the service credential as the trusted CallContext.
+		if err := s.checkOwnThread(ctx, thread); err != nil {
+			return nil, err
+		}
+	}
 	c, cancel := context.WithTimeout(s.actingFor(context.WithoutCancel(ctx), p), s.opts.CallTimeout)
 	// The request's own end cancels the upstream call too.
 	stop := context.AfterFunc(ctx, cancel)
 	return &featureCall{p: p, ctx: c, cancel: func() { stop(); cancel() },
 		cc: &typev1.CallContext{ThreadId: thread}}, nil
+}
+
+// checkOwnThread refuses a thread the caller does not own with the
+// runtime's answer for an unknown thread.
+func (s *Server) checkOwnThread(ctx context.Context, thread string) error {
+	cctx, cancel := s.rpcCtx(ctx)
+	defer cancel()
+	_, err := s.rt.GetThread(cctx, &runtimev1.GetThreadRequest{ThreadId: thread})
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.NotFound, codes.PermissionDenied:
+		return status.Errorf(codes.NotFound, "thread %q not found", thread)
+	default:
+		return rpcError("thread", err)
+	}
 }
 
 // filter returns the allowed subset of names (authz FilterResources) with
@@ -449,6 +475,10 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 	if uri == "" {
 		return nil, errors.New("resources/read: uri is required")
 	}
+	uri, err := normaliseURI(uri)
+	if err != nil {
+		return nil, fmt.Errorf("resources/read: %v", err)
+	}
 	fc, err := s.newFeatureCall(ctx)
 	if err != nil {
 		return nil, upstreamErr("resources/read", err)
@@ -470,7 +500,7 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 	if err != nil {
 		return nil, fmt.Errorf("resources/read: the server's result: %v", err)
 	}
-	return out.Contents, nil
+	return s.policeContents(fc, srv, uri, out.Contents), nil
 }
 
 // getPrompt serves prompts/get (renamed to the dispatch prompt).
@@ -501,6 +531,7 @@ func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.
 	if err != nil {
 		return nil, fmt.Errorf("prompts/get: the server's result: %v", err)
 	}
+	s.policeMessages(fc, srv, out.Messages)
 	return out, nil
 }
 
@@ -541,6 +572,10 @@ type resourceCompleter struct{ s *Server }
 
 // CompleteResourceArgument relays completion/complete of a resource template argument.
 func (c resourceCompleter) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+	uri, err := normaliseURI(uri)
+	if err != nil {
+		return nil, fmt.Errorf("completion/complete: %v", err)
+	}
 	fc, err := c.s.newFeatureCall(ctx)
 	if err != nil {
 		return nil, upstreamErr("completion/complete", err)
@@ -699,6 +734,9 @@ func (s *Server) openSubscription(ctx, life context.Context, uri string) (_ grpc
 			s.feat.open.Add(-1)
 		}
 	}()
+	if uri, err = normaliseURI(uri); err != nil {
+		return nil, nil, fmt.Errorf("resources/subscribe: %v", err)
+	}
 	fc, err := s.newFeatureCall(ctx)
 	if err != nil {
 		return nil, nil, upstreamErr("resources/subscribe", err)

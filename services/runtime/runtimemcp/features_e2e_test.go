@@ -478,3 +478,107 @@ func TestEndToEndTypeScriptSDKResources(t *testing.T) {
 		t.Errorf("viewer: denied %q, templates %v", out.ViewerDenied, out.ViewerList)
 	}
 }
+
+// mcpClientHeaders is mcpClient with extra HTTP headers.
+func mcpClientHeaders(t *testing.T, url string, headers map[string]string) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(headers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithLegacyProtocolOnly())
+	if err := c.Start(ctx20(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx20(t), mcp.InitializeRequest{}); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// The resource policy holds for resources embedded in a prompt's result,
+// for dot segments and encoded dots in a URI, and a thread named by the
+// client must be the caller's. The viewer's policy denies
+// toolplane+mcp://everything/demo://resource/dynamic/*.
+func TestEndToEndResourcePolicyHoles(t *testing.T) {
+	url, grpcAddr := startSuite(t)
+	ed, _, _ := mcpClient(t, url, editorToken)
+	vw, _, _ := mcpClient(t, url, viewerToken)
+
+	// Embedded resources of prompts/get.
+	getPrompt := func(c *client.Client) string {
+		gp, err := c.GetPrompt(ctx20(t), mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: "everything_resource-prompt",
+			Arguments: map[string]string{"resourceType": "Text", "resourceId": "1"}}})
+		if err != nil {
+			t.Fatalf("prompts/get: %v", err)
+		}
+		b, _ := json.Marshal(gp.Messages)
+		return string(b)
+	}
+	dyn1 := evPrefix + "demo://resource/dynamic/text/1"
+	if got := getPrompt(ed); !strings.Contains(got, dyn1) || strings.Contains(got, "withheld") {
+		t.Errorf("editor prompts/get: want the embedded %s, got %s", dyn1, got)
+	}
+	if got := getPrompt(vw); strings.Contains(got, "dynamic/text/1") || !strings.Contains(got, "resource withheld by policy") {
+		t.Errorf("viewer prompts/get: want the embedded resource withheld, got %s", got)
+	}
+
+	// Dot segments and percent-encoded dots are removed before the policy.
+	for _, u := range []string{
+		evPrefix + "demo://resource/static/../dynamic/text/1",
+		evPrefix + "demo://resource/static/%2e%2e/dynamic/text/1",
+		evPrefix + "demo://resource/./static/document/../../dynamic/text/1",
+		evPrefix + "demo://resource/%64ynamic/text/1",
+	} {
+		if _, _, err := readText(t, vw, u); err == nil || !strings.Contains(err.Error(), "denied by policy") {
+			t.Errorf("viewer resources/read %s: want denied by policy, got %v", u, err)
+		}
+		if got, text, err := readText(t, ed, u); err != nil || got != dyn1 || !strings.Contains(text, "1") {
+			t.Errorf("editor resources/read %s: want %s read, got %q %q %v", u, dyn1, got, text, err)
+		}
+	}
+	if _, _, err := readText(t, ed, evPrefix+"demo://resource/static/..%2Fdynamic/text/1"); err == nil || !strings.Contains(err.Error(), "encoded path separator") {
+		t.Errorf("resources/read with ..%%2F: want refused, got %v", err)
+	}
+
+	// A thread named by Toolplane-Thread must be the caller's.
+	threadOf := func(token string) string {
+		conn, err := grpcx.Dial(grpcAddr, grpcx.DialOptions{Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		res, err := runtimev1.NewRuntimeServiceClient(conn).CreateThread(ctx20(t), &runtimev1.CreateThreadRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.GetThread().GetThreadId()
+	}
+	static := ""
+	for _, u := range resourceURIs(t, vw) {
+		if strings.HasPrefix(u, evStaticPre) {
+			static = u
+			break
+		}
+	}
+	own := mcpClientHeaders(t, url, map[string]string{"Authorization": "Bearer " + viewerToken, runtimemcp.HeaderThread: threadOf(viewerToken)})
+	if _, _, err := readText(t, own, static); err != nil {
+		t.Fatalf("viewer resources/read on its own named thread: %v", err)
+	}
+	edThread := threadOf(editorToken)
+	other := mcpClientHeaders(t, url, map[string]string{"Authorization": "Bearer " + viewerToken, runtimemcp.HeaderThread: edThread})
+	_, _, err := readText(t, other, static)
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("viewer resources/read on the editor's thread: want not found, got %v", err)
+	}
+	if _, err := other.GetPrompt(ctx20(t), mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: "everything_args-prompt",
+		Arguments: map[string]string{"city": "Lyon"}}}); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("viewer prompts/get on the editor's thread: want not found, got %v", err)
+	}
+	unknown := mcpClientHeaders(t, url, map[string]string{"Authorization": "Bearer " + viewerToken, runtimemcp.HeaderThread: "no-such-thread"})
+	_, _, err2 := readText(t, unknown, static)
+	if err2 == nil || err2.Error() != strings.ReplaceAll(err.Error(), edThread, "no-such-thread") {
+		t.Errorf("unknown thread answered %v, another's thread %v: want the same answer", err2, err)
+	}
+}
