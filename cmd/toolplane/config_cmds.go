@@ -952,6 +952,11 @@ func (r *importResult) importModels(n *yaml.Node) {
 					continue
 				}
 				m.MaxRetries = &k
+			case "supports_vision":
+				if err := kv.val.Decode(&m.SupportsVision); err != nil {
+					m.SupportsVision = false
+					later = append(later, dropped{kp, "not a boolean"})
+				}
 			case "timeout", "request_timeout", "default_request_timeout":
 				var sec float64
 				if err := kv.val.Decode(&sec); err != nil || sec <= 0 || math.IsInf(sec, 0) {

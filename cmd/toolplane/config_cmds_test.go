@@ -118,6 +118,9 @@ func TestImportDeerFlowFull(t *testing.T) {
 	if len(lm) != 2 || lm[0].Name != "gpt-4o" || lm[0].APIKeyEnv != "OPENAI_API_KEY" || lm[0].BaseURL != "https://api.openai.com/v1" || lm[0].MaxTokens != 4096 {
 		t.Fatalf("runtime.loop.models = %+v", lm)
 	}
+	if !lm[0].SupportsVision || lm[1].SupportsVision {
+		t.Fatalf("supports_vision not carried over: gpt-4o %v, gpt-4o-mini %v (want true, false)", lm[0].SupportsVision, lm[1].SupportsVision)
+	}
 	if ld := cfg.Runtime.Loop.LoopDetection; ld.WarnThreshold != 3 || ld.HardLimit != 5 {
 		t.Fatalf("loop_detection = %+v", ld)
 	}
@@ -167,7 +170,6 @@ func TestImportDeerFlowFull(t *testing.T) {
 		"tools[1] (web_fetch):",
 		"tools[2] (image_search):",
 		"models[0] (gpt-4o).display_name:",
-		"models[0] (gpt-4o).supports_vision:",
 		"tool_output.fallback_max_chars:",
 		"tool_output.storage_subdir:",
 		"subagents.timeout_seconds:",
@@ -185,7 +187,7 @@ func TestImportDeerFlowFull(t *testing.T) {
 	}
 	// Nothing carried over is reported, and no line repeats.
 	for _, l := range lines {
-		for _, carried := range []string{"tools[3]", "tools[4]", "tools[7]", "tools[8]", "tools[9]", "tool_search", "tool_groups", "log_level", "sandbox.allow_host_bash", "skills.container_path", "skills.deferred_discovery",
+		for _, carried := range []string{"tools[3]", "tools[4]", "tools[7]", "tools[8]", "tools[9]", "tool_search", "tool_groups", "models[0] (gpt-4o).supports_vision", "log_level", "sandbox.allow_host_bash", "skills.container_path", "skills.deferred_discovery",
 			"extensions_config.json: mcpServers.notion.oauth"} { // the catalog reads the oauth block
 			if strings.HasPrefix(l, carried) {
 				t.Errorf("carried key reported: %s", l)

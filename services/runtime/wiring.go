@@ -31,6 +31,7 @@ func (s *Server) wire() {
 	dispatcher := runtimetools.NewDispatcher(runtimetools.Settings{
 		AllowBash: c.AllowBash, ToolCallTimeout: c.ToolCallTimeout, SearchLimit: c.ToolSearch.SearchLimit, MaxMessageBytes: s.env.MaxMessageBytes,
 		FileMaxBytes: c.limits().Workspace.FileMaxBytes, ThreadQuotaBytes: c.limits().Workspace.ThreadQuotaBytes,
+		Web: c.webSettings(),
 	}, runtimetools.Deps{Workspace: s.ws, Catalog: s.catalog, Skills: s.skills, Assembly: s.assembly, Now: s.now, Log: s.log, Promotions: s.metrics.promotions,
 		Agents: &ownedAgents{store: s.store, now: s.now, reserved: s.agents.reserved}})
 	s.chain = runtimechain.Standard(runtimechain.Deps{

@@ -90,7 +90,13 @@ var ownAnnotations = map[string]*structpb.Struct{
 	"file.read": readOnly, "file.ls": readOnly, "file.glob": readOnly, "file.grep": readOnly,
 	ToolSearchName: readOnly, DescribeSkill: readOnly, ReviewSkillPackage: readOnly,
 	AskClarification: readOnly, PresentFiles: readOnly,
+	"web.fetch": webReadOnly, "web.search": webReadOnly,
 }
+
+// webReadOnly annotates the web tools: they only read, from the open world.
+var webReadOnly = &structpb.Struct{Fields: map[string]*structpb.Value{
+	"readOnlyHint": structpb.NewBoolValue(true), "destructiveHint": structpb.NewBoolValue(false),
+	"idempotentHint": structpb.NewBoolValue(true), "openWorldHint": structpb.NewBoolValue(true)}}
 
 func mustSchema(js string) *structpb.Struct {
 	s := &structpb.Struct{}
@@ -120,6 +126,10 @@ var ImplSpecs = map[string]builtinSpec{
 		mustSchema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Glob pattern relative to path, e.g. **/*.py or outputs/*.csv."},"path":{"type":"string","description":"Absolute virtual folder to search; default /mnt/user-data."},"include_dirs":{"type":"boolean","description":"Also list matching folders (with a trailing /)."}},"required":["pattern"]}`)},
 	"file.grep": {"Search the text of files under the thread's file system for a regular expression (RE2 syntax; case-insensitive unless case_sensitive). Prints <path>:<line>: <text>, at most 100 matches; binary files and files over 1 MiB are skipped.",
 		mustSchema(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression (or plain text with literal)."},"path":{"type":"string","description":"Absolute virtual folder or file to search; default /mnt/user-data."},"glob":{"type":"string","description":"Only files matching this glob (a base-name pattern like *.go, or a path pattern relative to path)."},"literal":{"type":"boolean","description":"Treat pattern as plain text."},"case_sensitive":{"type":"boolean","description":"Match case exactly."}},"required":["pattern"]}`)},
+	"web.fetch": {"Fetch a web page or text document by URL and return its readable text (HTML is converted to text with links kept; only text content types are read; private and local addresses are refused).",
+		mustSchema(`{"type":"object","properties":{"url":{"type":"string","description":"The http or https URL to fetch."}},"required":["url"]}`)},
+	"web.search": {"Search the web. Returns the top results (title, URL, snippet) or a sourced answer, depending on the configured search backend.",
+		mustSchema(`{"type":"object","properties":{"query":{"type":"string","description":"The search query."},"max_results":{"type":"integer","minimum":1,"maximum":20,"description":"At most this many results (default and cap set by the operator)."}},"required":["query"]}`)},
 	"bash": {"Run a shell command in the thread's workspace (/mnt/user-data/workspace is the working directory).",
 		mustSchema(`{"type":"object","properties":{"command":{"type":"string","description":"The command line."},"description":{"type":"string","description":"Why you run it (for the audit log)."}},"required":["command"]}`)},
 }
@@ -155,6 +165,8 @@ var ImplNames = map[string]string{
 	"file.glob":        "glob",
 	"file.grep":        "grep",
 	"bash":             "bash",
+	"web.fetch":        "web_fetch",
+	"web.search":       "web_search",
 }
 
 // agentDigest is a short digest of an agent's whole definition.

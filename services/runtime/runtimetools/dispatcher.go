@@ -67,6 +67,8 @@ type Settings struct {
 	FileMaxBytes int64
 	// ThreadQuotaBytes is runtime.limits.workspace.thread_quota_bytes (0: unbounded).
 	ThreadQuotaBytes int64
+	// Web configures web_fetch and web_search (runtime.web; nil: off).
+	Web *WebSettings
 }
 
 // Deps are the Dispatcher's narrow dependencies.
@@ -139,6 +141,10 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 			return s.grep(cctx, ec, ec.Args)
 		case "bash":
 			return s.bash(cctx, ec, ec.Args)
+		case "web.fetch":
+			return s.webFetch(cctx, ec, ec.Args)
+		case "web.search":
+			return s.webSearch(cctx, ec, ec.Args)
 		}
 	case runtimeassembly.SourceBuiltin:
 		switch t.Use {
