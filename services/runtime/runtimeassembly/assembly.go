@@ -107,6 +107,10 @@ type Settings struct {
 	// BootstrapAgent is runtime.bootstrap_agent: threads of this agent get
 	// setup_agent ("" = none).
 	BootstrapAgent string
+	// ViewImage binds view_image: at least one runtime.loop.models entry
+	// has supports_vision (the agent loop binds it only on turns of such a
+	// model, docs/deerflow.md §1.6).
+	ViewImage bool
 }
 
 // ConfigTool is one configured tool (runtime.tools entry).
@@ -445,6 +449,9 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	builtins = append(builtins, s.conditionalBuiltins(th, evolution)...)
 	if agent.GetSubagentsEnabled() {
 		builtins = append(builtins, TaskTool)
+	}
+	if s.cfg.ViewImage {
+		builtins = append(builtins, ViewImage)
 	}
 	for _, n := range builtins {
 		cands = append(cands, BuiltinDef(n))

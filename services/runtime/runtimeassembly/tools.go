@@ -32,6 +32,7 @@ const (
 	DescribeSkill      = "describe_skill"
 	ReviewSkillPackage = "review_skill_package"
 	TaskTool           = "task"
+	ViewImage          = "view_image"
 )
 
 // AlwaysAvailable are the names an active skill policy never removes
@@ -90,7 +91,7 @@ var ownAnnotations = map[string]*structpb.Struct{
 	"file.read": readOnly, "file.ls": readOnly, "file.glob": readOnly, "file.grep": readOnly,
 	ToolSearchName: readOnly, DescribeSkill: readOnly, ReviewSkillPackage: readOnly,
 	AskClarification: readOnly, PresentFiles: readOnly,
-	"web.fetch": webReadOnly, "web.search": webReadOnly,
+	ViewImage: readOnly, "web.fetch": webReadOnly, "web.search": webReadOnly,
 }
 
 // webReadOnly annotates the web tools: they only read, from the open world.
@@ -146,6 +147,8 @@ var builtinSpecs = map[string]builtinSpec{
 		mustSchema(`{"type":"object","properties":{"target":{"type":"string","description":"Skill name; skill://<category>/<name>; a path under /mnt/user-data to an archive or a folder holding SKILL.md; or inline://<name> with inline_content."},"inline_content":{"type":"string","description":"The SKILL.md text, with an inline://<name> target."},"include_content":{"type":"boolean","description":"Include the package's text files."}},"required":["target"]}`)},
 	TaskTool: {"Delegate a self-contained task to a subagent that works on its own and returns its result.",
 		mustSchema(`{"type":"object","properties":{"description":{"type":"string","description":"Short label of the task."},"prompt":{"type":"string","description":"Full instructions for the subagent."},"subagent_type":{"type":"string","description":"general-purpose (default) or a configured subagent."}},"required":["description","prompt"]}`)},
+	ViewImage: {"Read an image file (PNG, JPEG, GIF or WebP, at most 5 MiB) from the thread's files so you can see it; the image is shown to you with the result. Use it only when you need the image's visual content.",
+		mustSchema(`{"type":"object","properties":{"image_path":{"type":"string","description":"Absolute virtual path of the image, e.g. /mnt/user-data/uploads/chart.png."}},"required":["image_path"]}`)},
 	ToolSearchName: {"Load deferred tools. Tools listed in <available-deferred-tools> cannot be called until you find them here. Query forms: \"select:name_a,name_b\" loads exact names; \"+word rest\" requires word in the tool name and ranks by the rest; anything else is a keyword search. Matching tools become callable on your next step.",
 		mustSchema(`{"type":"object","properties":{"query":{"type":"string","description":"select:<names>, +<required> <keywords>, or keywords."}},"required":["query"]}`)},
 }

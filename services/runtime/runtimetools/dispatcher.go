@@ -156,6 +156,8 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 			return s.describeSkill(cctx, ec)
 		case runtimeassembly.ReviewSkillPackage:
 			return s.reviewSkill(cctx, ec)
+		case runtimeassembly.ViewImage:
+			return s.viewImage(cctx, ec)
 		case runtimeassembly.TaskTool:
 			return nil, runtimechain.Business("the task tool needs the agent loop (RunTurn); it cannot run through ExecuteToolCall")
 		case runtimeassembly.SkillManage:
