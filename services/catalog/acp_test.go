@@ -1,8 +1,10 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,5 +151,46 @@ func TestACPConfigValidated(t *testing.T) {
 	c.SetDefaults()
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "catalog.acp_agents.x.description") {
 		t.Fatalf("Validate = %v", err)
+	}
+}
+
+// ACP agent commands pass the stdio command policy of MCP servers at start
+// (unless catalog.file_command_policy is off); no process starts before.
+func TestACPCommandPolicy(t *testing.T) {
+	for _, c := range []struct {
+		agent  catalogacp.Agent
+		policy string
+		want   string // "" = starts
+	}{
+		{catalogacp.Agent{Command: "/bin/sh", Args: []string{"-c", "id"}, Description: "d"}, "enforce", "catalog.acp_agents.a.command: \"/bin/sh\" must be a bare executable name"},
+		{catalogacp.Agent{Command: "bash", Description: "d"}, "enforce", "catalog.acp_agents.a.command: \"bash\" is not in the stdio command allowlist"},
+		{catalogacp.Agent{Command: "node", Args: []string{"-e", "process.exit(0)"}, Description: "d"}, "enforce", "catalog.acp_agents.a.args[0]"},
+		{catalogacp.Agent{Command: "node", Args: []string{"agent.mjs"}, Env: map[string]string{"NODE_OPTIONS": "--require /tmp/x.js"}, Description: "d"}, "enforce", "catalog.acp_agents.a.env.NODE_OPTIONS"},
+		{catalogacp.Agent{Command: "npx", Args: []string{"-y", "@zed-industries/claude-code-acp"}, Description: "d"}, "enforce", ""},
+		{catalogacp.Agent{Command: "/bin/sh", Args: []string{"-c", "id"}, Description: "d"}, "off", ""},
+	} {
+		dir := t.TempDir()
+		cfg := Config{ExtensionsConfig: filepath.Join(dir, "extensions_config.json"), FileCommandPolicy: c.policy, ACPAgents: map[string]catalogacp.Agent{"a": c.agent}}
+		cfg.SetDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%+v: Validate: %v", c.agent, err)
+		}
+		srv, err := New(context.Background(), cfg, svckit.Env{DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%+v with policy %s: %v, want a start", c.agent, c.policy, err)
+				continue
+			}
+			srv.Close()
+			continue
+		}
+		if err == nil {
+			srv.Close()
+			t.Errorf("%+v with policy %s started, want %q", c.agent, c.policy, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err = %v, want %q", c.agent, err, c.want)
+		}
 	}
 }

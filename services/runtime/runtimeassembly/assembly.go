@@ -483,9 +483,9 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		}
 		cands = append(cands, c)
 	}
-	acp, err := s.acpTool(ctx)
+	acp, v0, err := s.acpTool(ctx, p, cc, b)
 	if err != nil {
-		return nil, assemblyFailed("catalog unreachable while listing ACP agents: %s", ShortErr(err))
+		return nil, err
 	}
 	if acp != nil {
 		cands = append(cands, acp)
@@ -543,7 +543,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	for _, d := range toolDenied {
 		b.Report.Denied = append(b.Report.Denied, reasonText(d))
 	}
-	b.PolicyVersion = max(v1, v2)
+	b.PolicyVersion = max(v0, v1, v2)
 	if fo1 || fo2 {
 		b.Report.AuthzFailOpen = true
 	}
