@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -192,5 +193,48 @@ func TestACPCommandPolicy(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err = %v, want %q", c.agent, err, c.want)
 		}
+	}
+}
+
+// A workspace-bound server (working_dir: thread) runs per thread in
+// <workspaces.dir>/<thread>/user-data/workspace and reports it; without a
+// trusted thread id, a thread folder, or through a symbolic link it is
+// refused (FAILED_PRECONDITION) before any child starts.
+func TestWorkspaceBoundServer(t *testing.T) {
+	fsJS := npmJS(t, "server-filesystem")
+	threads := filepath.Join(t.TempDir(), "threads")
+	h := start(t, extJSON(`"fs": {"command": "node", "args": [`+strconv.Quote(fsJS)+`, "."], "session_scope": "per_thread", "working_dir": "thread"}`),
+		func(c *Config, _ *svckit.Env) { c.Workspaces.Dir = threads })
+	ctx := ctxT(t)
+	list := func(thread string) (*catalogv1.CallToolResponse, error) {
+		return h.svc.CallTool(actingFor(ctx, "alice"), &catalogv1.CallToolRequest{Name: "fs_list_allowed_directories", Arguments: args(t, `{}`),
+			CallContext: &typev1.CallContext{ThreadId: thread}})
+	}
+	for _, thread := range []string{"", "t-missing", "../t1"} {
+		if _, err := list(thread); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "thread workspace not found") {
+			t.Fatalf("thread %q: %v, want FAILED_PRECONDITION", thread, err)
+		}
+	}
+	ws := filepath.Join(threads, "t1", "user-data", "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r, err := list("t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wd := r.GetWorkingDirectory(); wd.GetPath() != ws || wd.GetUserDataRoot() != filepath.Dir(ws) || !strings.Contains(textOf(r), ws) {
+		t.Fatalf("working directory %v, result %q; want %s", wd, textOf(r), ws)
+	}
+	// A thread whose workspace is a link to elsewhere is refused.
+	elsewhere := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(threads, "t2", "user-data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(threads, "t2", "user-data", "workspace")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := list("t2"); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("symlinked workspace: %v, want FAILED_PRECONDITION", err)
 	}
 }

@@ -323,6 +323,9 @@ func resultProto(res *catalogmcp.Result, server, original string) *catalogv1.Cal
 	for i, c := range res.Content {
 		out.Content[i] = contentBlock(c)
 	}
+	if wd := res.WorkDir; wd != nil {
+		out.WorkingDirectory = &catalogv1.WorkingDirectory{Path: wd.Path, UserDataRoot: wd.UserDataRoot}
+	}
 	return out
 }
 

@@ -220,6 +220,10 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 	case catalogconfig.ScopePerTenant:
 		key.Subject, key.Thread = "", ""
 	}
+	wd, err := m.threadWorkDir(&cfg, key)
+	if err != nil {
+		return nil, err
+	}
 	dial := func(dctx context.Context) (*Session, error) {
 		ictx, cancel := sup.initCtx(dctx)
 		defer cancel()
@@ -246,6 +250,9 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		}
 		res, err := sess.CallTool(ctx, tool, args, notify)
 		release()
+		if res != nil {
+			res.WorkDir = wd
+		}
 		if na := asNeedsAuth(server, err); na != nil {
 			m.pool.Drop(key, sess)
 			return nil, na

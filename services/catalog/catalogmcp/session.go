@@ -62,6 +62,16 @@ type Result struct {
 	Meta json.RawMessage
 	// Size is the byte length of the raw result.
 	Size int
+	// WorkDir is set for a workspace-bound server (working_dir: thread).
+	WorkDir *WorkDir
+}
+
+// WorkDir is where a workspace-bound child ran, as the catalog sees it.
+type WorkDir struct {
+	// Path is the child's working directory (the thread's workspace).
+	Path string
+	// UserDataRoot is the thread's user-data folder.
+	UserDataRoot string
 }
 
 // Notification is a progress or logging notification received during a call.
@@ -106,6 +116,10 @@ type Options struct {
 	// featureRelist on a session's resources or prompts list_changed
 	// (features.go).
 	featuresChanged, featureRelist func()
+	// ThreadsDir is catalog.workspaces.dir, the folder holding one folder
+	// per thread, for servers with working_dir: thread (workspace.go;
+	// empty = such calls fail with ErrNoThreadWorkspace).
+	ThreadsDir string
 }
 
 func (o Options) grace() time.Duration {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,6 +97,7 @@ type Dispatcher struct {
 	promotions *prometheus.CounterVec
 	agents     Agents
 	views      viewMemo // candidate view ids of deferred sets (views.go)
+	wsBound    sync.Map // server name → true: reported a working directory (pathtranslate.go)
 }
 
 var _ runtimechain.ToolCaller = (*Dispatcher)(nil)
@@ -180,6 +182,26 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 // callMCP calls a catalog tool with the thread's CallContext, relaying
 // notifications when streaming.
 func (s *Dispatcher) callMCP(ctx context.Context, ec *runtimechain.Call) (*runtimechain.Outcome, error) {
+	resp, err := s.callWorkspaceAware(ctx, ec.ThreadID(), ec.Tool().Server, func(ctx context.Context) (*catalogv1.CallToolResponse, error) {
+		return s.catalogCall(ctx, ec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	o := &runtimechain.Outcome{Content: resp.GetContent(), Structured: resp.GetStructuredContent()}
+	if resp.GetIsError() {
+		o.Kind = runtimev1.ErrorKind_ERROR_KIND_BUSINESS
+		txt := runtimechain.TextOf(resp.GetContent())
+		if !strings.HasPrefix(txt, "Error:") {
+			o.Content = append([]*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: "Error: the tool reported a failure."}}, o.Content...)
+		}
+	}
+	return o, nil
+}
+
+// catalogCall is one catalog CallTool (CallToolStream when the call
+// relays notifications).
+func (s *Dispatcher) catalogCall(ctx context.Context, ec *runtimechain.Call) (*catalogv1.CallToolResponse, error) {
 	cc := runtimeident.CallContext(ec.Thread, ec.View.Base.Agent, ec.RunID, ec.CallID)
 	var resp *catalogv1.CallToolResponse
 	if ec.Notify == nil {
@@ -210,13 +232,5 @@ func (s *Dispatcher) callMCP(ctx context.Context, ec *runtimechain.Call) (*runti
 			}
 		}
 	}
-	o := &runtimechain.Outcome{Content: resp.GetContent(), Structured: resp.GetStructuredContent()}
-	if resp.GetIsError() {
-		o.Kind = runtimev1.ErrorKind_ERROR_KIND_BUSINESS
-		txt := runtimechain.TextOf(resp.GetContent())
-		if !strings.HasPrefix(txt, "Error:") {
-			o.Content = append([]*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: "Error: the tool reported a failure."}}, o.Content...)
-		}
-	}
-	return o, nil
+	return resp, nil
 }

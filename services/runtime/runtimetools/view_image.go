@@ -35,8 +35,9 @@ import (
 // Messages API's per-image limit; OpenAI's is larger).
 const ViewImageMaxBytes = 5 << 20
 
-// viewedImagesMax bounds the records kept per thread (the oldest go first).
-const viewedImagesMax = 64
+// viewedImagesMax bounds the records kept per thread (the oldest go
+// first): at most 16 × 5 MiB of images beside a thread's files.
+const viewedImagesMax = 16
 
 // imageTypes maps an extension to its MIME type.
 var imageTypes = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
@@ -153,7 +154,7 @@ func viewedName(callID string) string {
 }
 
 // RecordViewedImage stores im as viewed in the thread (atomically: a
-// temporary file renamed into place), keeping at most 64 records.
+// temporary file renamed into place), keeping at most viewedImagesMax records.
 func (w *Workspace) RecordViewedImage(threadID string, im *ViewedImage) error {
 	if !safeThreadID(threadID) {
 		return fmt.Errorf("invalid thread id")
