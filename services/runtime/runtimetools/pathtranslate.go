@@ -38,6 +38,10 @@ const (
 	snapshotMaxEntries = 5000
 	snapshotMaxDepth   = 12
 	snapshotMaxTime    = time.Second
+	// maxLookups bounds the file-system checks of one result (a result of
+	// megabytes of path-like tokens must not cost a stat each); later
+	// references are left as written.
+	maxLookups = 2000
 )
 
 // fileStamp is what the snapshot diff compares.
@@ -113,6 +117,17 @@ type pathTranslator struct {
 	root    string // catalog-side user-data folder
 	local   *os.Root
 	changed map[string][]string // nil: bare names are not rewritten
+	lookups int
+}
+
+// stat checks rel on the runtime's side, within the lookup budget.
+func (t *pathTranslator) stat(rel string) bool {
+	if t.lookups >= maxLookups {
+		return false
+	}
+	t.lookups++
+	_, err := t.local.Stat(rel)
+	return err == nil
 }
 
 // refTrim are the characters stripped from a candidate's ends (quotes,
@@ -189,7 +204,7 @@ func (t *pathTranslator) resolve(ref string) (string, bool) {
 	if top != "workspace" && top != "outputs" && top != "uploads" {
 		return "", false
 	}
-	if _, err := t.local.Stat(rel); err != nil {
+	if !t.stat(rel) {
 		return "", false // not there on the runtime's side (or outside through a link)
 	}
 	return userDataRoot + filepath.ToSlash(rel), true
@@ -205,7 +220,7 @@ func (t *pathTranslator) resolveBare(name string) (string, bool) {
 	if len(ps) != 1 {
 		return "", false
 	}
-	if _, err := t.local.Stat(ps[0]); err != nil {
+	if !t.stat(ps[0]) {
 		return "", false
 	}
 	return userDataRoot + ps[0], true

@@ -3,6 +3,8 @@ package runtimetools
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +57,15 @@ func TestTranslatePaths(t *testing.T) {
 		if got := tr(in, before); got != want {
 			t.Errorf("%q\n got %q\nwant %q", in, got, want)
 		}
+	}
+	// The lookup budget: past maxLookups references nothing more is checked.
+	var sb strings.Builder
+	for i := 0; i < maxLookups+10; i++ {
+		sb.WriteString("sub/none" + strconv.Itoa(i) + " ")
+	}
+	sb.WriteString(croot + "/workspace/a.txt")
+	if got := tr(sb.String(), before); !strings.HasSuffix(got, croot+"/workspace/a.txt") {
+		t.Errorf("a reference past the lookup budget was rewritten")
 	}
 	// Without a snapshot (bounds hit, first call) bare names stay.
 	if got := tr("bare new.csv", nil); got != "bare new.csv" {

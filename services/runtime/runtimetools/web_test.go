@@ -99,6 +99,10 @@ func TestWebFetchDeniedAndAllowed(t *testing.T) {
 	wantBusiness(t, err, "egress denied")
 	_, err = webCall(t, deny, "web.fetch", map[string]any{"url": "http://localhost:" + u.Port() + "/page"})
 	wantBusiness(t, err, "egress denied")
+	_, err = webCall(t, deny, "web.fetch", map[string]any{"url": "http://[::ffff:127.0.0.1]:" + u.Port() + "/page"})
+	wantBusiness(t, err, "egress denied")
+	_, err = webCall(t, deny, "web.fetch", map[string]any{"url": "http://user:pw@" + u.Host + "/page"})
+	wantBusiness(t, err, "credentials in the URL")
 	_, err = webCall(t, deny, "web.fetch", map[string]any{"url": "file:///etc/passwd"})
 	wantBusiness(t, err, "scheme")
 
