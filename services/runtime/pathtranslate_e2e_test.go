@@ -33,6 +33,11 @@ func TestWorkspaceBoundServerPathTranslation(t *testing.T) {
 
 	// The first call creates the thread's folders (the catalog refuses a
 	// thread it cannot see, the runtime creates them and retries).
+	// The very first call: the runtime asked the catalog whether the server
+	// is workspace-bound, so a bare name of a file it created is rewritten.
+	if got := text(call(t, alice, th, "fs_write_file", map[string]any{"path": "first.txt", "content": "1"})); got != "Successfully wrote to /mnt/user-data/workspace/first.txt" {
+		t.Fatalf("first call, bare name: %q", got)
+	}
 	// A bare name that is not a file the call created (a folder) stays.
 	if got := text(call(t, alice, th, "fs_create_directory", map[string]any{"path": "notes"})); got != "Successfully created directory notes" {
 		t.Fatalf("bare folder name: %q", got)

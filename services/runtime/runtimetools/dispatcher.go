@@ -97,7 +97,7 @@ type Dispatcher struct {
 	promotions *prometheus.CounterVec
 	agents     Agents
 	views      viewMemo // candidate view ids of deferred sets (views.go)
-	wsBound    sync.Map // server name → true: reported a working directory (pathtranslate.go)
+	wsBound    sync.Map // server name → boundEntry: runs in the thread's workspace (pathtranslate.go)
 }
 
 var _ runtimechain.ToolCaller = (*Dispatcher)(nil)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -272,16 +273,55 @@ func cloneBlock(b *typev1.ContentBlock) *typev1.ContentBlock {
 	return proto.Clone(b).(*typev1.ContentBlock)
 }
 
+// boundTTL is how long the runtime trusts what it learned about a
+// server's working_dir (a reconfigured server is seen within it).
+const boundTTL = 30 * time.Second
+
+type boundEntry struct {
+	bound bool
+	at    time.Time
+}
+
+// serverGetter is the catalog's GetServer (the generated client has it).
+type serverGetter interface {
+	GetServer(ctx context.Context, in *catalogv1.GetServerRequest, opts ...grpc.CallOption) (*catalogv1.GetServerResponse, error)
+}
+
+// workspaceBound reports whether server runs its children in the thread's
+// workspace (`working_dir: thread`): from the last answer about it within
+// boundTTL, else from catalog GetServer (a failure counts as no, and is
+// asked again on the next call; the call's own answer still decides the
+// rewriting).
+func (s *Dispatcher) workspaceBound(ctx context.Context, server string) bool {
+	if v, ok := s.wsBound.Load(server); ok {
+		if e := v.(boundEntry); s.now().Sub(e.at) < boundTTL {
+			return e.bound
+		}
+	}
+	g, ok := s.catalog.(serverGetter)
+	if !ok || server == "" {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := g.GetServer(cctx, &catalogv1.GetServerRequest{Name: server})
+	if err != nil {
+		return false
+	}
+	b := resp.GetServer().GetConfig().GetWorkingDir() == "thread"
+	s.wsBound.Store(server, boundEntry{b, s.now()})
+	return b
+}
+
 // callWorkspaceAware runs a catalog call with the path translation of
-// workspace-bound servers: servers that reported a working directory
-// before get a snapshot before the call (for bare names); a first call
-// the catalog refuses because the thread folder does not exist yet is
-// retried once after the runtime created it (the catalog never creates
-// thread folders; nothing ran). The result's references are rewritten
-// when the catalog reports a working directory.
+// workspace-bound servers: for those a snapshot is taken before the call
+// (for bare names); a call the catalog refuses because the thread folder
+// does not exist yet is retried once after the runtime created it (the
+// catalog never creates thread folders; nothing ran). The result's
+// references are rewritten when the catalog reports a working directory.
 func (s *Dispatcher) callWorkspaceAware(ctx context.Context, threadID, server string, call func(context.Context) (*catalogv1.CallToolResponse, error)) (*catalogv1.CallToolResponse, error) {
 	var before snapshot
-	if _, ok := s.wsBound.Load(server); ok {
+	if s.workspaceBound(ctx, server) {
 		before = s.ws.snapshotThread(threadID)
 	}
 	resp, err := call(ctx)
@@ -295,8 +335,8 @@ func (s *Dispatcher) callWorkspaceAware(ctx context.Context, threadID, server st
 	if err != nil {
 		return nil, err
 	}
+	s.wsBound.Store(server, boundEntry{resp.GetWorkingDirectory() != nil, s.now()})
 	if wd := resp.GetWorkingDirectory(); wd != nil {
-		s.wsBound.Store(server, true)
 		resp = proto.Clone(resp).(*catalogv1.CallToolResponse)
 		resp.Content = s.ws.translatePaths(threadID, wd, before, resp.GetContent())
 		resp.WorkingDirectory = nil // host paths never leave the runtime
