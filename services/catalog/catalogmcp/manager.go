@@ -62,6 +62,13 @@ func NewManager(opts ManagerOptions) *Manager {
 		opts.Lookup = os.LookupEnv
 	}
 	opts.featuresChanged = opts.OnFeaturesChange
+	if opts.ListingDir == "" {
+		// An empty private folder for the tools/list child of
+		// workspace-bound servers (workspace.go); removed by Close.
+		if d, err := os.MkdirTemp("", "toolplane-listing-"); err == nil {
+			opts.ListingDir, opts.ownListingDir = d, true
+		}
+	}
 	m := &Manager{opts: opts, pool: NewPool(opts.PoolCap, opts.PoolIdleTTL, opts.grace()), byName: map[string]*Supervisor{},
 		changed: make(chan struct{}, 1), stopN: make(chan struct{})}
 	m.wgN.Add(1)
@@ -290,5 +297,8 @@ func (m *Manager) Close() error {
 	wg.Wait()
 	close(m.stopN)
 	m.wgN.Wait()
+	if m.opts.ownListingDir {
+		os.RemoveAll(m.opts.ListingDir)
+	}
 	return nil
 }

@@ -120,6 +120,12 @@ type Options struct {
 	// per thread, for servers with working_dir: thread (workspace.go;
 	// empty = such calls fail with ErrNoThreadWorkspace).
 	ThreadsDir string
+	// ListingDir is the working directory of a workspace-bound server's
+	// own child (the one that lists its tools and is never called): an
+	// empty folder, so the child never starts in the catalog's directory
+	// (NewManager creates one when empty).
+	ListingDir    string
+	ownListingDir bool
 }
 
 func (o Options) grace() time.Duration {
@@ -266,7 +272,14 @@ func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onList
 		for k, v := range cfg.Env {
 			env = append(env, k+"="+v)
 		}
-		p, err := StartProcess(ProcessSpec{Command: cfg.Command, Args: cfg.Args, Env: env, Dir: cfg.Cwd})
+		dir := cfg.Cwd
+		if cfg.WorkingDir == catalogconfig.WorkingDirThread && dir == "" {
+			if opts.ListingDir == "" {
+				return nil, fmt.Errorf("%w: no folder for the listing child", ErrNoThreadWorkspace)
+			}
+			dir = opts.ListingDir
+		}
+		p, err := StartProcess(ProcessSpec{Command: cfg.Command, Args: cfg.Args, Env: env, Dir: dir})
 		if err != nil {
 			return nil, err
 		}
