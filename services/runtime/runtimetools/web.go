@@ -95,7 +95,9 @@ func (s *Dispatcher) webFetch(ctx context.Context, ec *runtimechain.Call, args m
 	}
 	req.Header.Set("Accept", "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.1")
 	req.Header.Set("User-Agent", "Toolplane-web_fetch/1")
-	resp, err := w.Fetch.Client().Do(req)
+	client := w.Fetch.Client()
+	defer client.CloseIdleConnections() // one client per call: keep no connection behind
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fetchErr(raw, err)
 	}
@@ -435,7 +437,9 @@ func (b *SearchBackend) do(req *http.Request) ([]byte, error) {
 		req.Header.Set("Authorization", "Bearer "+b.APIKey)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := b.Policy.Client().Do(req)
+	client := b.Policy.Client()
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, searchErr(err)
 	}
