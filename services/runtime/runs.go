@@ -79,7 +79,7 @@ func (ls *loopState) get() (*runtimeloop.Engine, error) {
 				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Vision: m.SupportsVision})
 		case ProviderOpenAIResponses:
 			cl, err = runtimeloop.NewResponsesModel(runtimeloop.ResponsesSpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key,
-				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature})
+				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature, Vision: m.SupportsVision})
 		default:
 			cl, err = runtimeloop.NewOpenAIModel(runtimeloop.OpenAISpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
 				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature, Vision: m.SupportsVision})

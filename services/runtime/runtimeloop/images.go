@@ -3,7 +3,6 @@ package runtimeloop
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -18,6 +17,7 @@ import (
 // view_image calls as image parts with their results — OpenAI-compatible
 // models in one user message after the step's tool messages (tool messages
 // carry text only), Anthropic models inside the call's tool_result block.
+// The Responses API gets the same user message as input_image parts.
 // Like DeerFlow's injected image message, they stay in the conversation for
 // the rest of the thread, bounded per request.
 
@@ -67,6 +67,9 @@ func (m *OpenAIModel) SupportsVision() bool { return m.spec.Vision }
 
 // SupportsVision implements Vision.
 func (m *AnthropicModel) SupportsVision() bool { return m.spec.Vision }
+
+// SupportsVision implements Vision.
+func (m *ResponsesModel) SupportsVision() bool { return m.spec.Vision }
 
 // visionAllows reports whether the tool may be bound and run on this turn:
 // view_image only with a vision model.
@@ -118,22 +121,18 @@ func dataURL(im *Image) string {
 // openAIImageMessage is the user message carrying the images of one
 // step's view_image results (an OpenAI tool message holds text only).
 func openAIImageMessage(imgs []*Image) openai.ChatCompletionMessageParamUnion {
-	paths := make([]string, len(imgs))
-	for i, im := range imgs {
-		paths[i] = im.Path
-	}
-	parts := []openai.ChatCompletionContentPartUnionParam{openai.TextContentPart(fmt.Sprintf("Images you viewed with view_image: %s", strings.Join(paths, ", ")))}
+	parts := []openai.ChatCompletionContentPartUnionParam{openai.TextContentPart(viewedText(imgs))}
 	for _, im := range imgs {
 		parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: dataURL(im)}))
 	}
 	return openai.UserMessage(parts)
 }
 
-// appendOpenAIImages appends, when prefix ends with a run of tool
-// messages, one user message with the images of those results.
-func appendOpenAIImages(out []openai.ChatCompletionMessageParamUnion, req *ModelRequest, prefix []*runtimev1.Message) []openai.ChatCompletionMessageParamUnion {
+// trailingToolImages returns the images of the run of tool messages that
+// ends prefix.
+func trailingToolImages(req *ModelRequest, prefix []*runtimev1.Message) []*Image {
 	if len(req.Images) == 0 {
-		return out
+		return nil
 	}
 	start := len(prefix)
 	for start > 0 && prefix[start-1].GetRole() == runtimev1.MessageRole_MESSAGE_ROLE_TOOL {
@@ -145,6 +144,36 @@ func appendOpenAIImages(out []openai.ChatCompletionMessageParamUnion, req *Model
 			imgs = append(imgs, im)
 		}
 	}
+	return imgs
+}
+
+func viewedText(imgs []*Image) string {
+	paths := make([]string, len(imgs))
+	for i, im := range imgs {
+		paths[i] = im.Path
+	}
+	return "Images you viewed with view_image: " + strings.Join(paths, ", ")
+}
+
+// appendResponsesImages appends, when prefix ends with a run of tool
+// messages, one user message item with their images (Responses API
+// input_image parts with data URLs) after the function_call_output items.
+func appendResponsesImages(input []any, req *ModelRequest, prefix []*runtimev1.Message) []any {
+	imgs := trailingToolImages(req, prefix)
+	if len(imgs) == 0 {
+		return input
+	}
+	parts := []any{map[string]any{"type": "input_text", "text": viewedText(imgs)}}
+	for _, im := range imgs {
+		parts = append(parts, map[string]any{"type": "input_image", "image_url": dataURL(im), "detail": "auto"})
+	}
+	return append(input, map[string]any{"type": "message", "role": "user", "content": parts})
+}
+
+// appendOpenAIImages appends, when prefix ends with a run of tool
+// messages, one user message with the images of those results.
+func appendOpenAIImages(out []openai.ChatCompletionMessageParamUnion, req *ModelRequest, prefix []*runtimev1.Message) []openai.ChatCompletionMessageParamUnion {
+	imgs := trailingToolImages(req, prefix)
 	if len(imgs) == 0 {
 		return out
 	}

@@ -12,6 +12,7 @@ import (
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeanthropic"
 	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakemodel"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop/fakeresponses"
 )
 
 // pngBytes is a 1×1 PNG.
@@ -21,6 +22,7 @@ var pngBytes, _ = base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAA
 type fakeImages struct {
 	mu    sync.Mutex
 	byID  map[string]*Image
+	any   *Image // returned for every id when set
 	asked [][]string
 }
 
@@ -32,6 +34,8 @@ func (f *fakeImages) ViewedImages(_ context.Context, _ string, ids []string) (ma
 	for _, id := range ids {
 		if im := f.byID[id]; im != nil {
 			out[id] = im
+		} else if f.any != nil {
+			out[id] = f.any
 		}
 	}
 	return out, nil
@@ -154,5 +158,34 @@ func TestViewImageAnthropicImageInToolResult(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the view_image tool_result carries no PNG image block: %+v", reqs[1].Messages)
+	}
+}
+
+func TestViewImageResponsesInputImage(t *testing.T) {
+	s := fakeresponses.New(
+		fakeresponses.Reply{Calls: []fakeresponses.Call{{Name: ToolViewImage, Args: `{"image_path":"/mnt/user-data/uploads/a.png"}`}}},
+		fakeresponses.Reply{Text: "A single pixel."},
+	)
+	defer s.Close()
+	m, err := NewResponsesModel(ResponsesSpec{BaseURL: s.BaseURL(), Model: "vis", Vision: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs := &fakeImages{any: &Image{Path: "/mnt/user-data/uploads/a.png", MIMEType: "image/png", Data: pngBytes}}
+	run, err := visionEngine(t, visionWorld(), m, imgs).RunTurn(context.Background(), TurnRequest{ThreadID: "t1", Message: "What is in a.png?"}, (&recorder{}).sink)
+	if err != nil || run.GetStatus() != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("run: %v %v (%s)", err, run.GetStatus(), run.GetReason())
+	}
+	if p := s.Problems(); len(p) > 0 {
+		t.Fatalf("the fake refused requests: %v", p)
+	}
+	items, err := fakeresponses.DecodeInput(s.Requests()[1].Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := items[len(items)-1]
+	want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(pngBytes)
+	if last.Type != "message" || last.Role != "user" || !strings.Contains(string(last.Content), want) || items[len(items)-2].Type != "function_call_output" {
+		t.Fatalf("request 2 does not end with the image message after the output: %+v", items)
 	}
 }
