@@ -24,7 +24,7 @@ func (s *Server) wire() {
 		FailOpenListing: c.Authz.FailOpenListing, CacheEntries: c.CacheEntries, CacheBytes: c.CacheBytes,
 		MaxDescriptionBytes: c.ToolBounds.MaxDescriptionBytes, MaxSchemaBytes: c.ToolBounds.MaxSchemaBytes,
 		BootstrapAgent: c.BootstrapAgent,
-		ViewImage: c.Loop.visionModels(),
+		ViewImage:      c.Loop.visionModels(),
 	}, runtimeassembly.Deps{
 		Catalog: s.catalog, Authz: s.authz, Skills: s.skills, Store: s.store, Agents: s.agents, Log: s.log, Now: s.now,
 		Metrics: runtimeassembly.Metrics{Assemblies: s.metrics.assemblies, Promotions: s.metrics.promotions, FailOpen: s.metrics.failOpen},
