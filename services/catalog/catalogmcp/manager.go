@@ -245,6 +245,9 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		if err != nil {
 			return nil, err
 		}
+		if wd != nil {
+			scoped.Cwd = wd.Path // working_dir: thread (workspace.go)
+		}
 		return Connect(ictx, scoped, opts, nil)
 	}
 	for attempt := 0; ; attempt++ {

@@ -20,7 +20,7 @@ var ErrNoThreadWorkspace = errors.New("thread workspace not found on the catalog
 var threadIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // threadWorkDir points a workspace-bound server's child at
-// <ThreadsDir>/<thread>/user-data/workspace (setting cfg.Cwd) and returns
+// <ThreadsDir>/<thread>/user-data/workspace (Call sets the child's Cwd to it) and returns
 // the folder for the call's result; nil for other servers. The catalog
 // never creates a thread folder (the runtime does), and every level is
 // checked through os.Root with Lstat, so a symbolic link anywhere on the
