@@ -20,6 +20,7 @@ var cliResources = map[string]authzv1.ResourceType{
 	authzcasbin.ResourceSkill:     authzv1.ResourceType_RESOURCE_TYPE_SKILL,
 	authzcasbin.ResourceModel:     authzv1.ResourceType_RESOURCE_TYPE_MODEL,
 	authzcasbin.ResourceMCPServer: authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER,
+	authzcasbin.ResourceACPAgent:  authzv1.ResourceType_RESOURCE_TYPE_ACP_AGENT,
 }
 
 var cliActions = map[string]authzv1.Action{
@@ -104,7 +105,7 @@ func readLinesArg(args []string, file string) ([]string, error) {
 // running suite's AuthzService (ListPolicies, AddPolicies, RemovePolicies;
 // admin credential). Lines use the policy-file form:
 //
-//	p, <role>, <tenant|*>, <tool|skill|model|mcp_server|*>, <target>, <call|list|use|*>, <allow|deny>[, <condition>]
+//	p, <role>, <tenant|*>, <tool|skill|model|mcp_server|acp_agent|*>, <target>, <call|list|use|*>, <allow|deny>[, <condition>]
 //	g, <member>, <role>, <tenant|*>
 func newPoliciesCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "policies", Short: "List, add and remove authorization policy lines and role links"}
@@ -273,7 +274,7 @@ func newDecisionsCmd() *cobra.Command {
 			if resource != "" {
 				rt, ok := cliResources[resource]
 				if !ok {
-					return fmt.Errorf("--resource: want tool, skill, model or mcp_server, got %q", resource)
+					return fmt.Errorf("--resource: want tool, skill, model, mcp_server or acp_agent, got %q", resource)
 				}
 				req.ResourceType = rt
 			}
@@ -345,7 +346,7 @@ func newDecisionsCmd() *cobra.Command {
 	fl.StringVar(&subject, "subject", "", "only this subject")
 	fl.BoolVar(&onlyAllow, "allow", false, "only allowed decisions")
 	fl.BoolVar(&onlyDeny, "deny", false, "only denied decisions")
-	fl.StringVar(&resource, "resource", "", "only this resource type (tool, skill, model, mcp_server)")
+	fl.StringVar(&resource, "resource", "", "only this resource type (tool, skill, model, mcp_server, acp_agent)")
 	fl.StringVar(&kind, "kind", "", "only authorize or filter records")
 	fl.StringVar(&since, "since", "", "only records since a duration ago (1h) or an RFC 3339 time")
 	fl.Int32Var(&limit, "limit", 50, "page size (1..1000)")

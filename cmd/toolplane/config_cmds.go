@@ -141,7 +141,26 @@ var deerflowMaxResults = map[string]string{"file.glob": "200", "file.grep": "100
 // (docs/deerflow.md §1.2 step 4: the object's own name wins).
 var deerflowImplNames = map[string]string{
 	"file.ls": "ls", "file.read": "read_file", "file.write": "write_file", "file.str_replace": "str_replace",
-	"file.glob": "glob", "file.grep": "grep", "bash": "bash",
+	"file.glob": "glob", "file.grep": "grep", "bash": "bash", "web.fetch": "web_fetch",
+}
+
+// deerflowWebUse maps DeerFlow's community web tools: any
+// `deerflow.community.<provider>.tools:web_fetch_tool` becomes Toolplane's
+// web.fetch (fetched through the egress policy instead of the provider);
+// web_search providers (Tavily, DuckDuckGo, ...) have no Toolplane
+// backend and are reported with what to configure instead.
+func deerflowWebUse(use string) (impl string, search bool) {
+	mod, obj, ok := strings.Cut(use, ":")
+	if !ok || !strings.HasPrefix(mod, "deerflow.community.") {
+		return "", false
+	}
+	switch obj {
+	case "web_fetch_tool":
+		return "web.fetch", false
+	case "web_search_tool":
+		return "", true
+	}
+	return "", false
 }
 
 // deerflowRBACProvider is the `use` of DeerFlow's built-in RBAC provider
@@ -301,9 +320,16 @@ func (r *importResult) importTools(n *yaml.Node) {
 			label = fmt.Sprintf("%s (%s)", p, name)
 		}
 		impl, known := deerflowToolUses[use]
+		webImpl, webSearch := deerflowWebUse(use)
+		if webImpl != "" {
+			impl, known = webImpl, true
+		}
 		switch {
+		case webSearch:
+			r.drop(label, "use %q: Toolplane's web_search asks a SearXNG or OpenAI-compatible search backend; configure runtime.web.search and list {name: web_search, group: web, use: web.search}", use)
+			continue
 		case !known:
-			r.drop(label, "use %q has no Toolplane implementation (built-ins: file.read, file.write, file.ls, file.str_replace, file.glob, file.grep, bash); serve it from an MCP server", use)
+			r.drop(label, "use %q has no Toolplane implementation (built-ins: file.read, file.write, file.ls, file.str_replace, file.glob, file.grep, bash, web.fetch, web.search); serve it from an MCP server", use)
 			continue
 		case !toolNameRE.MatchString(name):
 			r.drop(label+".name", "%q must match %s", name, toolNameRE)
@@ -323,6 +349,9 @@ func (r *importResult) importTools(n *yaml.Node) {
 		for _, k := range extra {
 			if k == "max_results" && maxResults != "" && maxResults == deerflowMaxResults[impl] {
 				continue // DeerFlow's default, which is Toolplane's fixed cap
+			}
+			if k == "timeout" && impl == "web.fetch" && r.importFetchTimeout(it) {
+				continue
 			}
 			r.drop(p+"."+k, "per-tool options are not supported by the %s implementation", impl)
 		}
@@ -640,7 +669,7 @@ func (r *importResult) importRoles(roles map[string]any, rolesNode *yaml.Node, r
 			continue
 		}
 		none := map[string]any{}
-		for _, k := range []string{"tools", "models", "skills", "mcp_servers"} {
+		for _, k := range []string{"tools", "models", "skills", "mcp_servers", "acp_agents"} {
 			none[k] = map[string]any{"allow": false}
 		}
 		roles[role] = none
@@ -952,6 +981,11 @@ func (r *importResult) importModels(n *yaml.Node) {
 					continue
 				}
 				m.MaxRetries = &k
+			case "supports_vision":
+				if err := kv.val.Decode(&m.SupportsVision); err != nil {
+					m.SupportsVision = false
+					later = append(later, dropped{kp, "not a boolean"})
+				}
 			case "timeout", "request_timeout", "default_request_timeout":
 				var sec float64
 				if err := kv.val.Decode(&sec); err != nil || sec <= 0 || math.IsInf(sec, 0) {
@@ -1111,4 +1145,21 @@ func (r *importResult) importSubagents(n *yaml.Node) {
 			}
 		}
 	}
+}
+
+// importFetchTimeout carries a DeerFlow web_fetch `timeout` (seconds) to
+// runtime.web.fetch.timeout; false when it is not a positive number.
+func (r *importResult) importFetchTimeout(tool *yaml.Node) bool {
+	for _, kv := range pairs(tool) {
+		if kv.key != "timeout" {
+			continue
+		}
+		var sec float64
+		if err := kv.val.Decode(&sec); err != nil || sec <= 0 || math.IsInf(sec, 0) || sec > 3600 {
+			return false
+		}
+		r.Config.Runtime.Web.Fetch.Timeout = time.Duration(sec * float64(time.Second))
+		return true
+	}
+	return false
 }

@@ -72,8 +72,11 @@ func TestImportDeerFlowFull(t *testing.T) {
 	t.Logf("report:\n%s", stderr)
 	cfg := loadWritten(t, out)
 
-	// Tools: the seven sandbox tools, in file order; web tools reported.
+	// Tools: web_fetch (DeerFlow's jina_ai provider becomes web.fetch, its
+	// timeout runtime.web.fetch.timeout) and the seven sandbox tools, in
+	// file order; web_search and image_search reported.
 	want := []runtime.ToolConfig{
+		{Name: "web_fetch", Group: "web", Use: "web.fetch"},
 		{Name: "ls", Group: "file:read", Use: "file.ls"},
 		{Name: "read_file", Group: "file:read", Use: "file.read"},
 		{Name: "glob", Group: "file:read", Use: "file.glob"},
@@ -84,6 +87,9 @@ func TestImportDeerFlowFull(t *testing.T) {
 	}
 	if !slices.Equal(cfg.Runtime.Tools, want) {
 		t.Fatalf("runtime.tools = %+v, want %+v", cfg.Runtime.Tools, want)
+	}
+	if cfg.Runtime.Web.Fetch.Timeout != 10*time.Second {
+		t.Fatalf("runtime.web.fetch.timeout = %v, want DeerFlow's 10 s", cfg.Runtime.Web.Fetch.Timeout)
 	}
 	// glob and grep set DeerFlow's max_results, which are Toolplane's caps.
 	if strings.Contains(stderr, "tools[5]") || strings.Contains(stderr, "tools[6]") {
@@ -117,6 +123,9 @@ func TestImportDeerFlowFull(t *testing.T) {
 	lm := cfg.Runtime.Loop.Models
 	if len(lm) != 2 || lm[0].Name != "gpt-4o" || lm[0].APIKeyEnv != "OPENAI_API_KEY" || lm[0].BaseURL != "https://api.openai.com/v1" || lm[0].MaxTokens != 4096 {
 		t.Fatalf("runtime.loop.models = %+v", lm)
+	}
+	if !lm[0].SupportsVision || lm[1].SupportsVision {
+		t.Fatalf("supports_vision not carried over: gpt-4o %v, gpt-4o-mini %v (want true, false)", lm[0].SupportsVision, lm[1].SupportsVision)
 	}
 	if ld := cfg.Runtime.Loop.LoopDetection; ld.WarnThreshold != 3 || ld.HardLimit != 5 {
 		t.Fatalf("loop_detection = %+v", ld)
@@ -164,10 +173,8 @@ func TestImportDeerFlowFull(t *testing.T) {
 	for _, want := range []string{
 		"config_version:",
 		"tools[0] (web_search): use \"deerflow.community.ddg_search.tools:web_search_tool\"",
-		"tools[1] (web_fetch):",
 		"tools[2] (image_search):",
 		"models[0] (gpt-4o).display_name:",
-		"models[0] (gpt-4o).supports_vision:",
 		"tool_output.fallback_max_chars:",
 		"tool_output.storage_subdir:",
 		"subagents.timeout_seconds:",
@@ -185,7 +192,7 @@ func TestImportDeerFlowFull(t *testing.T) {
 	}
 	// Nothing carried over is reported, and no line repeats.
 	for _, l := range lines {
-		for _, carried := range []string{"tools[3]", "tools[4]", "tools[7]", "tools[8]", "tools[9]", "tool_search", "tool_groups", "log_level", "sandbox.allow_host_bash", "skills.container_path", "skills.deferred_discovery",
+		for _, carried := range []string{"tools[1]", "tools[3]", "tools[4]", "tools[7]", "tools[8]", "tools[9]", "tool_search", "tool_groups", "models[0] (gpt-4o).supports_vision", "log_level", "sandbox.allow_host_bash", "skills.container_path", "skills.deferred_discovery",
 			"extensions_config.json: mcpServers.notion.oauth"} { // the catalog reads the oauth block
 			if strings.HasPrefix(l, carried) {
 				t.Errorf("carried key reported: %s", l)

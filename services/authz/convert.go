@@ -19,6 +19,7 @@ var resourceNames = map[authzv1.ResourceType]string{
 	authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER: authzcasbin.ResourceMCPServer,
 	authzv1.ResourceType_RESOURCE_TYPE_RESOURCE:   authzcasbin.ResourceResource,
 	authzv1.ResourceType_RESOURCE_TYPE_PROMPT:     authzcasbin.ResourcePrompt,
+	authzv1.ResourceType_RESOURCE_TYPE_ACP_AGENT:  authzcasbin.ResourceACPAgent,
 }
 
 var actionNames = map[authzv1.Action]string{
@@ -123,7 +124,7 @@ func ruleFromProto(p *authzv1.Policy, field string) (authzcasbin.Rule, error) {
 	r := authzcasbin.Rule{Subject: p.GetRole(), Tenant: p.GetTenant(), Target: p.GetTarget(), Source: authzcasbin.SourceAPI}
 	var ok bool
 	if r.Resource, ok = resourceNames[p.GetResourceType()]; !ok {
-		return r, fmt.Errorf("%s.resource_type: required (tool, skill, model or mcp_server)", field)
+		return r, fmt.Errorf("%s.resource_type: required (tool, skill, model, mcp_server or acp_agent)", field)
 	}
 	if r.Action, ok = actionNames[p.GetAction()]; !ok {
 		return r, fmt.Errorf("%s.action: required (list, call or use)", field)

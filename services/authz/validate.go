@@ -67,7 +67,7 @@ func validatePrincipal(p *typev1.Principal) error {
 
 func validateResource(rt authzv1.ResourceType) error {
 	if _, ok := resourceNames[rt]; !ok {
-		return bad("resource_type", grpcx.ViolationRequired, "required: tool, skill, model or mcp_server")
+		return bad("resource_type", grpcx.ViolationRequired, "required: tool, skill, model, mcp_server or acp_agent")
 	}
 	return nil
 }

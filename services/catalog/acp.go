@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -13,7 +15,9 @@ import (
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/catalog/catalogacp"
+	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 )
 
 // maxACPPromptBytes bounds an InvokeAcpAgent prompt.
@@ -26,23 +30,26 @@ func (s *Server) startACP() error {
 		return nil
 	}
 	agents := make(map[string]catalogacp.Agent, len(s.cfg.ACPAgents))
-	for n, a := range s.cfg.ACPAgents {
+	for _, n := range slices.Sorted(maps.Keys(s.cfg.ACPAgents)) {
+		a := s.cfg.ACPAgents[n]
+		// The stdio command policy of MCP servers (docs/architecture.md
+		// §10.4) applies to ACP agents too, unless
+		// catalog.file_command_policy is off; checked on the configuration
+		// as written ($VAR unresolved), before any process starts.
+		if s.cfg.FileCommandPolicy != "off" {
+			if err := catalogconfig.ValidateStdioCommand("catalog.acp_agents."+n, a.Command, a.Args, a.Env, s.cfg.StdioAllowlist); err != nil {
+				return fmt.Errorf("%w (the stdio command policy: catalog.stdio_allowlist, catalog.file_command_policy)", err)
+			}
+		}
 		r, err := a.Resolve("catalog.acp_agents."+n, os.LookupEnv)
 		if err != nil {
 			return err
 		}
 		agents[n] = r
 	}
-	dir := s.cfg.Workspaces.Dir
-	if dir == "" {
-		if s.env.DataDir == "" {
-			return errors.New("catalog.workspaces.dir: required with catalog.acp_agents when there is no data directory")
-		}
-		dir = filepath.Join(s.env.DataDir, "runtime", "threads")
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("catalog.workspaces.dir: %w", err)
+	abs := threadsDir(s.cfg, s.env)
+	if abs == "" {
+		return errors.New("catalog.workspaces.dir: required with catalog.acp_agents when there is no data directory")
 	}
 	s.acp = catalogacp.NewPool(catalogacp.PoolConfig{
 		Agents: agents, ThreadsDir: abs,
@@ -129,4 +136,22 @@ func (s *Server) acpError(ctx, cctx context.Context, agent string, err error) er
 	}
 	return statusErr(codes.Unavailable, catalogv1.ErrorReason_ERROR_REASON_ACP_AGENT_UNAVAILABLE, nil,
 		"ACP agent %q %s; it is restarted on the next call (details in the catalog log)", agent, what)
+}
+
+// threadsDir is catalog.workspaces.dir as an absolute path (default
+// <data dir>/runtime/threads, the runtime's own folder in one process);
+// "" when neither is known.
+func threadsDir(cfg Config, env svckit.Env) string {
+	dir := cfg.Workspaces.Dir
+	if dir == "" {
+		if env.DataDir == "" {
+			return ""
+		}
+		dir = filepath.Join(env.DataDir, "runtime", "threads")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	return abs
 }

@@ -1,11 +1,14 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -149,5 +152,89 @@ func TestACPConfigValidated(t *testing.T) {
 	c.SetDefaults()
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "catalog.acp_agents.x.description") {
 		t.Fatalf("Validate = %v", err)
+	}
+}
+
+// ACP agent commands pass the stdio command policy of MCP servers at start
+// (unless catalog.file_command_policy is off); no process starts before.
+func TestACPCommandPolicy(t *testing.T) {
+	for _, c := range []struct {
+		agent  catalogacp.Agent
+		policy string
+		want   string // "" = starts
+	}{
+		{catalogacp.Agent{Command: "/bin/sh", Args: []string{"-c", "id"}, Description: "d"}, "enforce", "catalog.acp_agents.a.command: \"/bin/sh\" must be a bare executable name"},
+		{catalogacp.Agent{Command: "bash", Description: "d"}, "enforce", "catalog.acp_agents.a.command: \"bash\" is not in the stdio command allowlist"},
+		{catalogacp.Agent{Command: "node", Args: []string{"-e", "process.exit(0)"}, Description: "d"}, "enforce", "catalog.acp_agents.a.args[0]"},
+		{catalogacp.Agent{Command: "node", Args: []string{"agent.mjs"}, Env: map[string]string{"NODE_OPTIONS": "--require /tmp/x.js"}, Description: "d"}, "enforce", "catalog.acp_agents.a.env.NODE_OPTIONS"},
+		{catalogacp.Agent{Command: "npx", Args: []string{"-y", "@zed-industries/claude-code-acp"}, Description: "d"}, "enforce", ""},
+		{catalogacp.Agent{Command: "/bin/sh", Args: []string{"-c", "id"}, Description: "d"}, "off", ""},
+	} {
+		dir := t.TempDir()
+		cfg := Config{ExtensionsConfig: filepath.Join(dir, "extensions_config.json"), FileCommandPolicy: c.policy, ACPAgents: map[string]catalogacp.Agent{"a": c.agent}}
+		cfg.SetDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%+v: Validate: %v", c.agent, err)
+		}
+		srv, err := New(context.Background(), cfg, svckit.Env{DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%+v with policy %s: %v, want a start", c.agent, c.policy, err)
+				continue
+			}
+			srv.Close()
+			continue
+		}
+		if err == nil {
+			srv.Close()
+			t.Errorf("%+v with policy %s started, want %q", c.agent, c.policy, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err = %v, want %q", c.agent, err, c.want)
+		}
+	}
+}
+
+// A workspace-bound server (working_dir: thread) runs per thread in
+// <workspaces.dir>/<thread>/user-data/workspace and reports it; without a
+// trusted thread id, a thread folder, or through a symbolic link it is
+// refused (FAILED_PRECONDITION) before any child starts.
+func TestWorkspaceBoundServer(t *testing.T) {
+	fsJS := npmJS(t, "server-filesystem")
+	threads := filepath.Join(t.TempDir(), "threads")
+	h := start(t, extJSON(`"fs": {"command": "node", "args": [`+strconv.Quote(fsJS)+`, "."], "session_scope": "per_thread", "working_dir": "thread"}`),
+		func(c *Config, _ *svckit.Env) { c.Workspaces.Dir = threads })
+	ctx := ctxT(t)
+	list := func(thread string) (*catalogv1.CallToolResponse, error) {
+		return h.svc.CallTool(actingFor(ctx, "alice"), &catalogv1.CallToolRequest{Name: "fs_list_allowed_directories", Arguments: args(t, `{}`),
+			CallContext: &typev1.CallContext{ThreadId: thread}})
+	}
+	for _, thread := range []string{"", "t-missing", "../t1"} {
+		if _, err := list(thread); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "thread workspace not found") {
+			t.Fatalf("thread %q: %v, want FAILED_PRECONDITION", thread, err)
+		}
+	}
+	ws := filepath.Join(threads, "t1", "user-data", "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r, err := list("t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wd := r.GetWorkingDirectory(); wd.GetPath() != ws || wd.GetUserDataRoot() != filepath.Dir(ws) || !strings.Contains(textOf(r), ws) {
+		t.Fatalf("working directory %v, result %q; want %s", wd, textOf(r), ws)
+	}
+	// A thread whose workspace is a link to elsewhere is refused.
+	elsewhere := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(threads, "t2", "user-data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(threads, "t2", "user-data", "workspace")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := list("t2"); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("symlinked workspace: %v, want FAILED_PRECONDITION", err)
 	}
 }

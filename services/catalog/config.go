@@ -45,7 +45,9 @@ type Config struct {
 	// FileCommandPolicy applies the stdio command policy (stdio_allowlist
 	// and the refused argument patterns, docs/architecture.md §10.4) to the
 	// servers of extensions_config.json too, not only to API writes: a
-	// refused server is FAILED with the reason and never started.
+	// refused server is FAILED with the reason and never started; and to
+	// catalog.acp_agents: a refused agent stops the catalog at start, the
+	// error naming the field.
 	// "enforce" or "off" (the operator's own local binaries by path).
 	// Default "enforce".
 	FileCommandPolicy string `yaml:"file_command_policy"`

@@ -196,7 +196,7 @@ func configProto(s catalogconfig.Server) *catalogv1.ServerConfig {
 		ToolNamePrefix: s.ToolNamePrefix, ToolCallTimeout: durSeconds(s.ToolCallTimeout),
 		SessionInitTimeout: durSeconds(s.SessionInitTimeout), SessionScope: scopeEnum(s.Scope()),
 		Routing: routingFromConfig(s.Routing), Path: s.Path, Pin: s.Pin, PinNewTools: s.PinNewTools,
-		Tenants: slices.Clone(s.Tenants),
+		Tenants: slices.Clone(s.Tenants), WorkingDir: s.WorkingDir,
 	}
 	tools := make([]string, 0, len(s.Tools))
 	for k := range s.Tools {
@@ -218,7 +218,7 @@ func configFromProto(c *catalogv1.ServerConfig, prev *catalogconfig.Server) (cat
 		ToolNamePrefix: c.ToolNamePrefix, ToolCallTimeout: secondsPtr(c.GetToolCallTimeout()),
 		SessionInitTimeout: secondsPtr(c.GetSessionInitTimeout()), SessionScope: scopeString(c.GetSessionScope()),
 		Routing: routingToConfig(c.GetRouting()), Path: c.GetPath(), Pin: c.Pin, PinNewTools: c.GetPinNewTools(),
-		Tenants: slices.Clone(c.GetTenants())}
+		Tenants: slices.Clone(c.GetTenants()), WorkingDir: c.GetWorkingDir()}
 	if c.Enabled != nil && !c.GetEnabled() {
 		f := false
 		s.Enabled = &f
@@ -322,6 +322,9 @@ func resultProto(res *catalogmcp.Result, server, original string) *catalogv1.Cal
 	out.Content = make([]*typev1.ContentBlock, len(res.Content))
 	for i, c := range res.Content {
 		out.Content[i] = contentBlock(c)
+	}
+	if wd := res.WorkDir; wd != nil {
+		out.WorkingDirectory = &catalogv1.WorkingDirectory{Path: wd.Path, UserDataRoot: wd.UserDataRoot}
 	}
 	return out
 }

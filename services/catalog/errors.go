@@ -94,6 +94,9 @@ func callError(ctx context.Context, tool string, timedOut bool, err error) error
 		return grpcx.WithCause(grpcx.Status(codes.Unavailable, errorDomain, catalogv1.ErrorReason_ERROR_REASON_SERVER_UNAVAILABLE.String(),
 			map[string]string{"server": nr.Server, "state": "SERVER_STATE_" + nr.State.String()},
 			fmt.Sprintf("tool %q: server %s is %s", tool, nr.Server, nr.State)), err)
+	case errors.Is(err, catalogmcp.ErrNoThreadWorkspace):
+		return statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE, map[string]string{"tool": tool},
+			"tool %q: %v", tool, err)
 	case errors.Is(err, catalogmcp.ErrStatic):
 		return statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_TOOL_NOT_CALLABLE, nil,
 			"tool %q belongs to a static server and cannot be called", tool)

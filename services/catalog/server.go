@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	}
 	s.oauthClose = oclose
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
-		Options: catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), HTTPClient: cfg.Egress.policy().StreamingClient(), OAuth: oopts,
+		Options: catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), ThreadsDir: threadsDir(cfg, env), HTTPClient: cfg.Egress.policy().StreamingClient(), OAuth: oopts,
 			ScopeDirRoot: scopeDirRoot(env.DataDir)},
 		PoolCap:     cfg.Sessions.MaxScoped,
 		PoolIdleTTL: cfg.Sessions.IdleTTL,

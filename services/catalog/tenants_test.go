@@ -219,6 +219,9 @@ func TestTenantAdminWrites(t *testing.T) {
 		{"a host variable as the scope dir's default", own("n1", func(c *catalogv1.ServerConfig) {
 			c.Env = map[string]string{"D": "${TOOLPLANE_SCOPE_DIR:-$TP_HOST_SECRET}"}
 		}), codes.PermissionDenied, "servers[0].env.D"},
+		{"working_dir", own("n1", func(c *catalogv1.ServerConfig) {
+			c.SessionScope, c.WorkingDir = catalogv1.SessionScope_SESSION_SCOPE_PER_THREAD, "thread"
+		}), codes.PermissionDenied, "servers[0].working_dir"},
 		{"static path", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_STATIC, Path: "/etc/passwd", Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].path"},
 		{"command policy", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"-e", "require('child_process').exec('id')"} }), codes.InvalidArgument, "code-evaluation flag"},
 		{"a global server's name", own("g", nil), codes.InvalidArgument, `"g" is taken`},

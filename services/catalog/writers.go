@@ -113,5 +113,10 @@ func (w writer) checkServer(i int, srv *catalogconfig.Server) error {
 	if srv.EffectiveType() == catalogconfig.TypeStatic || srv.Path != "" {
 		return w.refuse("%s.path: static servers read files of the host; only a global admin adds them", f)
 	}
+	if srv.WorkingDir != "" {
+		// Like cwd: where a child runs on the host is a global admin's
+		// choice (docs/decisions/0159-path-translation-details.md).
+		return w.refuse("%s.working_dir: only a global admin runs servers in thread workspaces", f)
+	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/internal/app"
 	"github.com/toolplane/toolplane/services/catalog/catalogacp"
@@ -65,7 +66,29 @@ func TestInvokeACPAgentThroughTheChain(t *testing.T) {
 		t.Fatalf("permission = %v", text(res))
 	}
 	res = call(t, alice, th, "invoke_acp_agent", map[string]any{"agent": "other", "prompt": "echo x"})
-	if res.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS || !strings.Contains(text(res), "agent must be one of fixture") {
+	// Refused before anything runs: by the argument check against the
+	// tool's schema (agent is an enum) or, without it, by the tool.
+	if res.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_BUSINESS || !(strings.Contains(text(res), "agent must be one of fixture") || strings.Contains(text(res), "value must be 'fixture'")) {
 		t.Fatalf("unknown agent = %v", res)
+	}
+
+	// authz: the agent a call names is authorized per call (acp_agent:
+	// fixture, call), after invoke_acp_agent itself was allowed.
+	s.az.DenyCall("fixture")
+	res = call(t, alice, th, "invoke_acp_agent", map[string]any{"agent": "fixture", "prompt": "echo must not run"})
+	if res.GetErrorKind() != runtimev1.ErrorKind_ERROR_KIND_POLICY || !strings.Contains(text(res), "ACP agent 'fixture' was not invoked") {
+		t.Fatalf("denied agent = %v", res)
+	}
+	if b, _ := os.ReadFile(ws); string(b) != "from the runtime" {
+		t.Fatalf("a denied call reached the agent: answer.txt = %q", b)
+	}
+	// An agent the principal may not list is not offered; with none left,
+	// invoke_acp_agent is not bound at all.
+	s.az.DenyList(authzv1.ResourceType_RESOURCE_TYPE_ACP_AGENT, "fixture")
+	r = assemble(t, alice, th, "hello")
+	for _, ts := range r.GetTools() {
+		if ts.GetName() == "invoke_acp_agent" {
+			t.Fatalf("invoke_acp_agent bound with no visible ACP agent")
+		}
 	}
 }

@@ -19,7 +19,8 @@ type ToolConfig struct {
 	// matched against an agent's tool_groups.
 	Group string `yaml:"group"`
 	// Use names the implementation: file.read, file.write, file.ls,
-	// file.str_replace or bash. Any other value fails at start.
+	// file.str_replace, file.glob, file.grep, bash, web.fetch or web.search
+	// (webconfig.go). Any other value fails at start.
 	Use string `yaml:"use"`
 }
 
@@ -211,7 +212,7 @@ func (c *Config) validateTools() error {
 			return fmt.Errorf("%s.group: must not be empty", key)
 		}
 		if _, ok := runtimeassembly.ImplNames[t.Use]; !ok {
-			return fmt.Errorf("%s.use: unknown implementation %q (one of file.read, file.write, file.ls, file.str_replace, bash)", key, t.Use)
+			return fmt.Errorf("%s.use: unknown implementation %q (one of file.read, file.write, file.ls, file.str_replace, file.glob, file.grep, bash, web.fetch, web.search)", key, t.Use)
 		}
 	}
 	for i, g := range c.ToolGroups {

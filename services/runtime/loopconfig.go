@@ -82,6 +82,10 @@ type ModelConfig struct {
 	MaxTokens int64 `yaml:"max_tokens"`
 	// Temperature, when set, is sent with each request.
 	Temperature *float64 `yaml:"temperature"`
+	// SupportsVision says the model accepts image input: turns on this
+	// model bind view_image and images it viewed are sent as image parts
+	// (docs/deerflow.md §1.6; default false).
+	SupportsVision bool `yaml:"supports_vision"`
 }
 
 // LoopDetectionConfig is `runtime.loop.loop_detection` (docs/deerflow.md §6.2 LoopDetection).

@@ -76,13 +76,13 @@ func (ls *loopState) get() (*runtimeloop.Engine, error) {
 		switch m.Provider {
 		case ProviderAnthropic:
 			cl, err = runtimeloop.NewAnthropicModel(runtimeloop.AnthropicSpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
-				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens})
+				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Vision: m.SupportsVision})
 		case ProviderOpenAIResponses:
 			cl, err = runtimeloop.NewResponsesModel(runtimeloop.ResponsesSpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key,
-				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature})
+				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature, Vision: m.SupportsVision})
 		default:
 			cl, err = runtimeloop.NewOpenAIModel(runtimeloop.OpenAISpec{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, Stream: *m.Stream,
-				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature})
+				MaxRetries: *m.MaxRetries, Timeout: m.Timeout, MaxTokens: m.MaxTokens, Temperature: m.Temperature, Vision: m.SupportsVision})
 		}
 		if err != nil {
 			ls.err = fmt.Errorf("runtime.loop.models[%s].%w", m.Name, err)
@@ -93,7 +93,7 @@ func (ls *loopState) get() (*runtimeloop.Engine, error) {
 	}
 	a := loopAdapter{s}
 	ls.engine, ls.err = runtimeloop.New(c.engineConfig(), runtimeloop.Deps{
-		Assembler: a, Executor: a, Authorizer: a, Store: a, Models: models, Threads: a,
+		Assembler: a, Executor: a, Authorizer: a, Store: a, Models: models, Threads: a, Images: a,
 		ExecutorStoresResults: false, Logger: s.log, Now: s.now, Observer: newLoopMetrics(s.env.Metrics),
 	})
 	return ls.engine, ls.err

@@ -87,6 +87,9 @@ type Config struct {
 	BootstrapAgent string `yaml:"bootstrap_agent"`
 	// Uploads bounds UploadThreadFile and the multipart upload route (uploads.go).
 	Uploads UploadsConfig `yaml:"uploads"`
+	// Web configures the web group's tools, web_fetch and web_search
+	// (webconfig.go; off unless a runtime.tools entry uses them).
+	Web WebConfig `yaml:"web"`
 }
 
 // Upstreams holds one entry per upstream service.
@@ -169,6 +172,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateAgentsAndUploads(); err != nil {
+		return err
+	}
+	if err := c.validateWeb(); err != nil {
 		return err
 	}
 	return c.Loop.Validate()

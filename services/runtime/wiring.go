@@ -24,6 +24,7 @@ func (s *Server) wire() {
 		FailOpenListing: c.Authz.FailOpenListing, CacheEntries: c.CacheEntries, CacheBytes: c.CacheBytes,
 		MaxDescriptionBytes: c.ToolBounds.MaxDescriptionBytes, MaxSchemaBytes: c.ToolBounds.MaxSchemaBytes,
 		BootstrapAgent: c.BootstrapAgent,
+		ViewImage:      c.Loop.visionModels(),
 	}, runtimeassembly.Deps{
 		Catalog: s.catalog, Authz: s.authz, Skills: s.skills, Store: s.store, Agents: s.agents, Log: s.log, Now: s.now,
 		Metrics: runtimeassembly.Metrics{Assemblies: s.metrics.assemblies, Promotions: s.metrics.promotions, FailOpen: s.metrics.failOpen},
@@ -31,6 +32,7 @@ func (s *Server) wire() {
 	dispatcher := runtimetools.NewDispatcher(runtimetools.Settings{
 		AllowBash: c.AllowBash, ToolCallTimeout: c.ToolCallTimeout, SearchLimit: c.ToolSearch.SearchLimit, MaxMessageBytes: s.env.MaxMessageBytes,
 		FileMaxBytes: c.limits().Workspace.FileMaxBytes, ThreadQuotaBytes: c.limits().Workspace.ThreadQuotaBytes,
+		Web: c.webSettings(),
 	}, runtimetools.Deps{Workspace: s.ws, Catalog: s.catalog, Skills: s.skills, Assembly: s.assembly, Now: s.now, Log: s.log, Promotions: s.metrics.promotions,
 		Agents: &ownedAgents{store: s.store, now: s.now, reserved: s.agents.reserved}})
 	s.chain = runtimechain.Standard(runtimechain.Deps{

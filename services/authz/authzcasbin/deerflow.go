@@ -7,12 +7,14 @@ import (
 )
 
 // DeerFlow resource keys (plural, docs/deerflow.md §3.8) and the resource
-// type each becomes.
+// type each becomes. acp_agents is Toolplane's: DeerFlow does not gate ACP
+// agents, so a role without it keeps them unrestricted, as in DeerFlow.
 var deerflowKeys = []struct{ key, resource string }{
 	{"tools", ResourceTool},
 	{"models", ResourceModel},
 	{"skills", ResourceSkill},
 	{"mcp_servers", ResourceMCPServer},
+	{"acp_agents", ResourceACPAgent},
 }
 
 // TranslateDeerFlow translates a DeerFlow `authorization` section, decoded
@@ -169,9 +171,9 @@ func checkResourceKey(k string) error {
 	}
 	switch k {
 	case "sandbox", "routes", "route":
-		return fmt.Errorf("resource key not supported by Toolplane (supported: tools, models, skills, mcp_servers)")
+		return fmt.Errorf("resource key not supported by Toolplane (supported: tools, models, skills, mcp_servers, acp_agents)")
 	}
-	return fmt.Errorf("unknown resource key (want tools, models, skills or mcp_servers)")
+	return fmt.Errorf("unknown resource key (want tools, models, skills, mcp_servers or acp_agents)")
 }
 
 func deerflowRules(role, resource, target, effect string) []Rule {

@@ -23,6 +23,7 @@ roles:
     tools: {allow: [web_search, "a*b"], deny: [bash]}
     models: {allow: false}
     skills: {allow: "*"}
+    acp_agents: {allow: [coder]}
   guest: {}
 `), "authz.authorization")
 	if err != nil {
@@ -42,8 +43,9 @@ roles:
 	}
 	want := []string{
 		"p, guest, *, tool, *, call, allow", "p, guest, *, model, *, call, allow", "p, guest, *, skill, *, call, allow", "p, guest, *, mcp_server, *, call, allow",
+		"p, guest, *, acp_agent, *, call, allow",
 		"p, user, *, tool, web_search, call, allow", `p, user, *, tool, a\*b, call, allow`, "p, user, *, tool, bash, call, deny",
-		"p, user, *, skill, *, call, allow", "p, user, *, mcp_server, *, call, allow",
+		"p, user, *, skill, *, call, allow", "p, user, *, mcp_server, *, call, allow", "p, user, *, acp_agent, coder, call, allow",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
@@ -87,7 +89,7 @@ func TestTranslateDeerFlowErrors(t *testing.T) {
 
 func TestParsePolicyTextAndDefault(t *testing.T) {
 	rules := DefaultRules()
-	if len(rules) != 18+12 { // admin: 6 types x 3 actions; user: 12
+	if len(rules) != 21+14 { // admin's "*" over 7 resource types × 3 actions; user: 14 lines
 		t.Fatalf("default policy has %d lines", len(rules))
 	}
 	for _, r := range rules {

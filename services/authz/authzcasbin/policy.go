@@ -36,6 +36,9 @@ const (
 	ResourceResource = "resource"
 	// ResourcePrompt is an MCP prompt by exposed name.
 	ResourcePrompt = "prompt"
+	// ResourceACPAgent is an ACP agent of catalog.acp_agents
+	// (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+	ResourceACPAgent = "acp_agent"
 )
 
 // Actions known to the service.
@@ -70,7 +73,7 @@ const (
 )
 
 // ResourceTypes lists the valid resource types of a request, in documentation order.
-var ResourceTypes = []string{ResourceTool, ResourceSkill, ResourceModel, ResourceMCPServer, ResourceResource, ResourcePrompt}
+var ResourceTypes = []string{ResourceTool, ResourceSkill, ResourceModel, ResourceMCPServer, ResourceResource, ResourcePrompt, ResourceACPAgent}
 
 // Actions lists the valid actions of a request.
 var Actions = []string{ActionCall, ActionList, ActionUse}
@@ -380,7 +383,8 @@ var ErrInvalidPolicy = errors.New("invalid policy")
 // and call every MCP server (the runtime filters servers before tools, so
 // without the mcp_server lines a user would see no MCP tool at all), and
 // list and read (call) every MCP resource and prompt the front door
-// re-exports.
+// re-exports, and list and call every ACP agent (the roles that may call
+// MCP tools, docs/decisions/0150-where-acp-and-workspace-servers-run.md).
 const DefaultPolicy = `# Toolplane default policy (source "default").
 p, admin, *, *, *, *, allow
 p, user, *, tool, *, list, allow
@@ -395,6 +399,8 @@ p, user, *, resource, *, list, allow
 p, user, *, resource, *, call, allow
 p, user, *, prompt, *, list, allow
 p, user, *, prompt, *, call, allow
+p, user, *, acp_agent, *, list, allow
+p, user, *, acp_agent, *, call, allow
 `
 
 // DefaultRules returns the parsed DefaultPolicy.

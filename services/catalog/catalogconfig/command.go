@@ -133,8 +133,13 @@ func ValidateCommand(s *Server, allowlist []string) error {
 	if s.EffectiveType() != TypeStdio {
 		return nil
 	}
-	p := "mcpServers." + s.Name
-	cmd := s.Command
+	return ValidateStdioCommand("mcpServers."+s.Name, s.Command, s.Args, s.Env, allowlist)
+}
+
+// ValidateStdioCommand applies the command policy of ValidateCommand to
+// any child process the catalog starts (stdio MCP servers, ACP agents);
+// errors name fields under p (e.g. `catalog.acp_agents.coder.args[0]`).
+func ValidateStdioCommand(p, cmd string, args []string, env map[string]string, allowlist []string) error {
 	if cmd == "" {
 		return fmt.Errorf("%s.command: required for type stdio", p)
 	}
@@ -147,7 +152,7 @@ func ValidateCommand(s *Server, allowlist []string) error {
 	if !slices.Contains(allowlist, cmd) {
 		return fmt.Errorf("%s.command: %q is not in the stdio command allowlist %v", p, cmd, allowlist)
 	}
-	for i, a := range s.Args {
+	for i, a := range args {
 		if strings.ContainsRune(a, 0) {
 			return fmt.Errorf("%s.args[%d]: contains a NUL byte", p, i)
 		}
@@ -156,10 +161,10 @@ func ValidateCommand(s *Server, allowlist []string) error {
 	if !known {
 		pol, name = unknownPolicy, cmd
 	}
-	if err := checkArgs(p, name, pol, s.Args, 0, 0); err != nil {
+	if err := checkArgs(p, name, pol, args, 0, 0); err != nil {
 		return err
 	}
-	for k := range s.Env {
+	for k := range env {
 		if injectingEnv(k) {
 			return fmt.Errorf("%s.env.%s: this variable can inject code and is not allowed", p, k)
 		}

@@ -55,6 +55,9 @@ const (
 	ScopePerThread = "per_thread"
 	// ScopePerTenant gives each tenant its own child, shared by its users.
 	ScopePerTenant = "per_tenant"
+	// WorkingDirThread is `working_dir: thread`: the per-thread child runs
+	// in the thread's workspace.
+	WorkingDirThread = "thread"
 )
 
 // Values of `pin_new_tools` (docs/architecture.md §7): a new tool of a
@@ -129,6 +132,11 @@ type Server struct {
 	SessionInitTimeout *float64 `json:"session_init_timeout,omitempty"`
 	// SessionScope is shared (default) | per_tenant | per_user | per_thread.
 	SessionScope string `json:"session_scope,omitempty"`
+	// WorkingDir "thread" runs each per-thread child in the thread's
+	// workspace (<catalog.workspaces.dir>/<thread id>/user-data/workspace);
+	// stdio and session_scope per_thread only, without cwd
+	// (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+	WorkingDir string `json:"working_dir,omitempty"`
 	// Routing is the server-level routing (docs/deerflow.md §2.8).
 	Routing *Routing `json:"routing,omitempty"`
 	// Tools holds per-tool overrides keyed by original tool name.
@@ -176,7 +184,7 @@ type EffectiveRouting struct {
 var knownServerKeys = map[string]bool{
 	"enabled": true, "disabled": true, "serverUrl": true, "type": true, "transport": true, "command": true, "args": true, "env": true,
 	"cwd": true, "url": true, "headers": true, "description": true, "tool_name_prefix": true, "pin": true, "pin_new_tools": true, "tenants": true,
-	"tool_call_timeout": true, "session_init_timeout": true, "session_scope": true,
+	"tool_call_timeout": true, "session_init_timeout": true, "session_scope": true, "working_dir": true,
 	"routing": true, "tools": true, "path": true,
 }
 
@@ -389,6 +397,17 @@ func (s *Server) Validate() error {
 	}
 	if err := s.validateScopeDir(p); err != nil {
 		return err
+	}
+	switch {
+	case s.WorkingDir == "":
+	case s.WorkingDir != WorkingDirThread:
+		return fmt.Errorf("%s.working_dir: %q is not supported (the one value is %q)", p, s.WorkingDir, WorkingDirThread)
+	case s.EffectiveType() != TypeStdio:
+		return fmt.Errorf("%s.working_dir: only stdio servers run in a thread's workspace (type is %s)", p, s.EffectiveType())
+	case s.SessionScope != ScopePerThread:
+		return fmt.Errorf("%s.working_dir: %q requires session_scope per_thread (one child per thread)", p, s.WorkingDir)
+	case s.Cwd != "":
+		return fmt.Errorf("%s.working_dir: cannot be combined with cwd", p)
 	}
 	if s.ToolCallTimeout != nil && (*s.ToolCallTimeout < 0 || math.IsNaN(*s.ToolCallTimeout)) {
 		return fmt.Errorf("%s.tool_call_timeout: must be >= 0 seconds", p)

@@ -244,3 +244,27 @@ func TestTenantsKey(t *testing.T) {
 		t.Fatalf("marshal: %s %v", out, err)
 	}
 }
+
+func TestWorkingDirThread(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {
+		"ok": {"command": "node", "session_scope": "per_thread", "working_dir": "thread"},
+		"shared": {"command": "node", "working_dir": "thread"},
+		"http": {"type": "http", "url": "https://x.example/mcp", "session_scope": "per_thread", "working_dir": "thread"},
+		"cwd": {"command": "node", "session_scope": "per_thread", "working_dir": "thread", "cwd": "/tmp"},
+		"other": {"command": "node", "session_scope": "per_thread", "working_dir": "/srv"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"ok": "", "shared": "requires session_scope per_thread", "http": "only stdio servers",
+		"cwd": "cannot be combined with cwd", "other": `"/srv" is not supported`}
+	for _, s := range f.Servers {
+		err := s.Validate()
+		if w := want[s.Name]; w == "" {
+			if err != nil || s.WorkingDir != WorkingDirThread {
+				t.Errorf("%s: %v (working_dir %q)", s.Name, err, s.WorkingDir)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), "mcpServers."+s.Name+".working_dir: ") || !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: err %v, want mcpServers.%s.working_dir ... %s", s.Name, err, s.Name, w)
+		}
+	}
+}

@@ -62,6 +62,13 @@ func NewManager(opts ManagerOptions) *Manager {
 		opts.Lookup = os.LookupEnv
 	}
 	opts.featuresChanged = opts.OnFeaturesChange
+	if opts.ListingDir == "" {
+		// An empty private folder for the tools/list child of
+		// workspace-bound servers (workspace.go); removed by Close.
+		if d, err := os.MkdirTemp("", "toolplane-listing-"); err == nil {
+			opts.ListingDir, opts.ownListingDir = d, true
+		}
+	}
 	m := &Manager{opts: opts, pool: NewPool(opts.PoolCap, opts.PoolIdleTTL, opts.grace()), byName: map[string]*Supervisor{},
 		changed: make(chan struct{}, 1), stopN: make(chan struct{})}
 	m.wgN.Add(1)
@@ -220,6 +227,10 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 	case catalogconfig.ScopePerTenant:
 		key.Subject, key.Thread = "", ""
 	}
+	wd, err := m.threadWorkDir(&cfg, key)
+	if err != nil {
+		return nil, err
+	}
 	dial := func(dctx context.Context) (*Session, error) {
 		ictx, cancel := sup.initCtx(dctx)
 		defer cancel()
@@ -234,6 +245,9 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		if err != nil {
 			return nil, err
 		}
+		if wd != nil {
+			scoped.Cwd = wd.Path // working_dir: thread (workspace.go)
+		}
 		return Connect(ictx, scoped, opts, nil)
 	}
 	for attempt := 0; ; attempt++ {
@@ -246,6 +260,9 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		}
 		res, err := sess.CallTool(ctx, tool, args, notify)
 		release()
+		if res != nil {
+			res.WorkDir = wd
+		}
 		if na := asNeedsAuth(server, err); na != nil {
 			m.pool.Drop(key, sess)
 			return nil, na
@@ -283,5 +300,8 @@ func (m *Manager) Close() error {
 	wg.Wait()
 	close(m.stopN)
 	m.wgN.Wait()
+	if m.opts.ownListingDir {
+		os.RemoveAll(m.opts.ListingDir)
+	}
 	return nil
 }

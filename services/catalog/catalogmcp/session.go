@@ -62,6 +62,16 @@ type Result struct {
 	Meta json.RawMessage
 	// Size is the byte length of the raw result.
 	Size int
+	// WorkDir is set for a workspace-bound server (working_dir: thread).
+	WorkDir *WorkDir
+}
+
+// WorkDir is where a workspace-bound child ran, as the catalog sees it.
+type WorkDir struct {
+	// Path is the child's working directory (the thread's workspace).
+	Path string
+	// UserDataRoot is the thread's user-data folder.
+	UserDataRoot string
 }
 
 // Notification is a progress or logging notification received during a call.
@@ -106,6 +116,16 @@ type Options struct {
 	// featureRelist on a session's resources or prompts list_changed
 	// (features.go).
 	featuresChanged, featureRelist func()
+	// ThreadsDir is catalog.workspaces.dir, the folder holding one folder
+	// per thread, for servers with working_dir: thread (workspace.go;
+	// empty = such calls fail with ErrNoThreadWorkspace).
+	ThreadsDir string
+	// ListingDir is the working directory of a workspace-bound server's
+	// own child (the one that lists its tools and is never called): an
+	// empty folder, so the child never starts in the catalog's directory
+	// (NewManager creates one when empty).
+	ListingDir    string
+	ownListingDir bool
 }
 
 func (o Options) grace() time.Duration {
@@ -252,7 +272,14 @@ func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onList
 		for k, v := range cfg.Env {
 			env = append(env, k+"="+v)
 		}
-		p, err := StartProcess(ProcessSpec{Command: cfg.Command, Args: cfg.Args, Env: env, Dir: cfg.Cwd})
+		dir := cfg.Cwd
+		if cfg.WorkingDir == catalogconfig.WorkingDirThread && dir == "" {
+			if opts.ListingDir == "" {
+				return nil, fmt.Errorf("%w: no folder for the listing child", ErrNoThreadWorkspace)
+			}
+			dir = opts.ListingDir
+		}
+		p, err := StartProcess(ProcessSpec{Command: cfg.Command, Args: cfg.Args, Env: env, Dir: dir})
 		if err != nil {
 			return nil, err
 		}

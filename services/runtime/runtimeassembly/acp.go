@@ -9,7 +9,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 )
 
 // SourceACP is the fourth tool source: ACP agents run by the catalog
@@ -20,18 +22,44 @@ const SourceACP = "acp"
 const InvokeACPAgent = "invoke_acp_agent"
 
 // acpTool returns invoke_acp_agent when the catalog has at least one ACP
-// agent, nil otherwise. A catalog without the RPC (an older release in a
-// split deployment) has none. The tool is de-duplicated after MCP tools
-// (config → built-ins → MCP → ACP) by the caller's merge.
-func (s *Builder) acpTool(ctx context.Context) (*Tool, error) {
+// agent the principal may list (authz acp_agent:<name>, list; fail closed
+// like the other filters), nil otherwise, and the policy version decided
+// on. A catalog without the RPC (an older release in a split deployment)
+// has none. The tool is de-duplicated after MCP tools (config → built-ins
+// → MCP → ACP) by the caller's merge; the agent a call names is authorized
+// again by the chain (runtimechain/authorizeacp.go).
+func (s *Builder) acpTool(ctx context.Context, p *typev1.Principal, cc *typev1.CallContext, b *Base) (*Tool, int64, error) {
 	resp, err := s.catalog.ListAcpAgents(ctx, &catalogv1.ListAcpAgentsRequest{})
 	if status.Code(err) == codes.Unimplemented {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, assemblyFailed("catalog unreachable while listing ACP agents: %s", ShortErr(err))
 	}
-	return ACPToolDef(resp.GetAgents()), nil
+	names := make([]string, 0, len(resp.GetAgents()))
+	for _, a := range resp.GetAgents() {
+		names = append(names, a.GetName())
+	}
+	allowed, denied, version, failOpen, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_ACP_AGENT, names, nil)
+	if err != nil {
+		return nil, 0, authzFailed("ACP agents", err)
+	}
+	if failOpen {
+		b.Report.AuthzFailOpen = true
+	}
+	reason := make(map[string]string, len(denied))
+	for _, d := range denied {
+		reason[d.GetName()] = reasonText(d)
+	}
+	visible := make([]*catalogv1.AcpAgent, 0, len(names))
+	for _, a := range resp.GetAgents() {
+		if allowed[a.GetName()] {
+			visible = append(visible, a)
+			continue
+		}
+		b.Report.Denied = append(b.Report.Denied, InvokeACPAgent+" agent "+a.GetName()+" ("+FirstNonEmpty(reason[a.GetName()], "acp_agent denied")+")")
+	}
+	return ACPToolDef(visible), version, nil
 }
 
 // ACPToolDef is the definition of invoke_acp_agent over agents (nil when

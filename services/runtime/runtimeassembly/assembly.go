@@ -107,6 +107,10 @@ type Settings struct {
 	// BootstrapAgent is runtime.bootstrap_agent: threads of this agent get
 	// setup_agent ("" = none).
 	BootstrapAgent string
+	// ViewImage binds view_image: at least one runtime.loop.models entry
+	// has supports_vision (the agent loop binds it only on turns of such a
+	// model, docs/deerflow.md §1.6).
+	ViewImage bool
 }
 
 // ConfigTool is one configured tool (runtime.tools entry).
@@ -446,6 +450,9 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	if agent.GetSubagentsEnabled() {
 		builtins = append(builtins, TaskTool)
 	}
+	if s.cfg.ViewImage {
+		builtins = append(builtins, ViewImage)
+	}
 	for _, n := range builtins {
 		cands = append(cands, BuiltinDef(n))
 	}
@@ -476,9 +483,9 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		}
 		cands = append(cands, c)
 	}
-	acp, err := s.acpTool(ctx)
+	acp, v0, err := s.acpTool(ctx, p, cc, b)
 	if err != nil {
-		return nil, assemblyFailed("catalog unreachable while listing ACP agents: %s", ShortErr(err))
+		return nil, err
 	}
 	if acp != nil {
 		cands = append(cands, acp)
@@ -536,7 +543,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	for _, d := range toolDenied {
 		b.Report.Denied = append(b.Report.Denied, reasonText(d))
 	}
-	b.PolicyVersion = max(v1, v2)
+	b.PolicyVersion = max(v0, v1, v2)
 	if fo1 || fo2 {
 		b.Report.AuthzFailOpen = true
 	}

@@ -32,6 +32,7 @@ const (
 	DescribeSkill      = "describe_skill"
 	ReviewSkillPackage = "review_skill_package"
 	TaskTool           = "task"
+	ViewImage          = "view_image"
 )
 
 // AlwaysAvailable are the names an active skill policy never removes
@@ -90,7 +91,13 @@ var ownAnnotations = map[string]*structpb.Struct{
 	"file.read": readOnly, "file.ls": readOnly, "file.glob": readOnly, "file.grep": readOnly,
 	ToolSearchName: readOnly, DescribeSkill: readOnly, ReviewSkillPackage: readOnly,
 	AskClarification: readOnly, PresentFiles: readOnly,
+	ViewImage: readOnly, "web.fetch": webReadOnly, "web.search": webReadOnly,
 }
+
+// webReadOnly annotates the web tools: they only read, from the open world.
+var webReadOnly = &structpb.Struct{Fields: map[string]*structpb.Value{
+	"readOnlyHint": structpb.NewBoolValue(true), "destructiveHint": structpb.NewBoolValue(false),
+	"idempotentHint": structpb.NewBoolValue(true), "openWorldHint": structpb.NewBoolValue(true)}}
 
 func mustSchema(js string) *structpb.Struct {
 	s := &structpb.Struct{}
@@ -120,6 +127,10 @@ var ImplSpecs = map[string]builtinSpec{
 		mustSchema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Glob pattern relative to path, e.g. **/*.py or outputs/*.csv."},"path":{"type":"string","description":"Absolute virtual folder to search; default /mnt/user-data."},"include_dirs":{"type":"boolean","description":"Also list matching folders (with a trailing /)."}},"required":["pattern"]}`)},
 	"file.grep": {"Search the text of files under the thread's file system for a regular expression (RE2 syntax; case-insensitive unless case_sensitive). Prints <path>:<line>: <text>, at most 100 matches; binary files and files over 1 MiB are skipped.",
 		mustSchema(`{"type":"object","properties":{"pattern":{"type":"string","description":"RE2 regular expression (or plain text with literal)."},"path":{"type":"string","description":"Absolute virtual folder or file to search; default /mnt/user-data."},"glob":{"type":"string","description":"Only files matching this glob (a base-name pattern like *.go, or a path pattern relative to path)."},"literal":{"type":"boolean","description":"Treat pattern as plain text."},"case_sensitive":{"type":"boolean","description":"Match case exactly."}},"required":["pattern"]}`)},
+	"web.fetch": {"Fetch a web page or text document by URL and return its readable text (HTML is converted to text with links kept; only text content types are read; private and local addresses are refused).",
+		mustSchema(`{"type":"object","properties":{"url":{"type":"string","description":"The http or https URL to fetch."}},"required":["url"]}`)},
+	"web.search": {"Search the web. Returns the top results (title, URL, snippet) or a sourced answer, depending on the configured search backend.",
+		mustSchema(`{"type":"object","properties":{"query":{"type":"string","description":"The search query."},"max_results":{"type":"integer","minimum":1,"maximum":20,"description":"At most this many results (default and cap set by the operator)."}},"required":["query"]}`)},
 	"bash": {"Run a shell command in the thread's workspace (/mnt/user-data/workspace is the working directory).",
 		mustSchema(`{"type":"object","properties":{"command":{"type":"string","description":"The command line."},"description":{"type":"string","description":"Why you run it (for the audit log)."}},"required":["command"]}`)},
 }
@@ -136,6 +147,8 @@ var builtinSpecs = map[string]builtinSpec{
 		mustSchema(`{"type":"object","properties":{"target":{"type":"string","description":"Skill name; skill://<category>/<name>; a path under /mnt/user-data to an archive or a folder holding SKILL.md; or inline://<name> with inline_content."},"inline_content":{"type":"string","description":"The SKILL.md text, with an inline://<name> target."},"include_content":{"type":"boolean","description":"Include the package's text files."}},"required":["target"]}`)},
 	TaskTool: {"Delegate a self-contained task to a subagent that works on its own and returns its result.",
 		mustSchema(`{"type":"object","properties":{"description":{"type":"string","description":"Short label of the task."},"prompt":{"type":"string","description":"Full instructions for the subagent."},"subagent_type":{"type":"string","description":"general-purpose (default) or a configured subagent."}},"required":["description","prompt"]}`)},
+	ViewImage: {"Read an image file (PNG, JPEG, GIF or WebP, at most 5 MiB) from the thread's files so you can see it; the image is shown to you with the result. Use it only when you need the image's visual content.",
+		mustSchema(`{"type":"object","properties":{"image_path":{"type":"string","description":"Absolute virtual path of the image, e.g. /mnt/user-data/uploads/chart.png."}},"required":["image_path"]}`)},
 	ToolSearchName: {"Load deferred tools. Tools listed in <available-deferred-tools> cannot be called until you find them here. Query forms: \"select:name_a,name_b\" loads exact names; \"+word rest\" requires word in the tool name and ranks by the rest; anything else is a keyword search. Matching tools become callable on your next step.",
 		mustSchema(`{"type":"object","properties":{"query":{"type":"string","description":"select:<names>, +<required> <keywords>, or keywords."}},"required":["query"]}`)},
 }
@@ -155,6 +168,8 @@ var ImplNames = map[string]string{
 	"file.glob":        "glob",
 	"file.grep":        "grep",
 	"bash":             "bash",
+	"web.fetch":        "web_fetch",
+	"web.search":       "web_search",
 }
 
 // agentDigest is a short digest of an agent's whole definition.

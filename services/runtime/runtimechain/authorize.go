@@ -42,6 +42,9 @@ func (s Authorization) Run(ctx context.Context, c *Call, next Next) (*Outcome, e
 	}
 	d := resp.GetDecision()
 	if d.GetAllow() {
+		if o := s.authorizeACPAgent(ctx, c); o != nil {
+			return o, nil
+		}
 		return next(ctx, c)
 	}
 	code, msg := "authz.denied", "blocked by policy"

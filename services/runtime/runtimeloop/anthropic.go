@@ -30,6 +30,8 @@ type AnthropicSpec struct {
 	// MaxTokens caps the output tokens; the Messages API requires it
 	// (0 = DefaultAnthropicMaxTokens).
 	MaxTokens int64
+	// Vision: the model accepts images (images.go).
+	Vision bool
 }
 
 // DefaultAnthropicMaxTokens is max_tokens when the spec sets none.
@@ -242,6 +244,9 @@ func (m *AnthropicModel) params(req *ModelRequest) (anthropic.MessageNewParams, 
 				if deferrable[ref] {
 					res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfToolReference: &anthropic.ToolReferenceBlockParam{ToolName: ref}})
 				}
+			}
+			if im := req.Images[msg.GetToolCallId()]; im != nil {
+				res.Content = append(res.Content, anthropicImageContent(im))
 			}
 			if msg.GetStatus() == runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR {
 				res.IsError = anthropic.Bool(true)

@@ -45,6 +45,8 @@ type Deps struct {
 	// "parallel calls allowed") and then stores all their results in call
 	// order in one atomic append.
 	ExecutorStoresResults bool
+	// Images returns the images view_image recorded (optional; images.go).
+	Images ImageSource
 	// Observer receives metrics (optional).
 	Observer Observer
 	// Logger (default slog.Default()).
@@ -512,6 +514,7 @@ func (t *turn) drive(parent context.Context, requestedModel string) {
 			return
 		}
 		req := t.request(asm, history, tools)
+		t.attachImages(ctx, req)
 		start := time.Now()
 		resp, err := t.model.Complete(ctx, req, func(d string) {
 			t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_TextDelta{TextDelta: d}})
@@ -846,7 +849,7 @@ func (t *turn) request(asm *runtimev1.AssembleToolsResponse, history []*runtimev
 func (t *turn) bindable(asm *runtimev1.AssembleToolsResponse) []*runtimev1.ToolSchema {
 	var out []*runtimev1.ToolSchema
 	for _, s := range asm.GetTools() {
-		if s.GetName() == ToolTask || (t.isSubagent && !t.subagentAllows(s.GetName())) {
+		if s.GetName() == ToolTask || (t.isSubagent && !t.subagentAllows(s.GetName())) || !t.visionAllows(s.GetName()) {
 			continue // task: the loop binds its own schema, listing the configured subagent types
 		}
 		out = append(out, s)
@@ -969,6 +972,10 @@ func (t *turn) executeOne(ctx context.Context, c *runtimev1.ToolCall) (_ *runtim
 	if t.isSubagent && !t.subagentAllows(c.GetName()) {
 		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "subagent.tool_denied",
 			fmt.Sprintf("Error: Tool '%s' is not available to this subagent. Use the tools you were given.", c.GetName())), false
+	}
+	if !t.visionAllows(c.GetName()) {
+		return textResult(c, runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR, runtimev1.ErrorKind_ERROR_KIND_POLICY, "view_image.no_vision",
+			"Error: view_image needs a model that supports vision; this turn's model does not."), false
 	}
 	if t.isTask(c) {
 		return t.runTask(ctx, c), false

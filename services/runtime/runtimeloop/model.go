@@ -21,6 +21,9 @@ type ModelRequest struct {
 	// Deferred names the thread's deferred set (promoted tools included):
 	// an adapter with provider-native tool search keeps them deferred.
 	Deferred []string
+	// Images are the viewed images to send with their view_image results,
+	// by tool call id (vision models only; images.go).
+	Images map[string]*Image
 }
 
 // ModelResponse is the model's answer.

@@ -37,6 +37,8 @@ type OpenAISpec struct {
 	MaxTokens int64
 	// Temperature, when non-nil, is sent as is.
 	Temperature *float64
+	// Vision: the model accepts images (images.go).
+	Vision bool
 }
 
 // OpenAIModel is a Model over the openai-go client.
@@ -223,7 +225,10 @@ func (m *OpenAIModel) params(req *ModelRequest) (openai.ChatCompletionNewParams,
 	if req.System != "" {
 		p.Messages = append(p.Messages, openai.SystemMessage(req.System))
 	}
-	for _, msg := range req.Messages {
+	for i, msg := range req.Messages {
+		if i > 0 && msg.GetRole() != runtimev1.MessageRole_MESSAGE_ROLE_TOOL {
+			p.Messages = appendOpenAIImages(p.Messages, req, req.Messages[:i])
+		}
 		switch msg.GetRole() {
 		case runtimev1.MessageRole_MESSAGE_ROLE_USER:
 			p.Messages = append(p.Messages, openai.UserMessage(msg.GetContent()))
@@ -247,6 +252,7 @@ func (m *OpenAIModel) params(req *ModelRequest) (openai.ChatCompletionNewParams,
 			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
 		}
 	}
+	p.Messages = appendOpenAIImages(p.Messages, req, req.Messages)
 	for _, t := range req.Tools {
 		fn, err := functionOf(t)
 		if err != nil {

@@ -31,6 +31,8 @@ type ResponsesSpec struct {
 	MaxTokens int64
 	// Temperature, when non-nil, is sent as is.
 	Temperature *float64
+	// Vision: the model accepts images (images.go).
+	Vision bool
 }
 
 // ResponsesModel is a Model over the Responses API (POST /v1/responses)
@@ -215,7 +217,10 @@ func (m *ResponsesModel) body(req *ModelRequest) (map[string]any, error) {
 		tools = append(tools, f)
 	}
 	var input []any
-	for _, msg := range req.Messages {
+	for i, msg := range req.Messages {
+		if i > 0 && msg.GetRole() != runtimev1.MessageRole_MESSAGE_ROLE_TOOL {
+			input = appendResponsesImages(input, req, req.Messages[:i])
+		}
 		switch msg.GetRole() {
 		case runtimev1.MessageRole_MESSAGE_ROLE_SYSTEM:
 			if strings.TrimSpace(msg.GetContent()) != "" {
@@ -262,6 +267,7 @@ func (m *ResponsesModel) body(req *ModelRequest) (map[string]any, error) {
 			input = append(input, map[string]any{"type": "function_call_output", "call_id": msg.GetToolCallId(), "output": out})
 		}
 	}
+	input = appendResponsesImages(input, req, req.Messages)
 	if len(input) == 0 {
 		return nil, errors.New("responses: the conversation has no input")
 	}

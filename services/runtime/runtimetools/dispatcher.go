@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,6 +68,8 @@ type Settings struct {
 	FileMaxBytes int64
 	// ThreadQuotaBytes is runtime.limits.workspace.thread_quota_bytes (0: unbounded).
 	ThreadQuotaBytes int64
+	// Web configures web_fetch and web_search (runtime.web; nil: off).
+	Web *WebSettings
 }
 
 // Deps are the Dispatcher's narrow dependencies.
@@ -94,6 +97,7 @@ type Dispatcher struct {
 	promotions *prometheus.CounterVec
 	agents     Agents
 	views      viewMemo // candidate view ids of deferred sets (views.go)
+	wsBound    sync.Map // server name → boundEntry: runs in the thread's workspace (pathtranslate.go)
 }
 
 var _ runtimechain.ToolCaller = (*Dispatcher)(nil)
@@ -139,6 +143,10 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 			return s.grep(cctx, ec, ec.Args)
 		case "bash":
 			return s.bash(cctx, ec, ec.Args)
+		case "web.fetch":
+			return s.webFetch(cctx, ec, ec.Args)
+		case "web.search":
+			return s.webSearch(cctx, ec, ec.Args)
 		}
 	case runtimeassembly.SourceBuiltin:
 		switch t.Use {
@@ -150,6 +158,8 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 			return s.describeSkill(cctx, ec)
 		case runtimeassembly.ReviewSkillPackage:
 			return s.reviewSkill(cctx, ec)
+		case runtimeassembly.ViewImage:
+			return s.viewImage(cctx, ec)
 		case runtimeassembly.TaskTool:
 			return nil, runtimechain.Business("the task tool needs the agent loop (RunTurn); it cannot run through ExecuteToolCall")
 		case runtimeassembly.SkillManage:
@@ -172,6 +182,26 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 // callMCP calls a catalog tool with the thread's CallContext, relaying
 // notifications when streaming.
 func (s *Dispatcher) callMCP(ctx context.Context, ec *runtimechain.Call) (*runtimechain.Outcome, error) {
+	resp, err := s.callWorkspaceAware(ctx, ec.ThreadID(), ec.Tool().Server, func(ctx context.Context) (*catalogv1.CallToolResponse, error) {
+		return s.catalogCall(ctx, ec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	o := &runtimechain.Outcome{Content: resp.GetContent(), Structured: resp.GetStructuredContent()}
+	if resp.GetIsError() {
+		o.Kind = runtimev1.ErrorKind_ERROR_KIND_BUSINESS
+		txt := runtimechain.TextOf(resp.GetContent())
+		if !strings.HasPrefix(txt, "Error:") {
+			o.Content = append([]*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: "Error: the tool reported a failure."}}, o.Content...)
+		}
+	}
+	return o, nil
+}
+
+// catalogCall is one catalog CallTool (CallToolStream when the call
+// relays notifications).
+func (s *Dispatcher) catalogCall(ctx context.Context, ec *runtimechain.Call) (*catalogv1.CallToolResponse, error) {
 	cc := runtimeident.CallContext(ec.Thread, ec.View.Base.Agent, ec.RunID, ec.CallID)
 	var resp *catalogv1.CallToolResponse
 	if ec.Notify == nil {
@@ -202,13 +232,5 @@ func (s *Dispatcher) callMCP(ctx context.Context, ec *runtimechain.Call) (*runti
 			}
 		}
 	}
-	o := &runtimechain.Outcome{Content: resp.GetContent(), Structured: resp.GetStructuredContent()}
-	if resp.GetIsError() {
-		o.Kind = runtimev1.ErrorKind_ERROR_KIND_BUSINESS
-		txt := runtimechain.TextOf(resp.GetContent())
-		if !strings.HasPrefix(txt, "Error:") {
-			o.Content = append([]*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: "Error: the tool reported a failure."}}, o.Content...)
-		}
-	}
-	return o, nil
+	return resp, nil
 }

@@ -31,6 +31,7 @@
 package fakeanthropic
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -77,6 +78,12 @@ type Block struct {
 	IsError   *bool           `json:"is_error"`
 	Content   json.RawMessage `json:"content"`
 	ToolName  string          `json:"tool_name"`
+	// Source is an image block's source.
+	Source *struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+	} `json:"source"`
 }
 
 // ResultBlocks decodes a tool_result's content (a string or a list of blocks).
@@ -314,7 +321,11 @@ func Validate(r Request) string {
 								return fmt.Sprintf("messages.%d.content.%d.content.%d: tool_reference %q does not name a tool bound with defer_loading", i, j, k, rb.ToolName)
 							}
 							loaded[rb.ToolName] = true
-						case "image", "document", "search_result":
+						case "image":
+							if rb.Source == nil || rb.Source.Type != "base64" || !imageMediaTypes[rb.Source.MediaType] || !validBase64(rb.Source.Data) {
+								return fmt.Sprintf("messages.%d.content.%d.content.%d.source: an image needs a base64 source with media_type image/jpeg, image/png, image/gif or image/webp", i, j, k)
+							}
+						case "document", "search_result":
 						default:
 							return fmt.Sprintf("messages.%d.content.%d.content.%d.type: %q is not a tool_result block", i, j, k, rb.Type)
 						}
@@ -490,4 +501,11 @@ func writeErr(w http.ResponseWriter, code int, typ, msg string) {
 	w.WriteHeader(code)
 	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
 	_, _ = w.Write(b)
+}
+
+var imageMediaTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
+
+func validBase64(s string) bool {
+	b, err := base64.StdEncoding.DecodeString(s)
+	return err == nil && len(b) > 0
 }

@@ -81,6 +81,20 @@ func (m Message) Text() string {
 	return ""
 }
 
+// ImageURLs returns the URLs of the message's image_url content parts.
+func (m Message) ImageURLs() []string {
+	var out []string
+	parts, _ := m.Content.([]any)
+	for _, p := range parts {
+		if mp, ok := p.(map[string]any); ok && mp["type"] == "image_url" {
+			iu, _ := mp["image_url"].(map[string]any)
+			u, _ := iu["url"].(string)
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // Request is a received request.
 type Request struct {
 	Model    string    `json:"model"`
@@ -184,6 +198,9 @@ func validate(r Request) string {
 				open[tc.ID] = true
 			}
 		case "tool":
+			if len(m.ImageURLs()) > 0 {
+				return fmt.Sprintf("messages[%d]: a tool message cannot carry image parts", i)
+			}
 			if !open[m.ToolCallID] {
 				return fmt.Sprintf("messages[%d]: tool message for unknown call %q", i, m.ToolCallID)
 			}
@@ -191,6 +208,11 @@ func validate(r Request) string {
 		default:
 			if len(open) > 0 {
 				return fmt.Sprintf("messages[%d]: %s message before every tool call was answered", i, m.Role)
+			}
+			for _, u := range m.ImageURLs() {
+				if !strings.HasPrefix(u, "data:image/") || !strings.Contains(u, ";base64,") {
+					return fmt.Sprintf("messages[%d]: image_url %.40q is not a data:image/...;base64 URL", i, u)
+				}
 			}
 		}
 	}

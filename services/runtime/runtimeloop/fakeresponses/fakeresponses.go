@@ -380,8 +380,9 @@ func checkContent(at string, it Item) string {
 		return ""
 	}
 	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
+		Type     string  `json:"type"`
+		Text     *string `json:"text"`
+		ImageURL string  `json:"image_url"`
 	}
 	if json.Unmarshal(it.Content, &parts) != nil || len(parts) == 0 {
 		return at + ".content: must be a non-empty string or list of content parts"
@@ -392,7 +393,11 @@ func checkContent(at string, it Item) string {
 			if p.Text == nil || *p.Text == "" {
 				return fmt.Sprintf("%s.content[%d].text: must not be empty", at, j)
 			}
-		case "input_image", "input_file", "refusal":
+		case "input_image":
+			if it.Role != "user" || !(strings.HasPrefix(p.ImageURL, "data:image/") && strings.Contains(p.ImageURL, ";base64,") || strings.HasPrefix(p.ImageURL, "https://")) {
+				return fmt.Sprintf("%s.content[%d].image_url: an input_image of a user message needs a data:image/...;base64 or https URL", at, j)
+			}
+		case "input_file", "refusal":
 		default:
 			return fmt.Sprintf("%s.content[%d].type: Invalid value %q", at, j, p.Type)
 		}

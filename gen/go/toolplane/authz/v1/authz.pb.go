@@ -47,6 +47,8 @@ const (
 	ResourceType_RESOURCE_TYPE_RESOURCE ResourceType = 6
 	// An MCP prompt by exposed name (actions: list; call = get, complete).
 	ResourceType_RESOURCE_TYPE_PROMPT ResourceType = 7
+	// An ACP agent (catalog.acp_agents) by name (actions: list, call).
+	ResourceType_RESOURCE_TYPE_ACP_AGENT ResourceType = 8
 )
 
 // Enum value maps for ResourceType.
@@ -60,6 +62,7 @@ var (
 		5: "RESOURCE_TYPE_CREDENTIAL",
 		6: "RESOURCE_TYPE_RESOURCE",
 		7: "RESOURCE_TYPE_PROMPT",
+		8: "RESOURCE_TYPE_ACP_AGENT",
 	}
 	ResourceType_value = map[string]int32{
 		"RESOURCE_TYPE_UNSPECIFIED": 0,
@@ -70,6 +73,7 @@ var (
 		"RESOURCE_TYPE_CREDENTIAL":  5,
 		"RESOURCE_TYPE_RESOURCE":    6,
 		"RESOURCE_TYPE_PROMPT":      7,
+		"RESOURCE_TYPE_ACP_AGENT":   8,
 	}
 )
 
@@ -1415,7 +1419,7 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\x0epolicy_version\x18\f \x01(\x03R\rpolicyVersion\x12'\n" +
 	"\x0fcandidate_count\x18\r \x01(\x05R\x0ecandidateCount\x12#\n" +
 	"\rallowed_count\x18\x0e \x01(\x05R\fallowedCount\x12\x16\n" +
-	"\x06denied\x18\x0f \x03(\tR\x06denied*\xe9\x01\n" +
+	"\x06denied\x18\x0f \x03(\tR\x06denied*\x86\x02\n" +
 	"\fResourceType\x12\x1d\n" +
 	"\x19RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RESOURCE_TYPE_TOOL\x10\x01\x12\x17\n" +
@@ -1424,7 +1428,8 @@ const file_toolplane_authz_v1_authz_proto_rawDesc = "" +
 	"\x18RESOURCE_TYPE_MCP_SERVER\x10\x04\x12\x1c\n" +
 	"\x18RESOURCE_TYPE_CREDENTIAL\x10\x05\x12\x1a\n" +
 	"\x16RESOURCE_TYPE_RESOURCE\x10\x06\x12\x18\n" +
-	"\x14RESOURCE_TYPE_PROMPT\x10\a*R\n" +
+	"\x14RESOURCE_TYPE_PROMPT\x10\a\x12\x1b\n" +
+	"\x17RESOURCE_TYPE_ACP_AGENT\x10\b*R\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vACTION_LIST\x10\x01\x12\x0f\n" +

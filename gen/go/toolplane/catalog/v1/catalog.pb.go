@@ -1422,7 +1422,12 @@ type ServerConfig struct {
 	// Tenants that see the server and its tools; empty = every tenant. Only a
 	// global admin writes a server with no tenants or with others' tenants; a
 	// tenant admin writes servers whose tenants are exactly its own tenant.
-	Tenants       []string `protobuf:"bytes,20,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	Tenants []string `protobuf:"bytes,20,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	// "thread": each per-thread child of a stdio server runs in the thread's
+	// workspace and paths in its results are rewritten; empty = the catalog's
+	// own working directory or cwd
+	// (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+	WorkingDir    string `protobuf:"bytes,21,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1595,6 +1600,13 @@ func (x *ServerConfig) GetTenants() []string {
 		return x.Tenants
 	}
 	return nil
+}
+
+func (x *ServerConfig) GetWorkingDir() string {
+	if x != nil {
+		return x.WorkingDir
+	}
+	return ""
 }
 
 // Server is a configured server with its live status.
@@ -2107,7 +2119,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x04tool\x18\x05 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\x04tool\x12#\n" +
 	"\rprevious_hash\x18\x06 \x01(\tR\fpreviousHash\x12'\n" +
 	"\x0fdefinition_hash\x18\a \x01(\tR\x0edefinitionHash\x12:\n" +
-	"\x04diff\x18\b \x03(\v2&.toolplane.catalog.v1.DefinitionChangeR\x04diff\"\x86\b\n" +
+	"\x04diff\x18\b \x03(\v2&.toolplane.catalog.v1.DefinitionChangeR\x04diff\"\xa7\b\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\aenabled\x18\x02 \x01(\bH\x00R\aenabled\x88\x01\x01\x124\n" +
@@ -2129,7 +2141,9 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x04path\x18\x11 \x01(\tR\x04path\x12\x15\n" +
 	"\x03pin\x18\x12 \x01(\bH\x02R\x03pin\x88\x01\x01\x12\"\n" +
 	"\rpin_new_tools\x18\x13 \x01(\tR\vpinNewTools\x12\x18\n" +
-	"\atenants\x18\x14 \x03(\tR\atenants\x1a6\n" +
+	"\atenants\x18\x14 \x03(\tR\atenants\x12\x1f\n" +
+	"\vworking_dir\x18\x15 \x01(\tR\n" +
+	"workingDir\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +

@@ -1166,9 +1166,14 @@ type CallToolResponse struct {
 	// Server the call was routed to.
 	Server string `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	// Original tool name on that server.
-	OriginalName  string `protobuf:"bytes,6,opt,name=original_name,json=originalName,proto3" json:"original_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OriginalName string `protobuf:"bytes,6,opt,name=original_name,json=originalName,proto3" json:"original_name,omitempty"`
+	// Where a workspace-bound stdio server (`working_dir: thread`) ran;
+	// unset for every other server. Catalog-side host paths, for the
+	// runtime's path rewriting only (never shown to a model or end user;
+	// docs/decisions/0150-where-acp-and-workspace-servers-run.md).
+	WorkingDirectory *WorkingDirectory `protobuf:"bytes,7,opt,name=working_directory,json=workingDirectory,proto3" json:"working_directory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CallToolResponse) Reset() {
@@ -1243,6 +1248,70 @@ func (x *CallToolResponse) GetOriginalName() string {
 	return ""
 }
 
+func (x *CallToolResponse) GetWorkingDirectory() *WorkingDirectory {
+	if x != nil {
+		return x.WorkingDirectory
+	}
+	return nil
+}
+
+// WorkingDirectory is the folder a workspace-bound server ran in, as the
+// catalog sees it.
+type WorkingDirectory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absolute path of the child's working directory
+	// (<workspaces.dir>/<thread id>/user-data/workspace).
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Absolute path of the thread's user-data folder.
+	UserDataRoot  string `protobuf:"bytes,2,opt,name=user_data_root,json=userDataRoot,proto3" json:"user_data_root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkingDirectory) Reset() {
+	*x = WorkingDirectory{}
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkingDirectory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkingDirectory) ProtoMessage() {}
+
+func (x *WorkingDirectory) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkingDirectory.ProtoReflect.Descriptor instead.
+func (*WorkingDirectory) Descriptor() ([]byte, []int) {
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WorkingDirectory) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WorkingDirectory) GetUserDataRoot() string {
+	if x != nil {
+		return x.UserDataRoot
+	}
+	return ""
+}
+
 // CallToolStreamRequest is the same request as CallToolRequest.
 type CallToolStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1260,7 +1329,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1341,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[19]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1354,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{19}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CallToolStreamRequest) GetName() string {
@@ -1332,7 +1401,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1413,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1426,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{20}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallToolStreamResponse) GetEvent() isCallToolStreamResponse_Event {
@@ -1412,7 +1481,7 @@ type ListAcpAgentsRequest struct {
 
 func (x *ListAcpAgentsRequest) Reset() {
 	*x = ListAcpAgentsRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1493,7 @@ func (x *ListAcpAgentsRequest) String() string {
 func (*ListAcpAgentsRequest) ProtoMessage() {}
 
 func (x *ListAcpAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1506,7 @@ func (x *ListAcpAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcpAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAcpAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{21}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{22}
 }
 
 // ListAcpAgentsResponse lists ACP agents sorted by name.
@@ -1451,7 +1520,7 @@ type ListAcpAgentsResponse struct {
 
 func (x *ListAcpAgentsResponse) Reset() {
 	*x = ListAcpAgentsResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1532,7 @@ func (x *ListAcpAgentsResponse) String() string {
 func (*ListAcpAgentsResponse) ProtoMessage() {}
 
 func (x *ListAcpAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[22]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1545,7 @@ func (x *ListAcpAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAcpAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAcpAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{22}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListAcpAgentsResponse) GetAgents() []*AcpAgent {
@@ -1504,7 +1573,7 @@ type AcpAgent struct {
 
 func (x *AcpAgent) Reset() {
 	*x = AcpAgent{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1585,7 @@ func (x *AcpAgent) String() string {
 func (*AcpAgent) ProtoMessage() {}
 
 func (x *AcpAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[23]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1598,7 @@ func (x *AcpAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcpAgent.ProtoReflect.Descriptor instead.
 func (*AcpAgent) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{23}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AcpAgent) GetName() string {
@@ -1578,7 +1647,7 @@ type InvokeAcpAgentRequest struct {
 
 func (x *InvokeAcpAgentRequest) Reset() {
 	*x = InvokeAcpAgentRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1659,7 @@ func (x *InvokeAcpAgentRequest) String() string {
 func (*InvokeAcpAgentRequest) ProtoMessage() {}
 
 func (x *InvokeAcpAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[24]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1672,7 @@ func (x *InvokeAcpAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAcpAgentRequest.ProtoReflect.Descriptor instead.
 func (*InvokeAcpAgentRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{24}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InvokeAcpAgentRequest) GetAgent() string {
@@ -1650,7 +1719,7 @@ type InvokeAcpAgentResponse struct {
 
 func (x *InvokeAcpAgentResponse) Reset() {
 	*x = InvokeAcpAgentResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1731,7 @@ func (x *InvokeAcpAgentResponse) String() string {
 func (*InvokeAcpAgentResponse) ProtoMessage() {}
 
 func (x *InvokeAcpAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1744,7 @@ func (x *InvokeAcpAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeAcpAgentResponse.ProtoReflect.Descriptor instead.
 func (*InvokeAcpAgentResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{25}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InvokeAcpAgentResponse) GetEvent() isInvokeAcpAgentResponse_Event {
@@ -1735,7 +1804,7 @@ type AcpUpdate struct {
 
 func (x *AcpUpdate) Reset() {
 	*x = AcpUpdate{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1816,7 @@ func (x *AcpUpdate) String() string {
 func (*AcpUpdate) ProtoMessage() {}
 
 func (x *AcpUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1829,7 @@ func (x *AcpUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcpUpdate.ProtoReflect.Descriptor instead.
 func (*AcpUpdate) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{26}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AcpUpdate) GetKind() string {
@@ -1794,7 +1863,7 @@ type AcpResult struct {
 
 func (x *AcpResult) Reset() {
 	*x = AcpResult{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1875,7 @@ func (x *AcpResult) String() string {
 func (*AcpResult) ProtoMessage() {}
 
 func (x *AcpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[27]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1888,7 @@ func (x *AcpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcpResult.ProtoReflect.Descriptor instead.
 func (*AcpResult) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{27}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AcpResult) GetText() string {
@@ -1852,7 +1921,7 @@ type ListServersRequest struct {
 
 func (x *ListServersRequest) Reset() {
 	*x = ListServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1933,7 @@ func (x *ListServersRequest) String() string {
 func (*ListServersRequest) ProtoMessage() {}
 
 func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[28]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1946,7 @@ func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
 func (*ListServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{28}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{29}
 }
 
 // ListServersResponse lists servers in config-file order.
@@ -1891,7 +1960,7 @@ type ListServersResponse struct {
 
 func (x *ListServersResponse) Reset() {
 	*x = ListServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1972,7 @@ func (x *ListServersResponse) String() string {
 func (*ListServersResponse) ProtoMessage() {}
 
 func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[29]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +1985,7 @@ func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
 func (*ListServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{29}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListServersResponse) GetServers() []*Server {
@@ -1937,7 +2006,7 @@ type GetServerRequest struct {
 
 func (x *GetServerRequest) Reset() {
 	*x = GetServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2018,7 @@ func (x *GetServerRequest) String() string {
 func (*GetServerRequest) ProtoMessage() {}
 
 func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[30]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2031,7 @@ func (x *GetServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerRequest.ProtoReflect.Descriptor instead.
 func (*GetServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{30}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetServerRequest) GetName() string {
@@ -1983,7 +2052,7 @@ type GetServerResponse struct {
 
 func (x *GetServerResponse) Reset() {
 	*x = GetServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2064,7 @@ func (x *GetServerResponse) String() string {
 func (*GetServerResponse) ProtoMessage() {}
 
 func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[31]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2077,7 @@ func (x *GetServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerResponse.ProtoReflect.Descriptor instead.
 func (*GetServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{31}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetServerResponse) GetServer() *Server {
@@ -2029,7 +2098,7 @@ type ServerUpdate struct {
 
 func (x *ServerUpdate) Reset() {
 	*x = ServerUpdate{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2110,7 @@ func (x *ServerUpdate) String() string {
 func (*ServerUpdate) ProtoMessage() {}
 
 func (x *ServerUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2123,7 @@ func (x *ServerUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerUpdate.ProtoReflect.Descriptor instead.
 func (*ServerUpdate) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{32}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ServerUpdate) GetEnabled() bool {
@@ -2077,7 +2146,7 @@ type UpdateServerRequest struct {
 
 func (x *UpdateServerRequest) Reset() {
 	*x = UpdateServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2158,7 @@ func (x *UpdateServerRequest) String() string {
 func (*UpdateServerRequest) ProtoMessage() {}
 
 func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2171,7 @@ func (x *UpdateServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{33}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateServerRequest) GetName() string {
@@ -2130,7 +2199,7 @@ type UpdateServerResponse struct {
 
 func (x *UpdateServerResponse) Reset() {
 	*x = UpdateServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2211,7 @@ func (x *UpdateServerResponse) String() string {
 func (*UpdateServerResponse) ProtoMessage() {}
 
 func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[34]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2224,7 @@ func (x *UpdateServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{34}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateServerResponse) GetServer() *Server {
@@ -2176,7 +2245,7 @@ type ReplaceServersRequest struct {
 
 func (x *ReplaceServersRequest) Reset() {
 	*x = ReplaceServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2257,7 @@ func (x *ReplaceServersRequest) String() string {
 func (*ReplaceServersRequest) ProtoMessage() {}
 
 func (x *ReplaceServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[35]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2270,7 @@ func (x *ReplaceServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceServersRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{35}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReplaceServersRequest) GetServers() []*ServerConfig {
@@ -2222,7 +2291,7 @@ type ReplaceServersResponse struct {
 
 func (x *ReplaceServersResponse) Reset() {
 	*x = ReplaceServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2303,7 @@ func (x *ReplaceServersResponse) String() string {
 func (*ReplaceServersResponse) ProtoMessage() {}
 
 func (x *ReplaceServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[36]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2316,7 @@ func (x *ReplaceServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceServersResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{36}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReplaceServersResponse) GetServers() []*Server {
@@ -2266,7 +2335,7 @@ type ReloadServersRequest struct {
 
 func (x *ReloadServersRequest) Reset() {
 	*x = ReloadServersRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2347,7 @@ func (x *ReloadServersRequest) String() string {
 func (*ReloadServersRequest) ProtoMessage() {}
 
 func (x *ReloadServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[37]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2360,7 @@ func (x *ReloadServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadServersRequest.ProtoReflect.Descriptor instead.
 func (*ReloadServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{37}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{38}
 }
 
 // ReloadServersResponse reports what the reload did.
@@ -2309,7 +2378,7 @@ type ReloadServersResponse struct {
 
 func (x *ReloadServersResponse) Reset() {
 	*x = ReloadServersResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2390,7 @@ func (x *ReloadServersResponse) String() string {
 func (*ReloadServersResponse) ProtoMessage() {}
 
 func (x *ReloadServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[38]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2403,7 @@ func (x *ReloadServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadServersResponse.ProtoReflect.Descriptor instead.
 func (*ReloadServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{38}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReloadServersResponse) GetServers() []*Server {
@@ -2373,7 +2442,7 @@ type ConnectServerRequest struct {
 
 func (x *ConnectServerRequest) Reset() {
 	*x = ConnectServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[39]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2454,7 @@ func (x *ConnectServerRequest) String() string {
 func (*ConnectServerRequest) ProtoMessage() {}
 
 func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[39]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2467,7 @@ func (x *ConnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerRequest.ProtoReflect.Descriptor instead.
 func (*ConnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{39}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConnectServerRequest) GetName() string {
@@ -2429,7 +2498,7 @@ type ConnectServerResponse struct {
 
 func (x *ConnectServerResponse) Reset() {
 	*x = ConnectServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[40]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2510,7 @@ func (x *ConnectServerResponse) String() string {
 func (*ConnectServerResponse) ProtoMessage() {}
 
 func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[40]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2523,7 @@ func (x *ConnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectServerResponse.ProtoReflect.Descriptor instead.
 func (*ConnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{40}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ConnectServerResponse) GetAuthorizationUrl() string {
@@ -2484,7 +2553,7 @@ type DisconnectServerRequest struct {
 
 func (x *DisconnectServerRequest) Reset() {
 	*x = DisconnectServerRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[41]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2565,7 @@ func (x *DisconnectServerRequest) String() string {
 func (*DisconnectServerRequest) ProtoMessage() {}
 
 func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[41]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2578,7 @@ func (x *DisconnectServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{41}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DisconnectServerRequest) GetName() string {
@@ -2535,7 +2604,7 @@ type DisconnectServerResponse struct {
 
 func (x *DisconnectServerResponse) Reset() {
 	*x = DisconnectServerResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[42]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2616,7 @@ func (x *DisconnectServerResponse) String() string {
 func (*DisconnectServerResponse) ProtoMessage() {}
 
 func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[42]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +2629,7 @@ func (x *DisconnectServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectServerResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{42}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{43}
 }
 
 // ListConnectionsRequest has no fields.
@@ -2572,7 +2641,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[43]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +2653,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[43]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +2666,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{43}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{44}
 }
 
 // ListConnectionsResponse lists the OAuth servers.
@@ -2611,7 +2680,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[44]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2692,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[44]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2705,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{44}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -2665,7 +2734,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[45]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2746,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[45]
+	mi := &file_toolplane_catalog_v1_catalog_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2759,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{45}
+	return file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Connection) GetServer() string {
@@ -2809,14 +2878,18 @@ const file_toolplane_catalog_v1_catalog_service_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\x12A\n" +
 	"\fcall_context\x18\x03 \x01(\v2\x1e.toolplane.type.v1.CallContextR\vcallContext\x123\n" +
-	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x9a\x02\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xef\x02\n" +
 	"\x10CallToolResponse\x129\n" +
 	"\acontent\x18\x01 \x03(\v2\x1f.toolplane.type.v1.ContentBlockR\acontent\x12\x19\n" +
 	"\bis_error\x18\x02 \x01(\bR\aisError\x12F\n" +
 	"\x12structured_content\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x11structuredContent\x12+\n" +
 	"\x04meta\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x04meta\x12\x16\n" +
 	"\x06server\x18\x05 \x01(\tR\x06server\x12#\n" +
-	"\roriginal_name\x18\x06 \x01(\tR\foriginalName\"\xda\x01\n" +
+	"\roriginal_name\x18\x06 \x01(\tR\foriginalName\x12S\n" +
+	"\x11working_directory\x18\a \x01(\v2&.toolplane.catalog.v1.WorkingDirectoryR\x10workingDirectory\"L\n" +
+	"\x10WorkingDirectory\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12$\n" +
+	"\x0euser_data_root\x18\x02 \x01(\tR\fuserDataRoot\"\xda\x01\n" +
 	"\x15CallToolStreamRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\x12A\n" +
@@ -2944,7 +3017,7 @@ func file_toolplane_catalog_v1_catalog_service_proto_rawDescGZIP() []byte {
 	return file_toolplane_catalog_v1_catalog_service_proto_rawDescData
 }
 
-var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_toolplane_catalog_v1_catalog_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_toolplane_catalog_v1_catalog_service_proto_goTypes = []any{
 	(*ListPendingToolsRequest)(nil),       // 0: toolplane.catalog.v1.ListPendingToolsRequest
 	(*PendingTool)(nil),                   // 1: toolplane.catalog.v1.PendingTool
@@ -2965,178 +3038,180 @@ var file_toolplane_catalog_v1_catalog_service_proto_goTypes = []any{
 	(*WatchCatalogResponse)(nil),          // 16: toolplane.catalog.v1.WatchCatalogResponse
 	(*CallToolRequest)(nil),               // 17: toolplane.catalog.v1.CallToolRequest
 	(*CallToolResponse)(nil),              // 18: toolplane.catalog.v1.CallToolResponse
-	(*CallToolStreamRequest)(nil),         // 19: toolplane.catalog.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 20: toolplane.catalog.v1.CallToolStreamResponse
-	(*ListAcpAgentsRequest)(nil),          // 21: toolplane.catalog.v1.ListAcpAgentsRequest
-	(*ListAcpAgentsResponse)(nil),         // 22: toolplane.catalog.v1.ListAcpAgentsResponse
-	(*AcpAgent)(nil),                      // 23: toolplane.catalog.v1.AcpAgent
-	(*InvokeAcpAgentRequest)(nil),         // 24: toolplane.catalog.v1.InvokeAcpAgentRequest
-	(*InvokeAcpAgentResponse)(nil),        // 25: toolplane.catalog.v1.InvokeAcpAgentResponse
-	(*AcpUpdate)(nil),                     // 26: toolplane.catalog.v1.AcpUpdate
-	(*AcpResult)(nil),                     // 27: toolplane.catalog.v1.AcpResult
-	(*ListServersRequest)(nil),            // 28: toolplane.catalog.v1.ListServersRequest
-	(*ListServersResponse)(nil),           // 29: toolplane.catalog.v1.ListServersResponse
-	(*GetServerRequest)(nil),              // 30: toolplane.catalog.v1.GetServerRequest
-	(*GetServerResponse)(nil),             // 31: toolplane.catalog.v1.GetServerResponse
-	(*ServerUpdate)(nil),                  // 32: toolplane.catalog.v1.ServerUpdate
-	(*UpdateServerRequest)(nil),           // 33: toolplane.catalog.v1.UpdateServerRequest
-	(*UpdateServerResponse)(nil),          // 34: toolplane.catalog.v1.UpdateServerResponse
-	(*ReplaceServersRequest)(nil),         // 35: toolplane.catalog.v1.ReplaceServersRequest
-	(*ReplaceServersResponse)(nil),        // 36: toolplane.catalog.v1.ReplaceServersResponse
-	(*ReloadServersRequest)(nil),          // 37: toolplane.catalog.v1.ReloadServersRequest
-	(*ReloadServersResponse)(nil),         // 38: toolplane.catalog.v1.ReloadServersResponse
-	(*ConnectServerRequest)(nil),          // 39: toolplane.catalog.v1.ConnectServerRequest
-	(*ConnectServerResponse)(nil),         // 40: toolplane.catalog.v1.ConnectServerResponse
-	(*DisconnectServerRequest)(nil),       // 41: toolplane.catalog.v1.DisconnectServerRequest
-	(*DisconnectServerResponse)(nil),      // 42: toolplane.catalog.v1.DisconnectServerResponse
-	(*ListConnectionsRequest)(nil),        // 43: toolplane.catalog.v1.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),       // 44: toolplane.catalog.v1.ListConnectionsResponse
-	(*Connection)(nil),                    // 45: toolplane.catalog.v1.Connection
-	(*Tool)(nil),                          // 46: toolplane.catalog.v1.Tool
-	(*DefinitionChange)(nil),              // 47: toolplane.catalog.v1.DefinitionChange
-	(*ToolAuditRecord)(nil),               // 48: toolplane.catalog.v1.ToolAuditRecord
-	(ToolSource)(0),                       // 49: toolplane.catalog.v1.ToolSource
-	(SearchMode)(0),                       // 50: toolplane.catalog.v1.SearchMode
-	(*v1.StringList)(nil),                 // 51: toolplane.type.v1.StringList
-	(*SearchHit)(nil),                     // 52: toolplane.catalog.v1.SearchHit
-	(*ServerCount)(nil),                   // 53: toolplane.catalog.v1.ServerCount
-	(*CatalogEvent)(nil),                  // 54: toolplane.catalog.v1.CatalogEvent
-	(*structpb.Struct)(nil),               // 55: google.protobuf.Struct
-	(*v1.CallContext)(nil),                // 56: toolplane.type.v1.CallContext
-	(*durationpb.Duration)(nil),           // 57: google.protobuf.Duration
-	(*v1.ContentBlock)(nil),               // 58: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),               // 59: toolplane.type.v1.Notification
-	(*Server)(nil),                        // 60: toolplane.catalog.v1.Server
-	(*ServerConfig)(nil),                  // 61: toolplane.catalog.v1.ServerConfig
-	(*timestamppb.Timestamp)(nil),         // 62: google.protobuf.Timestamp
-	(SessionScope)(0),                     // 63: toolplane.catalog.v1.SessionScope
-	(*ListResourcesRequest)(nil),          // 64: toolplane.catalog.v1.ListResourcesRequest
-	(*ListResourceTemplatesRequest)(nil),  // 65: toolplane.catalog.v1.ListResourceTemplatesRequest
-	(*ReadResourceRequest)(nil),           // 66: toolplane.catalog.v1.ReadResourceRequest
-	(*SubscribeResourceRequest)(nil),      // 67: toolplane.catalog.v1.SubscribeResourceRequest
-	(*ListPromptsRequest)(nil),            // 68: toolplane.catalog.v1.ListPromptsRequest
-	(*GetPromptRequest)(nil),              // 69: toolplane.catalog.v1.GetPromptRequest
-	(*CompleteRequest)(nil),               // 70: toolplane.catalog.v1.CompleteRequest
-	(*WatchFeaturesRequest)(nil),          // 71: toolplane.catalog.v1.WatchFeaturesRequest
-	(*CloseThreadSessionsRequest)(nil),    // 72: toolplane.catalog.v1.CloseThreadSessionsRequest
-	(*ListResourcesResponse)(nil),         // 73: toolplane.catalog.v1.ListResourcesResponse
-	(*ListResourceTemplatesResponse)(nil), // 74: toolplane.catalog.v1.ListResourceTemplatesResponse
-	(*ReadResourceResponse)(nil),          // 75: toolplane.catalog.v1.ReadResourceResponse
-	(*SubscribeResourceResponse)(nil),     // 76: toolplane.catalog.v1.SubscribeResourceResponse
-	(*ListPromptsResponse)(nil),           // 77: toolplane.catalog.v1.ListPromptsResponse
-	(*GetPromptResponse)(nil),             // 78: toolplane.catalog.v1.GetPromptResponse
-	(*CompleteResponse)(nil),              // 79: toolplane.catalog.v1.CompleteResponse
-	(*WatchFeaturesResponse)(nil),         // 80: toolplane.catalog.v1.WatchFeaturesResponse
-	(*CloseThreadSessionsResponse)(nil),   // 81: toolplane.catalog.v1.CloseThreadSessionsResponse
+	(*WorkingDirectory)(nil),              // 19: toolplane.catalog.v1.WorkingDirectory
+	(*CallToolStreamRequest)(nil),         // 20: toolplane.catalog.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 21: toolplane.catalog.v1.CallToolStreamResponse
+	(*ListAcpAgentsRequest)(nil),          // 22: toolplane.catalog.v1.ListAcpAgentsRequest
+	(*ListAcpAgentsResponse)(nil),         // 23: toolplane.catalog.v1.ListAcpAgentsResponse
+	(*AcpAgent)(nil),                      // 24: toolplane.catalog.v1.AcpAgent
+	(*InvokeAcpAgentRequest)(nil),         // 25: toolplane.catalog.v1.InvokeAcpAgentRequest
+	(*InvokeAcpAgentResponse)(nil),        // 26: toolplane.catalog.v1.InvokeAcpAgentResponse
+	(*AcpUpdate)(nil),                     // 27: toolplane.catalog.v1.AcpUpdate
+	(*AcpResult)(nil),                     // 28: toolplane.catalog.v1.AcpResult
+	(*ListServersRequest)(nil),            // 29: toolplane.catalog.v1.ListServersRequest
+	(*ListServersResponse)(nil),           // 30: toolplane.catalog.v1.ListServersResponse
+	(*GetServerRequest)(nil),              // 31: toolplane.catalog.v1.GetServerRequest
+	(*GetServerResponse)(nil),             // 32: toolplane.catalog.v1.GetServerResponse
+	(*ServerUpdate)(nil),                  // 33: toolplane.catalog.v1.ServerUpdate
+	(*UpdateServerRequest)(nil),           // 34: toolplane.catalog.v1.UpdateServerRequest
+	(*UpdateServerResponse)(nil),          // 35: toolplane.catalog.v1.UpdateServerResponse
+	(*ReplaceServersRequest)(nil),         // 36: toolplane.catalog.v1.ReplaceServersRequest
+	(*ReplaceServersResponse)(nil),        // 37: toolplane.catalog.v1.ReplaceServersResponse
+	(*ReloadServersRequest)(nil),          // 38: toolplane.catalog.v1.ReloadServersRequest
+	(*ReloadServersResponse)(nil),         // 39: toolplane.catalog.v1.ReloadServersResponse
+	(*ConnectServerRequest)(nil),          // 40: toolplane.catalog.v1.ConnectServerRequest
+	(*ConnectServerResponse)(nil),         // 41: toolplane.catalog.v1.ConnectServerResponse
+	(*DisconnectServerRequest)(nil),       // 42: toolplane.catalog.v1.DisconnectServerRequest
+	(*DisconnectServerResponse)(nil),      // 43: toolplane.catalog.v1.DisconnectServerResponse
+	(*ListConnectionsRequest)(nil),        // 44: toolplane.catalog.v1.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),       // 45: toolplane.catalog.v1.ListConnectionsResponse
+	(*Connection)(nil),                    // 46: toolplane.catalog.v1.Connection
+	(*Tool)(nil),                          // 47: toolplane.catalog.v1.Tool
+	(*DefinitionChange)(nil),              // 48: toolplane.catalog.v1.DefinitionChange
+	(*ToolAuditRecord)(nil),               // 49: toolplane.catalog.v1.ToolAuditRecord
+	(ToolSource)(0),                       // 50: toolplane.catalog.v1.ToolSource
+	(SearchMode)(0),                       // 51: toolplane.catalog.v1.SearchMode
+	(*v1.StringList)(nil),                 // 52: toolplane.type.v1.StringList
+	(*SearchHit)(nil),                     // 53: toolplane.catalog.v1.SearchHit
+	(*ServerCount)(nil),                   // 54: toolplane.catalog.v1.ServerCount
+	(*CatalogEvent)(nil),                  // 55: toolplane.catalog.v1.CatalogEvent
+	(*structpb.Struct)(nil),               // 56: google.protobuf.Struct
+	(*v1.CallContext)(nil),                // 57: toolplane.type.v1.CallContext
+	(*durationpb.Duration)(nil),           // 58: google.protobuf.Duration
+	(*v1.ContentBlock)(nil),               // 59: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),               // 60: toolplane.type.v1.Notification
+	(*Server)(nil),                        // 61: toolplane.catalog.v1.Server
+	(*ServerConfig)(nil),                  // 62: toolplane.catalog.v1.ServerConfig
+	(*timestamppb.Timestamp)(nil),         // 63: google.protobuf.Timestamp
+	(SessionScope)(0),                     // 64: toolplane.catalog.v1.SessionScope
+	(*ListResourcesRequest)(nil),          // 65: toolplane.catalog.v1.ListResourcesRequest
+	(*ListResourceTemplatesRequest)(nil),  // 66: toolplane.catalog.v1.ListResourceTemplatesRequest
+	(*ReadResourceRequest)(nil),           // 67: toolplane.catalog.v1.ReadResourceRequest
+	(*SubscribeResourceRequest)(nil),      // 68: toolplane.catalog.v1.SubscribeResourceRequest
+	(*ListPromptsRequest)(nil),            // 69: toolplane.catalog.v1.ListPromptsRequest
+	(*GetPromptRequest)(nil),              // 70: toolplane.catalog.v1.GetPromptRequest
+	(*CompleteRequest)(nil),               // 71: toolplane.catalog.v1.CompleteRequest
+	(*WatchFeaturesRequest)(nil),          // 72: toolplane.catalog.v1.WatchFeaturesRequest
+	(*CloseThreadSessionsRequest)(nil),    // 73: toolplane.catalog.v1.CloseThreadSessionsRequest
+	(*ListResourcesResponse)(nil),         // 74: toolplane.catalog.v1.ListResourcesResponse
+	(*ListResourceTemplatesResponse)(nil), // 75: toolplane.catalog.v1.ListResourceTemplatesResponse
+	(*ReadResourceResponse)(nil),          // 76: toolplane.catalog.v1.ReadResourceResponse
+	(*SubscribeResourceResponse)(nil),     // 77: toolplane.catalog.v1.SubscribeResourceResponse
+	(*ListPromptsResponse)(nil),           // 78: toolplane.catalog.v1.ListPromptsResponse
+	(*GetPromptResponse)(nil),             // 79: toolplane.catalog.v1.GetPromptResponse
+	(*CompleteResponse)(nil),              // 80: toolplane.catalog.v1.CompleteResponse
+	(*WatchFeaturesResponse)(nil),         // 81: toolplane.catalog.v1.WatchFeaturesResponse
+	(*CloseThreadSessionsResponse)(nil),   // 82: toolplane.catalog.v1.CloseThreadSessionsResponse
 }
 var file_toolplane_catalog_v1_catalog_service_proto_depIdxs = []int32{
-	46, // 0: toolplane.catalog.v1.PendingTool.tool:type_name -> toolplane.catalog.v1.Tool
-	47, // 1: toolplane.catalog.v1.PendingTool.diff:type_name -> toolplane.catalog.v1.DefinitionChange
+	47, // 0: toolplane.catalog.v1.PendingTool.tool:type_name -> toolplane.catalog.v1.Tool
+	48, // 1: toolplane.catalog.v1.PendingTool.diff:type_name -> toolplane.catalog.v1.DefinitionChange
 	1,  // 2: toolplane.catalog.v1.ListPendingToolsResponse.tools:type_name -> toolplane.catalog.v1.PendingTool
-	46, // 3: toolplane.catalog.v1.ApproveToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
-	48, // 4: toolplane.catalog.v1.ApproveToolResponse.audit:type_name -> toolplane.catalog.v1.ToolAuditRecord
-	46, // 5: toolplane.catalog.v1.RejectToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
-	48, // 6: toolplane.catalog.v1.RejectToolResponse.audit:type_name -> toolplane.catalog.v1.ToolAuditRecord
-	49, // 7: toolplane.catalog.v1.ListToolsRequest.source:type_name -> toolplane.catalog.v1.ToolSource
-	46, // 8: toolplane.catalog.v1.ListToolsResponse.tools:type_name -> toolplane.catalog.v1.Tool
-	46, // 9: toolplane.catalog.v1.GetToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
-	50, // 10: toolplane.catalog.v1.SearchToolsRequest.mode:type_name -> toolplane.catalog.v1.SearchMode
-	51, // 11: toolplane.catalog.v1.SearchToolsRequest.candidates:type_name -> toolplane.type.v1.StringList
-	52, // 12: toolplane.catalog.v1.SearchToolsResponse.hits:type_name -> toolplane.catalog.v1.SearchHit
-	50, // 13: toolplane.catalog.v1.SearchToolsResponse.mode:type_name -> toolplane.catalog.v1.SearchMode
-	51, // 14: toolplane.catalog.v1.GetCatalogRequest.candidates:type_name -> toolplane.type.v1.StringList
-	53, // 15: toolplane.catalog.v1.GetCatalogResponse.servers:type_name -> toolplane.catalog.v1.ServerCount
-	54, // 16: toolplane.catalog.v1.WatchCatalogResponse.event:type_name -> toolplane.catalog.v1.CatalogEvent
-	55, // 17: toolplane.catalog.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	56, // 18: toolplane.catalog.v1.CallToolRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	57, // 19: toolplane.catalog.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	58, // 20: toolplane.catalog.v1.CallToolResponse.content:type_name -> toolplane.type.v1.ContentBlock
-	55, // 21: toolplane.catalog.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Struct
-	55, // 22: toolplane.catalog.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
-	55, // 23: toolplane.catalog.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
-	56, // 24: toolplane.catalog.v1.CallToolStreamRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	57, // 25: toolplane.catalog.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
-	59, // 26: toolplane.catalog.v1.CallToolStreamResponse.notification:type_name -> toolplane.type.v1.Notification
-	18, // 27: toolplane.catalog.v1.CallToolStreamResponse.result:type_name -> toolplane.catalog.v1.CallToolResponse
-	23, // 28: toolplane.catalog.v1.ListAcpAgentsResponse.agents:type_name -> toolplane.catalog.v1.AcpAgent
-	56, // 29: toolplane.catalog.v1.InvokeAcpAgentRequest.call_context:type_name -> toolplane.type.v1.CallContext
-	57, // 30: toolplane.catalog.v1.InvokeAcpAgentRequest.timeout:type_name -> google.protobuf.Duration
-	26, // 31: toolplane.catalog.v1.InvokeAcpAgentResponse.update:type_name -> toolplane.catalog.v1.AcpUpdate
-	27, // 32: toolplane.catalog.v1.InvokeAcpAgentResponse.result:type_name -> toolplane.catalog.v1.AcpResult
-	60, // 33: toolplane.catalog.v1.ListServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	60, // 34: toolplane.catalog.v1.GetServerResponse.server:type_name -> toolplane.catalog.v1.Server
-	32, // 35: toolplane.catalog.v1.UpdateServerRequest.server:type_name -> toolplane.catalog.v1.ServerUpdate
-	60, // 36: toolplane.catalog.v1.UpdateServerResponse.server:type_name -> toolplane.catalog.v1.Server
-	61, // 37: toolplane.catalog.v1.ReplaceServersRequest.servers:type_name -> toolplane.catalog.v1.ServerConfig
-	60, // 38: toolplane.catalog.v1.ReplaceServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	60, // 39: toolplane.catalog.v1.ReloadServersResponse.servers:type_name -> toolplane.catalog.v1.Server
-	62, // 40: toolplane.catalog.v1.ConnectServerResponse.expires_at:type_name -> google.protobuf.Timestamp
-	45, // 41: toolplane.catalog.v1.ListConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
-	63, // 42: toolplane.catalog.v1.Connection.session_scope:type_name -> toolplane.catalog.v1.SessionScope
-	62, // 43: toolplane.catalog.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 44: toolplane.catalog.v1.CatalogService.ListTools:input_type -> toolplane.catalog.v1.ListToolsRequest
-	9,  // 45: toolplane.catalog.v1.CatalogService.GetTool:input_type -> toolplane.catalog.v1.GetToolRequest
-	11, // 46: toolplane.catalog.v1.CatalogService.SearchTools:input_type -> toolplane.catalog.v1.SearchToolsRequest
-	13, // 47: toolplane.catalog.v1.CatalogService.GetCatalog:input_type -> toolplane.catalog.v1.GetCatalogRequest
-	15, // 48: toolplane.catalog.v1.CatalogService.WatchCatalog:input_type -> toolplane.catalog.v1.WatchCatalogRequest
-	17, // 49: toolplane.catalog.v1.CatalogService.CallTool:input_type -> toolplane.catalog.v1.CallToolRequest
-	19, // 50: toolplane.catalog.v1.CatalogService.CallToolStream:input_type -> toolplane.catalog.v1.CallToolStreamRequest
-	21, // 51: toolplane.catalog.v1.CatalogService.ListAcpAgents:input_type -> toolplane.catalog.v1.ListAcpAgentsRequest
-	24, // 52: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:input_type -> toolplane.catalog.v1.InvokeAcpAgentRequest
-	28, // 53: toolplane.catalog.v1.CatalogService.ListServers:input_type -> toolplane.catalog.v1.ListServersRequest
-	30, // 54: toolplane.catalog.v1.CatalogService.GetServer:input_type -> toolplane.catalog.v1.GetServerRequest
-	33, // 55: toolplane.catalog.v1.CatalogService.UpdateServer:input_type -> toolplane.catalog.v1.UpdateServerRequest
-	35, // 56: toolplane.catalog.v1.CatalogService.ReplaceServers:input_type -> toolplane.catalog.v1.ReplaceServersRequest
-	37, // 57: toolplane.catalog.v1.CatalogService.ReloadServers:input_type -> toolplane.catalog.v1.ReloadServersRequest
-	39, // 58: toolplane.catalog.v1.CatalogService.ConnectServer:input_type -> toolplane.catalog.v1.ConnectServerRequest
-	41, // 59: toolplane.catalog.v1.CatalogService.DisconnectServer:input_type -> toolplane.catalog.v1.DisconnectServerRequest
-	43, // 60: toolplane.catalog.v1.CatalogService.ListConnections:input_type -> toolplane.catalog.v1.ListConnectionsRequest
-	0,  // 61: toolplane.catalog.v1.CatalogService.ListPendingTools:input_type -> toolplane.catalog.v1.ListPendingToolsRequest
-	3,  // 62: toolplane.catalog.v1.CatalogService.ApproveTool:input_type -> toolplane.catalog.v1.ApproveToolRequest
-	5,  // 63: toolplane.catalog.v1.CatalogService.RejectTool:input_type -> toolplane.catalog.v1.RejectToolRequest
-	64, // 64: toolplane.catalog.v1.CatalogService.ListResources:input_type -> toolplane.catalog.v1.ListResourcesRequest
-	65, // 65: toolplane.catalog.v1.CatalogService.ListResourceTemplates:input_type -> toolplane.catalog.v1.ListResourceTemplatesRequest
-	66, // 66: toolplane.catalog.v1.CatalogService.ReadResource:input_type -> toolplane.catalog.v1.ReadResourceRequest
-	67, // 67: toolplane.catalog.v1.CatalogService.SubscribeResource:input_type -> toolplane.catalog.v1.SubscribeResourceRequest
-	68, // 68: toolplane.catalog.v1.CatalogService.ListPrompts:input_type -> toolplane.catalog.v1.ListPromptsRequest
-	69, // 69: toolplane.catalog.v1.CatalogService.GetPrompt:input_type -> toolplane.catalog.v1.GetPromptRequest
-	70, // 70: toolplane.catalog.v1.CatalogService.Complete:input_type -> toolplane.catalog.v1.CompleteRequest
-	71, // 71: toolplane.catalog.v1.CatalogService.WatchFeatures:input_type -> toolplane.catalog.v1.WatchFeaturesRequest
-	72, // 72: toolplane.catalog.v1.CatalogService.CloseThreadSessions:input_type -> toolplane.catalog.v1.CloseThreadSessionsRequest
-	8,  // 73: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
-	10, // 74: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
-	12, // 75: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
-	14, // 76: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
-	16, // 77: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
-	18, // 78: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
-	20, // 79: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
-	22, // 80: toolplane.catalog.v1.CatalogService.ListAcpAgents:output_type -> toolplane.catalog.v1.ListAcpAgentsResponse
-	25, // 81: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:output_type -> toolplane.catalog.v1.InvokeAcpAgentResponse
-	29, // 82: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
-	31, // 83: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
-	34, // 84: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
-	36, // 85: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
-	38, // 86: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
-	40, // 87: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
-	42, // 88: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
-	44, // 89: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
-	2,  // 90: toolplane.catalog.v1.CatalogService.ListPendingTools:output_type -> toolplane.catalog.v1.ListPendingToolsResponse
-	4,  // 91: toolplane.catalog.v1.CatalogService.ApproveTool:output_type -> toolplane.catalog.v1.ApproveToolResponse
-	6,  // 92: toolplane.catalog.v1.CatalogService.RejectTool:output_type -> toolplane.catalog.v1.RejectToolResponse
-	73, // 93: toolplane.catalog.v1.CatalogService.ListResources:output_type -> toolplane.catalog.v1.ListResourcesResponse
-	74, // 94: toolplane.catalog.v1.CatalogService.ListResourceTemplates:output_type -> toolplane.catalog.v1.ListResourceTemplatesResponse
-	75, // 95: toolplane.catalog.v1.CatalogService.ReadResource:output_type -> toolplane.catalog.v1.ReadResourceResponse
-	76, // 96: toolplane.catalog.v1.CatalogService.SubscribeResource:output_type -> toolplane.catalog.v1.SubscribeResourceResponse
-	77, // 97: toolplane.catalog.v1.CatalogService.ListPrompts:output_type -> toolplane.catalog.v1.ListPromptsResponse
-	78, // 98: toolplane.catalog.v1.CatalogService.GetPrompt:output_type -> toolplane.catalog.v1.GetPromptResponse
-	79, // 99: toolplane.catalog.v1.CatalogService.Complete:output_type -> toolplane.catalog.v1.CompleteResponse
-	80, // 100: toolplane.catalog.v1.CatalogService.WatchFeatures:output_type -> toolplane.catalog.v1.WatchFeaturesResponse
-	81, // 101: toolplane.catalog.v1.CatalogService.CloseThreadSessions:output_type -> toolplane.catalog.v1.CloseThreadSessionsResponse
-	73, // [73:102] is the sub-list for method output_type
-	44, // [44:73] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	47, // 3: toolplane.catalog.v1.ApproveToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
+	49, // 4: toolplane.catalog.v1.ApproveToolResponse.audit:type_name -> toolplane.catalog.v1.ToolAuditRecord
+	47, // 5: toolplane.catalog.v1.RejectToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
+	49, // 6: toolplane.catalog.v1.RejectToolResponse.audit:type_name -> toolplane.catalog.v1.ToolAuditRecord
+	50, // 7: toolplane.catalog.v1.ListToolsRequest.source:type_name -> toolplane.catalog.v1.ToolSource
+	47, // 8: toolplane.catalog.v1.ListToolsResponse.tools:type_name -> toolplane.catalog.v1.Tool
+	47, // 9: toolplane.catalog.v1.GetToolResponse.tool:type_name -> toolplane.catalog.v1.Tool
+	51, // 10: toolplane.catalog.v1.SearchToolsRequest.mode:type_name -> toolplane.catalog.v1.SearchMode
+	52, // 11: toolplane.catalog.v1.SearchToolsRequest.candidates:type_name -> toolplane.type.v1.StringList
+	53, // 12: toolplane.catalog.v1.SearchToolsResponse.hits:type_name -> toolplane.catalog.v1.SearchHit
+	51, // 13: toolplane.catalog.v1.SearchToolsResponse.mode:type_name -> toolplane.catalog.v1.SearchMode
+	52, // 14: toolplane.catalog.v1.GetCatalogRequest.candidates:type_name -> toolplane.type.v1.StringList
+	54, // 15: toolplane.catalog.v1.GetCatalogResponse.servers:type_name -> toolplane.catalog.v1.ServerCount
+	55, // 16: toolplane.catalog.v1.WatchCatalogResponse.event:type_name -> toolplane.catalog.v1.CatalogEvent
+	56, // 17: toolplane.catalog.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	57, // 18: toolplane.catalog.v1.CallToolRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	58, // 19: toolplane.catalog.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	59, // 20: toolplane.catalog.v1.CallToolResponse.content:type_name -> toolplane.type.v1.ContentBlock
+	56, // 21: toolplane.catalog.v1.CallToolResponse.structured_content:type_name -> google.protobuf.Struct
+	56, // 22: toolplane.catalog.v1.CallToolResponse.meta:type_name -> google.protobuf.Struct
+	19, // 23: toolplane.catalog.v1.CallToolResponse.working_directory:type_name -> toolplane.catalog.v1.WorkingDirectory
+	56, // 24: toolplane.catalog.v1.CallToolStreamRequest.arguments:type_name -> google.protobuf.Struct
+	57, // 25: toolplane.catalog.v1.CallToolStreamRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	58, // 26: toolplane.catalog.v1.CallToolStreamRequest.timeout:type_name -> google.protobuf.Duration
+	60, // 27: toolplane.catalog.v1.CallToolStreamResponse.notification:type_name -> toolplane.type.v1.Notification
+	18, // 28: toolplane.catalog.v1.CallToolStreamResponse.result:type_name -> toolplane.catalog.v1.CallToolResponse
+	24, // 29: toolplane.catalog.v1.ListAcpAgentsResponse.agents:type_name -> toolplane.catalog.v1.AcpAgent
+	57, // 30: toolplane.catalog.v1.InvokeAcpAgentRequest.call_context:type_name -> toolplane.type.v1.CallContext
+	58, // 31: toolplane.catalog.v1.InvokeAcpAgentRequest.timeout:type_name -> google.protobuf.Duration
+	27, // 32: toolplane.catalog.v1.InvokeAcpAgentResponse.update:type_name -> toolplane.catalog.v1.AcpUpdate
+	28, // 33: toolplane.catalog.v1.InvokeAcpAgentResponse.result:type_name -> toolplane.catalog.v1.AcpResult
+	61, // 34: toolplane.catalog.v1.ListServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	61, // 35: toolplane.catalog.v1.GetServerResponse.server:type_name -> toolplane.catalog.v1.Server
+	33, // 36: toolplane.catalog.v1.UpdateServerRequest.server:type_name -> toolplane.catalog.v1.ServerUpdate
+	61, // 37: toolplane.catalog.v1.UpdateServerResponse.server:type_name -> toolplane.catalog.v1.Server
+	62, // 38: toolplane.catalog.v1.ReplaceServersRequest.servers:type_name -> toolplane.catalog.v1.ServerConfig
+	61, // 39: toolplane.catalog.v1.ReplaceServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	61, // 40: toolplane.catalog.v1.ReloadServersResponse.servers:type_name -> toolplane.catalog.v1.Server
+	63, // 41: toolplane.catalog.v1.ConnectServerResponse.expires_at:type_name -> google.protobuf.Timestamp
+	46, // 42: toolplane.catalog.v1.ListConnectionsResponse.connections:type_name -> toolplane.catalog.v1.Connection
+	64, // 43: toolplane.catalog.v1.Connection.session_scope:type_name -> toolplane.catalog.v1.SessionScope
+	63, // 44: toolplane.catalog.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 45: toolplane.catalog.v1.CatalogService.ListTools:input_type -> toolplane.catalog.v1.ListToolsRequest
+	9,  // 46: toolplane.catalog.v1.CatalogService.GetTool:input_type -> toolplane.catalog.v1.GetToolRequest
+	11, // 47: toolplane.catalog.v1.CatalogService.SearchTools:input_type -> toolplane.catalog.v1.SearchToolsRequest
+	13, // 48: toolplane.catalog.v1.CatalogService.GetCatalog:input_type -> toolplane.catalog.v1.GetCatalogRequest
+	15, // 49: toolplane.catalog.v1.CatalogService.WatchCatalog:input_type -> toolplane.catalog.v1.WatchCatalogRequest
+	17, // 50: toolplane.catalog.v1.CatalogService.CallTool:input_type -> toolplane.catalog.v1.CallToolRequest
+	20, // 51: toolplane.catalog.v1.CatalogService.CallToolStream:input_type -> toolplane.catalog.v1.CallToolStreamRequest
+	22, // 52: toolplane.catalog.v1.CatalogService.ListAcpAgents:input_type -> toolplane.catalog.v1.ListAcpAgentsRequest
+	25, // 53: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:input_type -> toolplane.catalog.v1.InvokeAcpAgentRequest
+	29, // 54: toolplane.catalog.v1.CatalogService.ListServers:input_type -> toolplane.catalog.v1.ListServersRequest
+	31, // 55: toolplane.catalog.v1.CatalogService.GetServer:input_type -> toolplane.catalog.v1.GetServerRequest
+	34, // 56: toolplane.catalog.v1.CatalogService.UpdateServer:input_type -> toolplane.catalog.v1.UpdateServerRequest
+	36, // 57: toolplane.catalog.v1.CatalogService.ReplaceServers:input_type -> toolplane.catalog.v1.ReplaceServersRequest
+	38, // 58: toolplane.catalog.v1.CatalogService.ReloadServers:input_type -> toolplane.catalog.v1.ReloadServersRequest
+	40, // 59: toolplane.catalog.v1.CatalogService.ConnectServer:input_type -> toolplane.catalog.v1.ConnectServerRequest
+	42, // 60: toolplane.catalog.v1.CatalogService.DisconnectServer:input_type -> toolplane.catalog.v1.DisconnectServerRequest
+	44, // 61: toolplane.catalog.v1.CatalogService.ListConnections:input_type -> toolplane.catalog.v1.ListConnectionsRequest
+	0,  // 62: toolplane.catalog.v1.CatalogService.ListPendingTools:input_type -> toolplane.catalog.v1.ListPendingToolsRequest
+	3,  // 63: toolplane.catalog.v1.CatalogService.ApproveTool:input_type -> toolplane.catalog.v1.ApproveToolRequest
+	5,  // 64: toolplane.catalog.v1.CatalogService.RejectTool:input_type -> toolplane.catalog.v1.RejectToolRequest
+	65, // 65: toolplane.catalog.v1.CatalogService.ListResources:input_type -> toolplane.catalog.v1.ListResourcesRequest
+	66, // 66: toolplane.catalog.v1.CatalogService.ListResourceTemplates:input_type -> toolplane.catalog.v1.ListResourceTemplatesRequest
+	67, // 67: toolplane.catalog.v1.CatalogService.ReadResource:input_type -> toolplane.catalog.v1.ReadResourceRequest
+	68, // 68: toolplane.catalog.v1.CatalogService.SubscribeResource:input_type -> toolplane.catalog.v1.SubscribeResourceRequest
+	69, // 69: toolplane.catalog.v1.CatalogService.ListPrompts:input_type -> toolplane.catalog.v1.ListPromptsRequest
+	70, // 70: toolplane.catalog.v1.CatalogService.GetPrompt:input_type -> toolplane.catalog.v1.GetPromptRequest
+	71, // 71: toolplane.catalog.v1.CatalogService.Complete:input_type -> toolplane.catalog.v1.CompleteRequest
+	72, // 72: toolplane.catalog.v1.CatalogService.WatchFeatures:input_type -> toolplane.catalog.v1.WatchFeaturesRequest
+	73, // 73: toolplane.catalog.v1.CatalogService.CloseThreadSessions:input_type -> toolplane.catalog.v1.CloseThreadSessionsRequest
+	8,  // 74: toolplane.catalog.v1.CatalogService.ListTools:output_type -> toolplane.catalog.v1.ListToolsResponse
+	10, // 75: toolplane.catalog.v1.CatalogService.GetTool:output_type -> toolplane.catalog.v1.GetToolResponse
+	12, // 76: toolplane.catalog.v1.CatalogService.SearchTools:output_type -> toolplane.catalog.v1.SearchToolsResponse
+	14, // 77: toolplane.catalog.v1.CatalogService.GetCatalog:output_type -> toolplane.catalog.v1.GetCatalogResponse
+	16, // 78: toolplane.catalog.v1.CatalogService.WatchCatalog:output_type -> toolplane.catalog.v1.WatchCatalogResponse
+	18, // 79: toolplane.catalog.v1.CatalogService.CallTool:output_type -> toolplane.catalog.v1.CallToolResponse
+	21, // 80: toolplane.catalog.v1.CatalogService.CallToolStream:output_type -> toolplane.catalog.v1.CallToolStreamResponse
+	23, // 81: toolplane.catalog.v1.CatalogService.ListAcpAgents:output_type -> toolplane.catalog.v1.ListAcpAgentsResponse
+	26, // 82: toolplane.catalog.v1.CatalogService.InvokeAcpAgent:output_type -> toolplane.catalog.v1.InvokeAcpAgentResponse
+	30, // 83: toolplane.catalog.v1.CatalogService.ListServers:output_type -> toolplane.catalog.v1.ListServersResponse
+	32, // 84: toolplane.catalog.v1.CatalogService.GetServer:output_type -> toolplane.catalog.v1.GetServerResponse
+	35, // 85: toolplane.catalog.v1.CatalogService.UpdateServer:output_type -> toolplane.catalog.v1.UpdateServerResponse
+	37, // 86: toolplane.catalog.v1.CatalogService.ReplaceServers:output_type -> toolplane.catalog.v1.ReplaceServersResponse
+	39, // 87: toolplane.catalog.v1.CatalogService.ReloadServers:output_type -> toolplane.catalog.v1.ReloadServersResponse
+	41, // 88: toolplane.catalog.v1.CatalogService.ConnectServer:output_type -> toolplane.catalog.v1.ConnectServerResponse
+	43, // 89: toolplane.catalog.v1.CatalogService.DisconnectServer:output_type -> toolplane.catalog.v1.DisconnectServerResponse
+	45, // 90: toolplane.catalog.v1.CatalogService.ListConnections:output_type -> toolplane.catalog.v1.ListConnectionsResponse
+	2,  // 91: toolplane.catalog.v1.CatalogService.ListPendingTools:output_type -> toolplane.catalog.v1.ListPendingToolsResponse
+	4,  // 92: toolplane.catalog.v1.CatalogService.ApproveTool:output_type -> toolplane.catalog.v1.ApproveToolResponse
+	6,  // 93: toolplane.catalog.v1.CatalogService.RejectTool:output_type -> toolplane.catalog.v1.RejectToolResponse
+	74, // 94: toolplane.catalog.v1.CatalogService.ListResources:output_type -> toolplane.catalog.v1.ListResourcesResponse
+	75, // 95: toolplane.catalog.v1.CatalogService.ListResourceTemplates:output_type -> toolplane.catalog.v1.ListResourceTemplatesResponse
+	76, // 96: toolplane.catalog.v1.CatalogService.ReadResource:output_type -> toolplane.catalog.v1.ReadResourceResponse
+	77, // 97: toolplane.catalog.v1.CatalogService.SubscribeResource:output_type -> toolplane.catalog.v1.SubscribeResourceResponse
+	78, // 98: toolplane.catalog.v1.CatalogService.ListPrompts:output_type -> toolplane.catalog.v1.ListPromptsResponse
+	79, // 99: toolplane.catalog.v1.CatalogService.GetPrompt:output_type -> toolplane.catalog.v1.GetPromptResponse
+	80, // 100: toolplane.catalog.v1.CatalogService.Complete:output_type -> toolplane.catalog.v1.CompleteResponse
+	81, // 101: toolplane.catalog.v1.CatalogService.WatchFeatures:output_type -> toolplane.catalog.v1.WatchFeaturesResponse
+	82, // 102: toolplane.catalog.v1.CatalogService.CloseThreadSessions:output_type -> toolplane.catalog.v1.CloseThreadSessionsResponse
+	74, // [74:103] is the sub-list for method output_type
+	45, // [45:74] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_catalog_v1_catalog_service_proto_init() }
@@ -3147,22 +3222,22 @@ func file_toolplane_catalog_v1_catalog_service_proto_init() {
 	file_toolplane_catalog_v1_catalog_proto_init()
 	file_toolplane_catalog_v1_features_proto_init()
 	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[7].OneofWrappers = []any{}
-	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[20].OneofWrappers = []any{
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[21].OneofWrappers = []any{
 		(*CallToolStreamResponse_Notification)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[25].OneofWrappers = []any{
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[26].OneofWrappers = []any{
 		(*InvokeAcpAgentResponse_Update)(nil),
 		(*InvokeAcpAgentResponse_Result)(nil),
 	}
-	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[32].OneofWrappers = []any{}
+	file_toolplane_catalog_v1_catalog_service_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_catalog_v1_catalog_service_proto_rawDesc), len(file_toolplane_catalog_v1_catalog_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
