@@ -40,7 +40,7 @@ var rateKinds = map[string]RateKind{
 	"AddPolicies": RateWrite, "RemovePolicies": RateWrite, "UpdateServer": RateWrite, "ReplaceServers": RateWrite, "ReloadServers": RateWrite,
 	"CreateThread": RateWrite, "DeleteThread": RateWrite, "CancelRun": RateWrite, "UpsertAgent": RateWrite, "DeleteAgent": RateWrite,
 	"InstallSkill": RateWrite, "UpdateSkill": RateWrite, "DeleteSkill": RateWrite, "RollbackSkill": RateWrite, "ScanSkill": RateWrite,
-	"ReviewSkillPackage": RateWrite, "RecordRefusal": RateWrite, "ConnectServer": RateWrite, "DisconnectServer": RateWrite, "ConnectMyServer": RateWrite, "DisconnectMyServer": RateWrite,
+	"ReviewSkillPackage": RateWrite, "RecordRefusal": RateWrite, "UploadThreadFile": RateWrite, "ConnectServer": RateWrite, "DisconnectServer": RateWrite, "ConnectMyServer": RateWrite, "DisconnectMyServer": RateWrite,
 }
 
 // RateKindOf returns the rate kind of a full method name.

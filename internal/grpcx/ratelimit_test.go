@@ -78,3 +78,11 @@ func TestRateLimiter(t *testing.T) {
 		t.Fatal("no limits configured but limited")
 	}
 }
+
+// An upload stages bytes on disk: UploadThreadFile is a write RPC for the
+// per-principal limiter (the stream interceptor's admit applies it).
+func TestUploadThreadFileIsAWrite(t *testing.T) {
+	if k := RateKindOf("/toolplane.runtime.v1.RuntimeService/UploadThreadFile"); k != RateWrite {
+		t.Fatalf("UploadThreadFile rate kind %d, want RateWrite", k)
+	}
+}

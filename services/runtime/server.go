@@ -184,8 +184,10 @@ func (c *Config) Validate() error {
 type Server struct {
 	runtimev1.UnimplementedRuntimeServiceServer
 	cfg Config
-	env svckit.Env
-	log *slog.Logger
+	// upGate holds the uploads being received (uploads.go).
+	upGate uploadGate
+	env    svckit.Env
+	log    *slog.Logger
 
 	catalog catalogv1.CatalogServiceClient
 	authz   authzv1.AuthzServiceClient

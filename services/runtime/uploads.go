@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	gwruntime "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
@@ -36,6 +38,13 @@ type UploadsConfig struct {
 	// MaxThreadBytes bounds all of a thread's uploads together. Default
 	// 268435456 (256 MiB).
 	MaxThreadBytes int64 `yaml:"max_thread_bytes"`
+	// MaxInFlightPerPrincipal caps the uploads one principal has in
+	// progress at once; more are refused with RESOURCE_EXHAUSTED (429 on
+	// REST). Default 2.
+	MaxInFlightPerPrincipal int `yaml:"max_in_flight_per_principal"`
+	// StallTimeout cuts an upload that receives no bytes for this long
+	// (its staged bytes are removed). Default 30s.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 }
 
 func (u *UploadsConfig) setDefaults() {
@@ -44,6 +53,12 @@ func (u *UploadsConfig) setDefaults() {
 	}
 	if u.MaxThreadBytes == 0 {
 		u.MaxThreadBytes = 256 << 20
+	}
+	if u.MaxInFlightPerPrincipal == 0 {
+		u.MaxInFlightPerPrincipal = 2
+	}
+	if u.StallTimeout == 0 {
+		u.StallTimeout = 30 * time.Second
 	}
 }
 
@@ -57,7 +72,77 @@ func (c *Config) validateAgentsAndUploads() error {
 	if c.Uploads.MaxThreadBytes < c.Uploads.MaxFileBytes {
 		return fmt.Errorf("runtime.uploads.max_thread_bytes: must be >= max_file_bytes (%d)", c.Uploads.MaxFileBytes)
 	}
+	if n := c.Uploads.MaxInFlightPerPrincipal; n < 1 || n > 1024 {
+		return fmt.Errorf("runtime.uploads.max_in_flight_per_principal: must be between 1 and 1024, got %d", n)
+	}
+	if d := c.Uploads.StallTimeout; d < 0 || d > uploadTimeout {
+		return fmt.Errorf("runtime.uploads.stall_timeout: must be between 0 (default 30s) and %s, got %s", uploadTimeout, d)
+	}
 	return nil
+}
+
+// uploadGate accounts for the uploads being received: how many each
+// principal has in progress (runtime.uploads.max_in_flight_per_principal)
+// and how many bytes each thread has staged, reserved as they arrive so
+// that staged bytes count against runtime.uploads.max_thread_bytes before
+// the last chunk (released when the upload ends, committed or not).
+type uploadGate struct {
+	mu       sync.Mutex
+	inFlight map[string]int
+	staged   map[string]int64
+}
+
+// enter takes one of principal's upload slots; false when all max are taken.
+func (g *uploadGate) enter(principal string, max int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inFlight == nil {
+		g.inFlight, g.staged = map[string]int{}, map[string]int64{}
+	}
+	if g.inFlight[principal] >= max {
+		return false
+	}
+	g.inFlight[principal]++
+	return true
+}
+
+func (g *uploadGate) leave(principal string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inFlight[principal]--; g.inFlight[principal] <= 0 {
+		delete(g.inFlight, principal)
+	}
+}
+
+// reserve adds n staged bytes to thread when stored+staged+n stays within
+// max; false (nothing reserved) otherwise.
+func (g *uploadGate) reserve(thread string, stored, n, max int64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if stored+g.staged[thread]+n > max {
+		return false
+	}
+	g.staged[thread] += n
+	return true
+}
+
+func (g *uploadGate) release(thread string, n int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.staged[thread] -= n; g.staged[thread] <= 0 {
+		delete(g.staged, thread)
+	}
+}
+
+func tooManyUploads(max int) error {
+	const key = "runtime.uploads.max_in_flight_per_principal"
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("%d uploads of this principal are in progress, the most %s allows; retry when one ends", max, key))
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: grpcx.ReasonRateLimited, Domain: errorDomain,
+		Metadata: map[string]string{"limit": key, "max_in_flight": fmt.Sprint(max)}},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}); err == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 func uploadTooLarge(key string, limit int64, format string, args ...any) error {
@@ -106,30 +191,79 @@ func (s *Server) UploadThreadFile(stream grpc.ClientStreamingServer[runtimev1.Up
 	if len(h.GetMimeType()) > 255 {
 		return invalid("header.mime_type", grpcx.ViolationTooLong, "longer than 255 bytes")
 	}
-	th, _, err := s.ownThread(ctx, h.GetThreadId())
+	th, p, err := s.ownThread(ctx, h.GetThreadId())
 	if err != nil {
 		return err
 	}
 	id := th.Proto.GetThreadId()
 	lim := s.cfg.Uploads
+	who := fmt.Sprintf("%d:%s%s", len(p.GetTenant()), p.GetTenant(), p.GetSubject())
+	if !s.upGate.enter(who, lim.MaxInFlightPerPrincipal) {
+		return tooManyUploads(lim.MaxInFlightPerPrincipal)
+	}
+	defer s.upGate.leave(who)
 	st, err := s.ws.StageUpload(id, lim.MaxFileBytes)
 	if err != nil {
 		return storeErr(fmt.Errorf("stage upload: %w", err))
 	}
-	// The bytes are received by a goroutine that owns the staged file, so
-	// that a client stalling mid-stream is cut at uploadTimeout: the handler
-	// returns, the stream's context ends, Recv fails and the goroutine
-	// discards the file.
-	received := make(chan error, 1)
-	go func() { received <- s.receiveUpload(stream, st, name) }()
+	// The thread's stored uploads (but a file this one replaces) plus every
+	// byte staged for it so far stay within max_thread_bytes
+	// (receiveUpload reserves each chunk before writing it).
+	stored, err := st.UploadsBytes(name)
+	if err != nil {
+		st.Discard()
+		return storeErr(fmt.Errorf("uploads quota: %w", err))
+	}
+	// The bytes are received by a goroutine that owns the staged file and
+	// its reservation, so that a client stalling mid-stream is cut (no
+	// bytes for runtime.uploads.stall_timeout, or not complete after
+	// uploadTimeout): the handler returns, the stream's context ends, Recv
+	// fails and the goroutine's end discards the file and releases it.
+	type outcome struct {
+		err      error
+		reserved int64
+	}
+	received := make(chan outcome, 1)
+	progress := make(chan struct{}, 1)
+	go func() {
+		var reserved int64
+		err := s.receiveUpload(stream, st, name, func(n int64) bool {
+			if !s.upGate.reserve(id, stored, n, lim.MaxThreadBytes) {
+				return false
+			}
+			reserved += n
+			select {
+			case progress <- struct{}{}:
+			default:
+			}
+			return true
+		})
+		received <- outcome{err, reserved}
+	}()
 	timer := time.NewTimer(uploadTimeout)
 	defer timer.Stop()
-	select {
-	case err = <-received:
-	case <-timer.C:
-		go func() { <-received; st.Discard() }()
-		return status.Errorf(codes.DeadlineExceeded, "upload of %s not complete after %s", name, uploadTimeout)
+	stall := time.NewTimer(lim.StallTimeout)
+	defer stall.Stop()
+	cut := func(format string, args ...any) error {
+		go func() { o := <-received; st.Discard(); s.upGate.release(id, o.reserved) }()
+		return status.Errorf(codes.DeadlineExceeded, format, args...)
 	}
+	var o outcome
+wait:
+	for {
+		select {
+		case o = <-received:
+			break wait
+		case <-progress:
+			stall.Reset(lim.StallTimeout) // Go 1.23 timers: no stale tick survives Reset
+		case <-stall.C:
+			return cut("upload of %s received no bytes for %s (runtime.uploads.stall_timeout); cut", name, lim.StallTimeout)
+		case <-timer.C:
+			return cut("upload of %s not complete after %s", name, uploadTimeout)
+		}
+	}
+	defer s.upGate.release(id, o.reserved)
+	err = o.err
 	committed := false
 	defer func() {
 		if !committed {
@@ -171,7 +305,10 @@ const uploadTimeout = 10 * time.Minute
 
 // receiveUpload writes the chunks of stream into st until the client closes
 // its side; a second header or a file over max_file_bytes ends it.
-func (s *Server) receiveUpload(stream grpc.ClientStreamingServer[runtimev1.UploadThreadFileRequest, runtimev1.UploadThreadFileResponse], st *runtimetools.StagedUpload, name string) error {
+//
+// reserve is asked for each chunk's bytes before they are written; false
+// refuses the upload (runtime.uploads.max_thread_bytes).
+func (s *Server) receiveUpload(stream grpc.ClientStreamingServer[runtimev1.UploadThreadFileRequest, runtimev1.UploadThreadFileResponse], st *runtimetools.StagedUpload, name string, reserve func(int64) bool) error {
 	lim := s.cfg.Uploads
 	for {
 		m, err := stream.Recv()
@@ -184,7 +321,15 @@ func (s *Server) receiveUpload(stream grpc.ClientStreamingServer[runtimev1.Uploa
 		if m.GetHeader() != nil {
 			return invalid("header", grpcx.ViolationInvalid, "only the first message may be a header")
 		}
-		if _, err := st.Write(m.GetChunk()); errors.Is(err, runtimetools.ErrUploadTooLarge) {
+		c := m.GetChunk()
+		if st.Size()+int64(len(c)) > lim.MaxFileBytes {
+			return uploadTooLarge("runtime.uploads.max_file_bytes", lim.MaxFileBytes, "%s is larger than runtime.uploads.max_file_bytes (%d bytes)", name, lim.MaxFileBytes)
+		}
+		if len(c) > 0 && !reserve(int64(len(c))) {
+			return uploadTooLarge("runtime.uploads.max_thread_bytes", lim.MaxThreadBytes,
+				"the thread's uploads, stored and being received, would pass runtime.uploads.max_thread_bytes (%d bytes)", lim.MaxThreadBytes)
+		}
+		if _, err := st.Write(c); errors.Is(err, runtimetools.ErrUploadTooLarge) {
 			return uploadTooLarge("runtime.uploads.max_file_bytes", lim.MaxFileBytes, "%s is larger than runtime.uploads.max_file_bytes (%d bytes)", name, lim.MaxFileBytes)
 		} else if err != nil {
 			return storeErr(fmt.Errorf("write upload: %w", err))
@@ -202,6 +347,10 @@ func (s *Server) scanUpload(ctx context.Context, st *runtimetools.StagedUpload, 
 	kind := runtimetools.UploadKind(name, st.Head())
 	if kind == runtimetools.UploadData {
 		return nil
+	}
+	if kind == runtimetools.UploadUnscannable {
+		return uploadRefused(map[string]string{"code": "unscannable_archive"},
+			"%s is an archive or compressed stream the scan cannot open (only zip and tar.gz are scanned); it is refused, not stored unscanned", name)
 	}
 	limit := int64(s.env.MaxMessageBytes) - 64<<10
 	if limit <= 0 {
@@ -301,9 +450,18 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A stalled client is cut: the whole request within uploadTimeout.
+	// and a body that stops arriving for runtime.uploads.stall_timeout.
 	ctx, cancel := context.WithTimeout(ctx, uploadTimeout)
 	defer cancel()
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uploadTimeout))
+	rc, deadline := http.NewResponseController(w), time.Now().Add(uploadTimeout)
+	extend := func() {
+		d := time.Now().Add(s.cfg.Uploads.StallTimeout)
+		if d.After(deadline) {
+			d = deadline
+		}
+		_ = rc.SetReadDeadline(d)
+	}
+	extend()
 	client := runtimev1.NewRuntimeServiceClient(s.gw)
 	var files []*runtimev1.UploadedFile
 	for {
@@ -319,7 +477,7 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 			part.Close()
 			continue
 		}
-		f, err := s.forwardPart(ctx, client, r.PathValue("thread_id"), part)
+		f, err := s.forwardPart(ctx, client, r.PathValue("thread_id"), part, extend)
 		part.Close()
 		if err != nil {
 			writeHTTPStatus(w, err)
@@ -365,7 +523,10 @@ const uploadChunk = 256 << 10
 // forwardPart streams one multipart part over UploadThreadFile. When the
 // server refuses midway (too large, bad name) the send fails and the
 // status comes from CloseAndRecv; the rest of the part is not read.
-func (s *Server) forwardPart(ctx context.Context, client runtimev1.RuntimeServiceClient, threadID string, part *multipart.Part) (*runtimev1.UploadedFile, error) {
+//
+// extend is called before each read of the body (it moves the read
+// deadline on by runtime.uploads.stall_timeout).
+func (s *Server) forwardPart(ctx context.Context, client runtimev1.RuntimeServiceClient, threadID string, part *multipart.Part, extend func()) (*runtimev1.UploadedFile, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := client.UploadThreadFile(ctx)
@@ -379,6 +540,7 @@ func (s *Server) forwardPart(ctx context.Context, client runtimev1.RuntimeServic
 	}
 	buf := make([]byte, uploadChunk)
 	for {
+		extend()
 		n, rerr := part.Read(buf)
 		if n > 0 {
 			if err := stream.Send(&runtimev1.UploadThreadFileRequest{Part: &runtimev1.UploadThreadFileRequest_Chunk{Chunk: buf[:n]}}); err != nil {

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
+	"github.com/toolplane/toolplane/services/skills/skillsarchive"
 )
 
 // Uploads (docs/decisions/0150-where-acp-and-workspace-servers-run.md,
@@ -222,17 +223,48 @@ const (
 	UploadScript  = "script"
 )
 
-var scriptExts = map[string]bool{".sh": true, ".bash": true, ".zsh": true, ".ksh": true, ".py": true, ".pyw": true,
-	".js": true, ".mjs": true, ".cjs": true, ".ts": true, ".mts": true, ".cts": true, ".jsx": true, ".tsx": true}
+// scriptExts are the extensions of programs an interpreter runs; an upload
+// with one is scanned as a skill's scripts/ file (services/skills/skillsscan
+// scans a scripts/ file of no recognised language as a shell script).
+var scriptExts = map[string]bool{
+	".sh": true, ".bash": true, ".zsh": true, ".ksh": true, ".dash": true, ".ash": true, ".csh": true, ".tcsh": true, ".fish": true, ".command": true,
+	".py": true, ".pyw": true, ".pyz": true,
+	".js": true, ".mjs": true, ".cjs": true, ".ts": true, ".mts": true, ".cts": true, ".jsx": true, ".tsx": true, ".jse": true,
+	".pl": true, ".pm": true, ".t": true, ".rb": true, ".php": true, ".phtml": true, ".phar": true, ".lua": true, ".tcl": true, ".awk": true,
+	".r": true, ".jl": true, ".groovy": true, ".kts": true, ".ps1": true, ".psm1": true, ".psd1": true,
+	".bat": true, ".cmd": true, ".vbs": true, ".vbe": true, ".wsf": true, ".wsh": true, ".hta": true, ".applescript": true, ".scpt": true,
+}
 
-// UploadKind says how an upload is scanned: a skill archive (.skill, .zip,
-// .tar.gz, .tgz), a script (by extension or a "#!" first line), or data.
+// UploadUnscannable is the kind of an archive or compressed stream the
+// skills scan cannot open (tar, bzip2, xz, zstd, 7z, rar): refused, never
+// stored unscanned.
+const UploadUnscannable = "unscannable archive"
+
+// scannableArchives are the skillsarchive.ArchiveKind names the skills scan
+// reads (zip and gzip-compressed tar, services/skills/skillsarchive).
+var scannableArchives = map[string]bool{"zip": true, "jar": true, "war": true, "whl": true, "skill": true, "gzip": true, "gz": true, "tgz": true}
+
+// utf8BOM is the byte order mark some editors put before a "#!" line.
+const utf8BOM = "\xef\xbb\xbf"
+
+// UploadKind says how an upload is scanned, by content as well as name: an
+// archive by its magic bytes or extension (zip, jar, gzip/tar.gz: a skill
+// archive scanned entry by entry; tar, bzip2, xz, zstd, 7z, rar:
+// UploadUnscannable), a script by extension or a "#!" first line (after a
+// UTF-8 byte order mark and leading white space), else data.
 func UploadKind(name string, head []byte) string {
 	low := strings.ToLower(name)
-	switch {
-	case strings.HasSuffix(low, ".skill"), strings.HasSuffix(low, ".zip"), strings.HasSuffix(low, ".tar.gz"), strings.HasSuffix(low, ".tgz"):
+	if strings.HasSuffix(low, ".skill") {
 		return UploadArchive
-	case scriptExts[path.Ext(low)], strings.HasPrefix(string(head), "#!"):
+	}
+	if k := skillsarchive.ArchiveKind(low, head); k != "" {
+		if scannableArchives[k] {
+			return UploadArchive
+		}
+		return UploadUnscannable
+	}
+	body := strings.TrimLeft(strings.TrimPrefix(string(head), utf8BOM), " \t\r\n")
+	if scriptExts[path.Ext(low)] || strings.HasPrefix(body, "#!") {
 		return UploadScript
 	}
 	return UploadData
