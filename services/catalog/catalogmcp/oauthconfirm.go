@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolplane/toolplane/services/catalog/catalogoauth"
 )
 
 // The OAuth callback does not attach a token on the redirect back: the
@@ -89,7 +91,7 @@ func (m *Manager) checkConfirmation(tok, state, code string, now time.Time) erro
 // "" = the server's shared connection) a pending login's state belongs to,
 // without using it.
 func (m *Manager) LoginOwner(ctx context.Context, state string) (server, tenant, subject string, ok bool, err error) {
-	if state == "" {
+	if state == "" || len(state) > catalogoauth.MaxStateBytes {
 		return "", "", "", false, nil
 	}
 	if o := m.opts.Options.OAuth; o != nil && o.LoginOwner != nil {
@@ -126,7 +128,7 @@ type pageData struct {
 }
 
 var callbackPage = template.Must(template.New("callback").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">
+<html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="same-origin">
 <title>Toolplane: {{.Title}}</title></head>
 <body>
 <h1>{{.Title}}</h1>
@@ -153,7 +155,9 @@ func writePage(w http.ResponseWriter, status int, d pageData) {
 	h.Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer browsers send
+	// "Origin: null" on the Confirm POST.
+	h.Set("Referrer-Policy", "same-origin")
 	w.WriteHeader(status)
 	_ = callbackPage.Execute(w, d)
 }
@@ -210,10 +214,21 @@ func (m *Manager) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := m.newConfirmation(state, code, time.Now())
-	http.SetCookie(w, &http.Cookie{Name: confirmCookie, Value: tok, Path: r.URL.Path, MaxAge: int(ConfirmTTL / time.Second),
+	http.SetCookie(w, &http.Cookie{Name: confirmCookie, Value: tok, Path: m.callbackPath(r), MaxAge: int(ConfirmTTL / time.Second),
 		HttpOnly: true, Secure: m.callbackSecure(r), SameSite: http.SameSiteStrictMode})
 	writePage(w, http.StatusOK, pageData{Title: "confirm the connection of " + server, Server: server, Tenant: tenant, Subject: subject,
 		Shared: subject == "", State: state, Code: code, Confirm: tok})
+}
+
+// callbackPath is the callback's path as browsers see it (public_url may
+// have a prefix a proxy strips): the confirmation cookie's Path.
+func (m *Manager) callbackPath(r *http.Request) string {
+	if o := m.opts.Options.OAuth; o != nil && o.RedirectURI != "" {
+		if u, err := url.Parse(o.RedirectURI); err == nil && u.Path != "" {
+			return u.Path
+		}
+	}
+	return r.URL.Path
 }
 
 // callbackSecure: the callback is served over https (the cookie is Secure).
@@ -276,7 +291,7 @@ func (m *Manager) ServeOAuthConfirm(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: confirmCookie, Value: "", Path: r.URL.Path, MaxAge: -1, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: confirmCookie, Value: "", Path: m.callbackPath(r), MaxAge: -1, HttpOnly: true,
 		Secure: m.callbackSecure(r), SameSite: http.SameSiteStrictMode})
 	server, tenant, subject, ok, err := m.LoginOwner(r.Context(), state)
 	if err != nil {
