@@ -89,6 +89,7 @@ func oauthOptions(cfg OAuthConfig, dataDir string, hc *http.Client, store any) (
 			return nil, nil, fmt.Errorf("catalog.oauth: %w", err)
 		}
 		o.Store, o.LoginOwner = ost.For, ost.LoginOwner
+		o.ConfirmKey = keys.Derive("toolplane oauth callback confirmation")
 		return o, func() error { return nil }, nil
 	}
 	if dataDir == "" {
@@ -107,12 +108,18 @@ func oauthOptions(cfg OAuthConfig, dataDir string, hc *http.Client, store any) (
 		return nil, nil, fmt.Errorf("catalog.oauth: %w", err)
 	}
 	o.Store, o.LoginOwner = ost.For, ost.LoginOwner
+	o.ConfirmKey = keys.Derive("toolplane oauth callback confirmation")
 	return o, st.Close, nil
 }
 
 // HTTPRoutes are the catalog's routes on the HTTP listener outside the REST
 // gateway: the OAuth callback (no Toolplane credential: the browser comes
 // from the authorization server; the single-use state authenticates it).
+// The GET answers a confirmation page naming the Toolplane user; only its
+// POST attaches the token (catalogmcp/oauthconfirm.go, decision 0127).
 func (s *Server) HTTPRoutes() map[string]http.Handler {
-	return map[string]http.Handler{"GET /oauth/callback": http.HandlerFunc(s.mgr.ServeOAuthCallback)}
+	return map[string]http.Handler{
+		"GET /oauth/callback":  http.HandlerFunc(s.mgr.ServeOAuthCallback),
+		"POST /oauth/callback": http.HandlerFunc(s.mgr.ServeOAuthCallback),
+	}
 }

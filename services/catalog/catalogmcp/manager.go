@@ -42,6 +42,11 @@ type Manager struct {
 	changed chan struct{}
 	stopN   chan struct{}
 	wgN     sync.WaitGroup
+
+	// confirmKey (once) MACs OAuth callback confirmations when
+	// OAuthOptions.ConfirmKey is unset (oauthconfirm.go).
+	confirmOnce sync.Once
+	confirmKey  []byte
 }
 
 // ErrUnknownServer is returned for a server name not in the configuration.

@@ -34,6 +34,10 @@ type OAuthOptions struct {
 	// values implement catalogoauth.PendingStore needs it); nil = only
 	// this process's in-memory logins.
 	LoginOwner func(ctx context.Context, state string) (server, tenant, subject string, ok bool, err error)
+	// ConfirmKey MACs the callback's confirmation tokens
+	// (oauthconfirm.go); replicas sharing pending logins need the same
+	// key. nil = a random key of this process.
+	ConfirmKey []byte
 }
 
 // NeedsAuthError is returned for a call to a server (or a per-user
@@ -361,21 +365,6 @@ func (m *Manager) Revoke(ctx context.Context, server, tenant, subject string) er
 		return fmt.Errorf("%w %q", ErrUnknownServer, server)
 	}
 	return sup.Revoke(ctx, tenant, subject)
-}
-
-// ServeOAuthCallback serves server.public_url + /oauth/callback: the
-// authorization server redirects the user's browser here with code and
-// state. The answer is a short text page; it never echoes a code or token.
-func (m *Manager) ServeOAuthCallback(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	server, err := m.CompleteLogin(r.Context(), r.URL.Query())
-	if err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintln(w, "Toolplane: the connection was not authorised:", err)
-		return
-	}
-	fmt.Fprintf(w, "Toolplane: %s is connected. You can close this page.\n", server)
 }
 
 // Connection is the OAuth state of one server for a principal.

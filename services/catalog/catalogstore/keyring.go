@@ -3,6 +3,7 @@ package catalogstore
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -21,6 +22,8 @@ import (
 type Keyring struct {
 	ids  []string
 	aead map[string]cipher.AEAD
+	// first is the sealing key's bytes (Derive).
+	first []byte
 }
 
 // ParseKeyring reads keys, one per line (blank lines and # comments
@@ -44,6 +47,9 @@ func ParseKeyring(text string) (*Keyring, error) {
 		}
 		block, _ := aes.NewCipher(raw)
 		gcm, _ := cipher.NewGCM(block)
+		if len(k.ids) == 0 {
+			k.first = raw
+		}
 		k.ids = append(k.ids, id)
 		k.aead[id] = gcm
 	}
@@ -98,6 +104,15 @@ func decodeKey(s string) ([]byte, error) {
 		}
 	}
 	return nil, errors.New("not base64 or hex")
+}
+
+// Derive returns a 32-byte key for purpose label, derived from the sealing
+// key (HMAC-SHA256 of the label): the same on every replica sharing the
+// keyring, unrelated to the sealing key itself.
+func (k *Keyring) Derive(label string) []byte {
+	m := hmac.New(sha256.New, k.first)
+	m.Write([]byte(label))
+	return m.Sum(nil)
 }
 
 // CurrentID is the id of the sealing key.

@@ -19,6 +19,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -325,19 +326,50 @@ func Browse(ctx context.Context, authURL, user string) (status int, body string,
 }
 
 // BrowseWith is Browse with the browser's HTTP client (its CheckRedirect
-// may stop at the redirect back).
+// may stop at the redirect back). When the page the redirect back answers
+// is Toolplane's confirmation interstitial, the browser confirms it
+// (Confirm), as the user would.
 func BrowseWith(ctx context.Context, hc *http.Client, authURL, user string) (status int, body string, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	p, err := Consent(ctx, hc, authURL, user)
 	if err != nil {
 		return 0, "", err
+	}
+	if !p.NeedsConfirm() {
+		return p.Status, p.Body, nil
+	}
+	return Confirm(ctx, hc, p)
+}
+
+// Page is the page the browser ended on after the consent: the answer of
+// the redirect back (the callback), its URL and the cookies it set.
+type Page struct {
+	// Status and Body are the answer's.
+	Status int
+	Body   string
+	// URL is the page's address; Cookies the ones it set.
+	URL     *url.URL
+	Cookies []*http.Cookie
+}
+
+// NeedsConfirm: the page is Toolplane's confirmation interstitial.
+func (p *Page) NeedsConfirm() bool {
+	return p.Status == 200 && strings.Contains(p.Body, `id="toolplane-confirm"`)
+}
+
+// Consent opens authURL, approves the consent page as user and follows the
+// redirects; it returns the last page without confirming anything.
+func Consent(ctx context.Context, hc *http.Client, authURL, user string) (*Page, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, "", err
+		return nil, err
 	}
 	page, _ := readAll(resp)
 	if resp.StatusCode != 200 {
-		return resp.StatusCode, page, fmt.Errorf("consent page: status %d: %s", resp.StatusCode, page)
+		return &Page{Status: resp.StatusCode, Body: page}, fmt.Errorf("consent page: status %d: %s", resp.StatusCode, page)
 	}
 	form := url.Values{}
 	for _, m := range inputRE.FindAllStringSubmatch(page, -1) {
@@ -348,16 +380,55 @@ func BrowseWith(ctx context.Context, hc *http.Client, authURL, user string) (sta
 	action := resp.Request.URL.ResolveReference(&url.URL{Path: "/authorize"})
 	req, err = http.NewRequestWithContext(ctx, http.MethodPost, action.String(), strings.NewReader(form.Encode()))
 	if err != nil {
-		return 0, "", err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err = hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := readAll(resp)
+	return &Page{Status: resp.StatusCode, Body: b, URL: resp.Request.URL, Cookies: resp.Cookies()}, nil
+}
+
+// Confirm submits the confirmation interstitial p as a browser does: its
+// hidden fields posted to the form's action (relative to the page), with
+// the page's cookies and a same-origin Origin.
+func Confirm(ctx context.Context, hc *http.Client, p *Page) (status int, body string, err error) {
+	if !p.NeedsConfirm() || p.URL == nil {
+		return p.Status, p.Body, errors.New("confirm: the page is not a confirmation page")
+	}
+	form := url.Values{}
+	for _, m := range inputRE.FindAllStringSubmatch(p.Body, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	action := p.URL.ResolveReference(&url.URL{Path: "callback"})
+	if m := actionRE.FindStringSubmatch(p.Body); m != nil {
+		ref, err := url.Parse(html.UnescapeString(m[1]))
+		if err != nil {
+			return 0, "", err
+		}
+		action = p.URL.ResolveReference(ref)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, action.String(), strings.NewReader(form.Encode()))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", p.URL.Scheme+"://"+p.URL.Host)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	for _, c := range p.Cookies {
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
 	b, _ := readAll(resp)
 	return resp.StatusCode, b, nil
 }
+
+var actionRE = regexp.MustCompile(`<form method="post" action="([^"]*)" id="toolplane-confirm">`)
 
 var inputRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
 
