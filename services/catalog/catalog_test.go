@@ -44,7 +44,7 @@ func TestNpmServers(t *testing.T) {
 	sseBase := startEverything(t, ev, "sse")
 	t.Setenv("TP_TEST_NAME", "world")
 	ext := fmt.Sprintf(`{"mcpServers": {
-		"everything": {"command": "node", "args": [%q, "stdio"], "env": {"GREETING": "hello ${TP_TEST_NAME}!"}},
+		"everything": {"command": "node", "args": [%q, "stdio"], "env": {"GREETING": "${TP_TEST_NAME}!"}},
 		"fs": {"command": "node", "args": [%q, %q]},
 		"memory": {"command": "node", "args": [%q], "env": {"MEMORY_FILE_PATH": "%s/mem.jsonl"}},
 		"seq": {"command": "node", "args": [%q]},
@@ -71,7 +71,7 @@ func TestNpmServers(t *testing.T) {
 		{"everything_echo", `{"message":"stdio"}`, "Echo: stdio"},
 		{"evhttp_echo", `{"message":"http"}`, "Echo: http"},
 		{"evsse_echo", `{"message":"sse"}`, "Echo: sse"},
-		{"everything_get-env", `{}`, "hello world!"},
+		{"everything_get-env", `{}`, `"GREETING": "world!"`},
 		{"fs_read_text_file", fmt.Sprintf(`{"path":%q}`, dir+"/hello.txt"), "hello from file"},
 		{"memory_create_entities", `{"entities":[{"name":"n1","entityType":"t","observations":["o"]}]}`, "n1"},
 		{"seq_sequentialthinking", `{"thought":"x","nextThoughtNeeded":false,"thoughtNumber":1,"totalThoughts":1}`, "thoughtNumber"},

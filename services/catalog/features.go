@@ -453,6 +453,7 @@ func (s *Server) ReadResource(ctx context.Context, req *catalogv1.ReadResourceRe
 	if err != nil {
 		return nil, featureError(ctx, cctx, "resource", req.GetUri(), err)
 	}
+	raw = s.mgr.MaskResult(server, raw) // docs/decisions/0117-one-masking-facility.md
 	if err := s.checkSize("resource", req.GetUri(), raw); err != nil {
 		return nil, err
 	}
@@ -485,6 +486,7 @@ func (s *Server) GetPrompt(ctx context.Context, req *catalogv1.GetPromptRequest)
 	if err != nil {
 		return nil, featureError(ctx, cctx, "prompt", req.GetName(), err)
 	}
+	raw = s.mgr.MaskResult(p.Server, raw) // docs/decisions/0117-one-masking-facility.md
 	if err := s.checkSize("prompt", req.GetName(), raw); err != nil {
 		return nil, err
 	}
@@ -544,6 +546,7 @@ func (s *Server) Complete(ctx context.Context, req *catalogv1.CompleteRequest) (
 	if err != nil {
 		return nil, featureError(ctx, cctx, "completion", what, err)
 	}
+	raw = s.mgr.MaskResult(server, raw) // docs/decisions/0117-one-masking-facility.md
 	if err := s.checkSize("completion", what, raw); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/toolplane/toolplane/internal/observability"
 	"github.com/toolplane/toolplane/internal/svckit"
 )
@@ -126,5 +128,52 @@ func TestSecretsNeverLeave(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("outputs:\n%.6000s", all)
+	}
+}
+
+// TestToolResultsMasked: a real server-everything with env
+// MY_API_KEY=${SOME_VAR} (and a literal env value) hands the values back
+// through its get-env and echo tools and the args-prompt prompt; the
+// catalog masks them in the CallTool result (stdio and the text a model
+// would see) and in prompts/get, before anything downstream sees them
+// (docs/decisions/0117-one-masking-facility.md).
+func TestToolResultsMasked(t *testing.T) {
+	ev := npmJS(t, "server-everything")
+	const secret = "sk-live-S8-4c9d0e1f2a"
+	const literal = "literal-S9-77aa88bb"
+	t.Setenv("SOME_VAR", secret)
+	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"everything": map[string]any{"command": "node", "args": []string{ev, "stdio"},
+			"env": map[string]string{"MY_API_KEY": "${SOME_VAR}", "PLAIN_SETTING": literal}},
+	}})
+	h := start(t, string(ext), nil)
+	ctx := ctxT(t)
+	r, err := h.call(ctx, h.svc, "everything_get-env", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := protojson.Marshal(r)
+	got := string(b)
+	if strings.Contains(got, secret) || strings.Contains(got, literal) {
+		t.Errorf("get-env result carries a secret: %.2000s", got)
+	}
+	for _, want := range []string{`"MY_API_KEY": "***"`, `"PLAIN_SETTING": "***"`} {
+		if !strings.Contains(textOf(r), want) {
+			t.Errorf("get-env result lacks %s: %.2000s", want, textOf(r))
+		}
+	}
+	r, err = h.call(ctx, h.svc, "everything_echo", fmt.Sprintf(`{"message":"key is %s"}`, secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if textOf(r) != "Echo: key is ***" {
+		t.Errorf("echo result: %q", textOf(r))
+	}
+	gp, err := h.svc.GetPrompt(ctx, &catalogv1.GetPromptRequest{Name: "everything_args-prompt", Arguments: map[string]string{"city": secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(gp.GetResultJson(), secret) || !strings.Contains(gp.GetResultJson(), "What's weather in ***?") {
+		t.Errorf("prompts/get result: %s", gp.GetResultJson())
 	}
 }

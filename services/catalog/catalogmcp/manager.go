@@ -185,13 +185,18 @@ func (m *Manager) Pool() *Pool { return m.pool }
 // ctx errors, *SessionError, *RPCError, or transport errors.
 //
 // Error texts have the server's secrets masked (they can carry a child's
-// stderr); the error types are kept for errors.As / errors.Is.
-func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, key ScopeKey, notify func(Notification)) (_ *Result, err error) {
+// stderr); the error types are kept for errors.As / errors.Is. The result
+// (every content block, structuredContent, _meta) and the notifications
+// have them masked too (maskresult.go): a tool that echoes its environment
+// or a header must not hand a `${VAR}` value to the runtime or a model.
+func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, key ScopeKey, notify func(Notification)) (res *Result, err error) {
 	sup, ok := m.Supervisor(server)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownServer, server)
 	}
-	defer func() { err = sup.maskErr(err) }()
+	mask := sup.mask
+	notify = mask.maskNotify(notify)
+	defer func() { res, err = mask.maskResult(res), sup.maskErr(err) }()
 	if sup.st.Type == catalogconfig.TypeStatic {
 		return nil, ErrStatic
 	}
