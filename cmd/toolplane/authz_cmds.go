@@ -21,7 +21,13 @@ var cliResources = map[string]authzv1.ResourceType{
 	authzcasbin.ResourceModel:     authzv1.ResourceType_RESOURCE_TYPE_MODEL,
 	authzcasbin.ResourceMCPServer: authzv1.ResourceType_RESOURCE_TYPE_MCP_SERVER,
 	authzcasbin.ResourceACPAgent:  authzv1.ResourceType_RESOURCE_TYPE_ACP_AGENT,
+	authzcasbin.ResourceResource:  authzv1.ResourceType_RESOURCE_TYPE_RESOURCE,
+	authzcasbin.ResourcePrompt:    authzv1.ResourceType_RESOURCE_TYPE_PROMPT,
 }
+
+// cliResourceList names the resource types the CLI accepts, in the order of
+// authzcasbin.ResourceTypes (for help and error texts).
+var cliResourceList = strings.Join(authzcasbin.ResourceTypes, ", ")
 
 var cliActions = map[string]authzv1.Action{
 	authzcasbin.ActionCall: authzv1.Action_ACTION_CALL,
@@ -67,8 +73,18 @@ func parseCLILines(args []string) ([]*authzv1.Policy, []*authzv1.RoleLink, error
 	}
 	var ps []*authzv1.Policy
 	for _, r := range rules {
-		p := &authzv1.Policy{Role: r.Subject, Tenant: r.Tenant, ResourceType: cliResources[r.Resource], Target: r.Target,
-			Action: cliActions[r.Action], Effect: authzv1.PolicyEffect_POLICY_EFFECT_ALLOW}
+		rt, ok := cliResources[r.Resource]
+		if !ok {
+			// A type the parser knows but the CLI cannot send: refuse it
+			// here rather than send RESOURCE_TYPE_UNSPECIFIED.
+			return nil, nil, fmt.Errorf("resource type %q: this CLI cannot send it (want %s)", r.Resource, cliResourceList)
+		}
+		act, ok := cliActions[r.Action]
+		if !ok {
+			return nil, nil, fmt.Errorf("action %q: this CLI cannot send it (want call, list or use)", r.Action)
+		}
+		p := &authzv1.Policy{Role: r.Subject, Tenant: r.Tenant, ResourceType: rt, Target: r.Target,
+			Action: act, Effect: authzv1.PolicyEffect_POLICY_EFFECT_ALLOW}
 		if r.Effect == authzcasbin.EffectDeny {
 			p.Effect = authzv1.PolicyEffect_POLICY_EFFECT_DENY
 		}
@@ -105,10 +121,13 @@ func readLinesArg(args []string, file string) ([]string, error) {
 // running suite's AuthzService (ListPolicies, AddPolicies, RemovePolicies;
 // admin credential). Lines use the policy-file form:
 //
-//	p, <role>, <tenant|*>, <tool|skill|model|mcp_server|acp_agent|*>, <target>, <call|list|use|*>, <allow|deny>[, <condition>]
+//	p, <role>, <tenant|*>, <tool|skill|model|mcp_server|resource|prompt|acp_agent|*>, <target>, <call|list|use|*>, <allow|deny>[, <condition>]
 //	g, <member>, <role>, <tenant|*>
 func newPoliciesCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "policies", Short: "List, add and remove authorization policy lines and role links"}
+	cmd := &cobra.Command{Use: "policies", Short: "List, add and remove authorization policy lines and role links",
+		Long: "List, add and remove authorization policy lines and role links. Lines use the policy-file form:\n\n" +
+			"  p, <role>, <tenant|*>, <resource type|*>, <target>, <call|list|use|*>, <allow|deny>[, <condition>]\n" +
+			"  g, <member>, <role>, <tenant|*>\n\nResource types: " + cliResourceList + "."}
 	cf := addClientFlags(cmd)
 	var asJSON bool
 	addOutputFlags(cmd.PersistentFlags(), &asJSON)
@@ -274,7 +293,7 @@ func newDecisionsCmd() *cobra.Command {
 			if resource != "" {
 				rt, ok := cliResources[resource]
 				if !ok {
-					return fmt.Errorf("--resource: want tool, skill, model, mcp_server or acp_agent, got %q", resource)
+					return fmt.Errorf("--resource: want %s, got %q", cliResourceList, resource)
 				}
 				req.ResourceType = rt
 			}
@@ -346,7 +365,7 @@ func newDecisionsCmd() *cobra.Command {
 	fl.StringVar(&subject, "subject", "", "only this subject")
 	fl.BoolVar(&onlyAllow, "allow", false, "only allowed decisions")
 	fl.BoolVar(&onlyDeny, "deny", false, "only denied decisions")
-	fl.StringVar(&resource, "resource", "", "only this resource type (tool, skill, model, mcp_server, acp_agent)")
+	fl.StringVar(&resource, "resource", "", "only this resource type ("+cliResourceList+")")
 	fl.StringVar(&kind, "kind", "", "only authorize or filter records")
 	fl.StringVar(&since, "since", "", "only records since a duration ago (1h) or an RFC 3339 time")
 	fl.Int32Var(&limit, "limit", 50, "page size (1..1000)")

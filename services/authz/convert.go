@@ -124,7 +124,7 @@ func ruleFromProto(p *authzv1.Policy, field string) (authzcasbin.Rule, error) {
 	r := authzcasbin.Rule{Subject: p.GetRole(), Tenant: p.GetTenant(), Target: p.GetTarget(), Source: authzcasbin.SourceAPI}
 	var ok bool
 	if r.Resource, ok = resourceNames[p.GetResourceType()]; !ok {
-		return r, fmt.Errorf("%s.resource_type: required (tool, skill, model, mcp_server or acp_agent)", field)
+		return r, fmt.Errorf("%s.resource_type: required (%s)", field, strings.Join(authzcasbin.ResourceTypes, ", "))
 	}
 	if r.Action, ok = actionNames[p.GetAction()]; !ok {
 		return r, fmt.Errorf("%s.action: required (list, call or use)", field)

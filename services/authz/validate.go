@@ -2,11 +2,13 @@ package authz
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/grpcx"
+	"github.com/toolplane/toolplane/services/authz/authzcasbin"
 )
 
 // Request limits checked before the handlers run.
@@ -67,7 +69,7 @@ func validatePrincipal(p *typev1.Principal) error {
 
 func validateResource(rt authzv1.ResourceType) error {
 	if _, ok := resourceNames[rt]; !ok {
-		return bad("resource_type", grpcx.ViolationRequired, "required: tool, skill, model, mcp_server or acp_agent")
+		return bad("resource_type", grpcx.ViolationRequired, "required: one of %s", strings.Join(authzcasbin.ResourceTypes, ", "))
 	}
 	return nil
 }
