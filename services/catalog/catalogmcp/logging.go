@@ -34,6 +34,9 @@ type masker struct {
 	// that whoever writes a server cannot make every log line of the
 	// process hide a chosen text.
 	fromEnv []string
+	// inResults are secrets and their JSON escapings, longest first, for
+	// results (maskresult.go).
+	inResults []string
 }
 
 // minPlainLen is the shortest value under a name that does not look secret
@@ -95,6 +98,7 @@ func newMasker(cfg catalogconfig.Server, vars map[string]string, oauth *catalogc
 		}
 	}
 	sort.Slice(m.secrets, func(i, j int) bool { return len(m.secrets[i]) > len(m.secrets[j]) })
+	m.inResults = resultValues(m.secrets)
 	return m
 }
 

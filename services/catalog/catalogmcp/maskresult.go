@@ -3,6 +3,7 @@ package catalogmcp
 import (
 	"bytes"
 	"encoding/json"
+	"sort"
 	"strings"
 
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
@@ -18,13 +19,35 @@ import (
 // `<secret-name>=<value>` shapes: a tool reading a file that holds such a
 // line is the user's own data.
 
-// values returns s with every configured secret replaced by
-// catalogconfig.Mask (no shape rules).
+// resultValues returns secrets with, for each, the form it takes inside a
+// JSON string (a tool printing JSON.stringify(process.env) in a text block
+// escapes a `"` or `\` of the value), longest first.
+func resultValues(secrets []string) []string {
+	out := append([]string(nil), secrets...)
+	for _, v := range secrets {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(v) == nil {
+			if e := strings.TrimSuffix(buf.String(), "\n"); len(e) > 2 && e[1:len(e)-1] != v {
+				out = append(out, e[1:len(e)-1])
+			}
+		}
+		if b, err := json.Marshal(v); err == nil && string(b[1:len(b)-1]) != v {
+			out = append(out, string(b[1:len(b)-1])) // with HTML escaping
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// values returns s with every configured secret (and its JSON escapings)
+// replaced by catalogconfig.Mask (no shape rules).
 func (m *masker) values(s string) string {
 	if m == nil || s == "" {
 		return s
 	}
-	for _, v := range m.secrets {
+	for _, v := range m.inResults {
 		s = strings.ReplaceAll(s, v, catalogconfig.Mask)
 	}
 	return s

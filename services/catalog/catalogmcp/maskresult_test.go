@@ -19,6 +19,9 @@ func TestMaskResult(t *testing.T) {
 	enc, _ := json.Marshal(sec)
 	esc := string(enc[1 : len(enc)-1])
 	blob := "AAAA" + "fromenv-1234"
+	// A text block holding JSON (as get-env prints the environment): the
+	// value appears escaped inside the decoded text.
+	nested, _ := json.Marshal(`{"API_KEY": ` + string(enc) + `}`)
 	res := &Result{
 		IsError: true,
 		Content: []json.RawMessage{
@@ -27,6 +30,7 @@ func TestMaskResult(t *testing.T) {
 			json.RawMessage(`{"type":"resource","resource":{"uri":"x://b","blob":"` + blob + `"}}`),
 			json.RawMessage(`{"type":"image","data":"` + blob + `","mimeType":"image/png"}`),
 			json.RawMessage(`{"type":"text","text":"nothing here",  "x": 1.50}`),
+			json.RawMessage(`{"type":"text","text":` + string(nested) + `}`),
 		},
 		StructuredContent: json.RawMessage(`{"env":{"fromenv-1234":["a","` + esc + `"]},"n":12345678901234567890,"data":"fromenv-1234"}`),
 		Meta:              json.RawMessage(`{"note":"fromenv-1234"}`),
@@ -37,7 +41,7 @@ func TestMaskResult(t *testing.T) {
 		all += string(c)
 	}
 	rest := strings.ReplaceAll(all, blob, "")
-	if strings.Contains(rest, "fromenv-1234") || strings.Contains(rest, esc) || strings.Contains(rest, "s3cr") {
+	if strings.Contains(rest, "fromenv-1234") || strings.Contains(rest, esc) || strings.Contains(rest, "s3cr") || strings.Contains(rest, "u003cet") {
 		t.Errorf("secret left: %s", all)
 	}
 	if strings.Count(all, blob) != 2 {
@@ -49,7 +53,7 @@ func TestMaskResult(t *testing.T) {
 	if !strings.Contains(string(res.StructuredContent), "12345678901234567890") {
 		t.Errorf("number changed: %s", res.StructuredContent)
 	}
-	for _, want := range []string{`"failed: key ***"`, `"text":"v=***"`, `"uri":"x://***"`, `"env":{"***":["a","***"]}`, `"data":"***"`, `{"note":"***"}`} {
+	for _, want := range []string{`"{\"API_KEY\": \"***\"}"`, `"failed: key ***"`, `"text":"v=***"`, `"uri":"x://***"`, `"env":{"***":["a","***"]}`, `"data":"***"`, `{"note":"***"}`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %s in %s", want, all)
 		}
