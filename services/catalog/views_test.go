@@ -84,14 +84,20 @@ func TestCandidateViews(t *testing.T) {
 	if err := os.WriteFile(h.path, []byte(extJSON(fixtureServer("fx", ""), fixtureServer("fx2", ""))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "fx2_echo listed", func() bool {
-		_, ok := h.srv.snap.Load().byName["fx2_echo"]
-		return ok
+	// The snapshot is stored before the search index follows it: wait
+	// until both have the new tool.
+	var after *catalogv1.SearchToolsResponse
+	eventually(t, 10*time.Second, "fx2_echo listed and indexed", func() bool {
+		if _, ok := h.srv.snap.Load().byName["fx2_echo"]; !ok {
+			return false
+		}
+		r, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: "select:fx2_echo", CandidateView: id})
+		if err != nil || r.GetCandidateViewUnknown() {
+			t.Fatalf("after change: %v %v", r, err)
+		}
+		after = r
+		return len(r.GetHits()) > 0
 	})
-	after, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: "select:fx2_echo", CandidateView: id})
-	if err != nil || after.GetCandidateViewUnknown() {
-		t.Fatalf("after change: %v %v", after, err)
-	}
 	gc2, _ := h.svc.GetCatalog(ctx, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: names}})
 	if after.GetCatalogHash() == first.GetCatalogHash() || after.GetCatalogHash() != gc2.GetCatalogHash() {
 		t.Fatalf("after a catalog change the view hashes %s (before %s, names now %s)", after.GetCatalogHash(), first.GetCatalogHash(), gc2.GetCatalogHash())
