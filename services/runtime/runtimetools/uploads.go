@@ -22,8 +22,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/toolplane/toolplane/internal/archivekind"
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
-	"github.com/toolplane/toolplane/services/skills/skillsarchive"
 )
 
 // Uploads (docs/decisions/0150-where-acp-and-workspace-servers-run.md,
@@ -240,8 +240,8 @@ var scriptExts = map[string]bool{
 // stored unscanned.
 const UploadUnscannable = "unscannable archive"
 
-// scannableArchives are the skillsarchive.ArchiveKind names the skills scan
-// reads (zip and gzip-compressed tar, services/skills/skillsarchive).
+// scannableArchives are the archivekind.Of names the skills scan
+// reads (zip and gzip-compressed tar, services/skills/skillsarchive; internal/archivekind).
 var scannableArchives = map[string]bool{"zip": true, "jar": true, "war": true, "whl": true, "skill": true, "gzip": true, "gz": true, "tgz": true}
 
 // utf8BOM is the byte order mark some editors put before a "#!" line.
@@ -257,7 +257,7 @@ func UploadKind(name string, head []byte) string {
 	if strings.HasSuffix(low, ".skill") {
 		return UploadArchive
 	}
-	if k := skillsarchive.ArchiveKind(low, head); k != "" {
+	if k := archivekind.Of(low, head); k != "" {
 		if scannableArchives[k] {
 			return UploadArchive
 		}
