@@ -63,7 +63,18 @@ func TestPipelineEndToEnd(t *testing.T) {
 
 	t.Run("AssembleBindsToolSearchAndNonDeferredAndListsDeferred", func(t *testing.T) {
 		th := newThread(t, alice, nil)
-		r := assemble(t, alice, th, "hello")
+		// Servers READY in ListServers are in the runtime's catalog view once
+		// its WatchCatalog stream has delivered their tools.
+		start := time.Now()
+		var r *runtimev1.AssembleToolsResponse
+		for deadline := start.Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			r = assemble(t, alice, th, "hello")
+			d := r.GetDeferred()
+			if slices.Contains(d, "memory_create_entities") && slices.Contains(d, "everything_echo") && slices.Contains(d, "bulk_tool_007") || time.Now().After(deadline) {
+				break
+			}
+		}
+		t.Logf("deferred set complete after %v", time.Since(start).Round(time.Millisecond))
 		got := names(r.GetTools())
 		for _, want := range []string{"tool_search", "read_file", "ls", "glob", "grep", "write_file", "str_replace", "ask_clarification", "present_files", "describe_skill", "review_skill_package"} {
 			if !got[want] {
