@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
@@ -84,10 +85,19 @@ func TestInvokeACPAgentThroughTheChain(t *testing.T) {
 	}
 	// An agent the principal may not list is not offered; with none left,
 	// invoke_acp_agent is not bound at all.
+	// The policy change reaches the runtime through WatchPolicy
+	// (asynchronously): until then a cached assembly may still bind it.
 	s.az.DenyList(authzv1.ResourceType_RESOURCE_TYPE_ACP_AGENT, "fixture")
-	r = assemble(t, alice, th, "hello")
-	for _, ts := range r.GetTools() {
-		if ts.GetName() == "invoke_acp_agent" {
+	stillBound := func() bool {
+		for _, ts := range assemble(t, alice, th, "hello").GetTools() {
+			if ts.GetName() == "invoke_acp_agent" {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Second); stillBound(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
 			t.Fatalf("invoke_acp_agent bound with no visible ACP agent")
 		}
 	}
