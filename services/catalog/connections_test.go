@@ -94,6 +94,12 @@ func TestConnectServerRPCs(t *testing.T) {
 	}
 	connect(h.admin, "docs", "root@example")
 	eventually(t, 10*time.Second, "docs READY", func() bool { return h.server("docs").GetState() == catalogv1.ServerState_SERVER_STATE_READY })
+	// READY is reported with the server's state; its tools reach the
+	// snapshot with the rebuild that follows (moments later).
+	eventually(t, 10*time.Second, "docs_whoami listed", func() bool {
+		_, ok := h.srv.snap.Load().byName["docs_whoami"]
+		return ok
+	})
 	if r, err := h.call(ctx, h.svc, "docs_whoami", `{}`); err != nil || textOf(r) != "root@example" {
 		t.Fatalf("docs after connecting: %v %v", r, err)
 	}
