@@ -28,26 +28,9 @@ trap cleanup EXIT
 (cd "$root" && go build -o "$work/walkthrough-providers" ./scripts/walkthrough-providers)
 
 if [ -z "${TOOLPLANE_HTTP:-}" ]; then
-  "$root/scripts/install-npm.sh" >/dev/null
-  (cd "$root" && make -s build)
-  npm_dir="$root/.tools/npm/node_modules/@modelcontextprotocol"
-  cat >"$work/extensions_config.json" <<JSON
-{"mcpServers": {
-  "everything": {"command": "node", "args": ["$npm_dir/server-everything/dist/index.js", "stdio"]},
-  "memory": {"command": "node", "args": ["$npm_dir/server-memory/dist/index.js"], "env": {"MEMORY_FILE_PATH": "$work/memory.jsonl"}}
-}}
-JSON
-  # The example's auth section and policy, with two servers instead of ten.
-  sed -n '/^auth:/,/^catalog:/p' "$root/examples/toolplane.yaml" | sed '$d' >"$work/toolplane.yaml"
-  printf 'catalog:\n  extensions_config: %s\nauthz:\n  policy_file: %s\n' "$work/extensions_config.json" "$root/examples/policy.csv" >>"$work/toolplane.yaml"
-  port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
-  gport=$(port); hport=$(port)
-  mkdir -p "$work/data"
-  "$root/bin/toolplane" serve --config "$work/toolplane.yaml" --grpc-addr "127.0.0.1:$gport" \
-    --http-addr "127.0.0.1:$hport" --data-dir "$work/data" 2>"$work/toolplane.log" &
-  pid=$!
-  TOOLPLANE_HTTP="http://127.0.0.1:$hport"
-  for _ in $(seq 1 150); do curl -sf "$TOOLPLANE_HTTP/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+  . "$root/scripts/lib/walkthrough-suite.sh"
+  start_walkthrough_suite "$root" "$work"
+  TOOLPLANE_HTTP=$suite_http
 fi
 
 # The MCP servers connect in the background: wait until both are READY (the

@@ -23,24 +23,8 @@ cleanup() {
 }
 trap cleanup EXIT
 if [ -z "${TOOLPLANE_GRPC:-}" ]; then
-  "$root/scripts/install-npm.sh" >/dev/null
-  (cd "$root" && make -s build)
-  npm_dir="$root/.tools/npm/node_modules/@modelcontextprotocol"
-  cat >"$work/extensions_config.json" <<JSON
-{"mcpServers": {
-  "everything": {"command": "node", "args": ["$npm_dir/server-everything/dist/index.js", "stdio"]},
-  "memory": {"command": "node", "args": ["$npm_dir/server-memory/dist/index.js"], "env": {"MEMORY_FILE_PATH": "$work/memory.jsonl"}}
-}}
-JSON
-  sed -n '/^auth:/,/^catalog:/p' "$root/examples/toolplane.yaml" | sed '$d' >"$work/toolplane.yaml"
-  printf 'catalog:\n  extensions_config: %s\nauthz:\n  policy_file: %s\n' "$work/extensions_config.json" "$root/examples/policy.csv" >>"$work/toolplane.yaml"
-  port() { "$py" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
-  gport=$(port); hport=$(port)
-  mkdir -p "$work/data"
-  "$root/bin/toolplane" serve --config "$work/toolplane.yaml" --grpc-addr "127.0.0.1:$gport" \
-    --http-addr "127.0.0.1:$hport" --data-dir "$work/data" 2>"$work/toolplane.log" &
-  pid=$!
-  for _ in $(seq 1 150); do curl -sf "http://127.0.0.1:$hport/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
-  export TOOLPLANE_GRPC="127.0.0.1:$gport" TOOLPLANE_HTTP="127.0.0.1:$hport"
+  . "$root/scripts/lib/walkthrough-suite.sh"
+  PY=$py start_walkthrough_suite "$root" "$work"
+  export TOOLPLANE_GRPC=$suite_grpc TOOLPLANE_HTTP=${suite_http#http://}
 fi
 PYTHONDONTWRITEBYTECODE=1 "$py" "$root/clients/python/walkthrough.py"
