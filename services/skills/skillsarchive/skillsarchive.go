@@ -161,6 +161,17 @@ func (p *Package) TotalBytes() int64 {
 
 // Read decodes a zip or tar.gz archive (format detected from its magic bytes).
 func Read(data []byte, lim Limits) (*Package, error) {
+	b, err := decode(data, lim)
+	if err != nil {
+		return nil, err
+	}
+	return b.finish()
+}
+
+// decode reads every entry of a zip or tar.gz archive (format from its
+// magic bytes) through the builder's entry checks: the part [Read] and
+// [ReadEntries] share.
+func decode(data []byte, lim Limits) (*builder, error) {
 	lim = lim.withDefaults()
 	if int64(len(data)) > lim.MaxArchiveBytes {
 		return nil, &RefusalError{Reason: ReasonArchiveTooLarge,
@@ -179,7 +190,7 @@ func Read(data []byte, lim Limits) (*Package, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b.finish()
+	return b, nil
 }
 
 // ReadEntries decodes an archive like [Read], with every entry check (names,
@@ -188,21 +199,7 @@ func Read(data []byte, lim Limits) (*Package, error) {
 // structure, no SKILL.md needed. Paths are as in the archive; RootName is
 // empty. It is how an archive that is not a skill (an upload) is scanned.
 func ReadEntries(data []byte, lim Limits) (*Package, error) {
-	lim = lim.withDefaults()
-	if int64(len(data)) > lim.MaxArchiveBytes {
-		return nil, &RefusalError{Reason: ReasonArchiveTooLarge,
-			Detail: fmt.Sprintf("archive is %d bytes; the limit is %d", len(data), lim.MaxArchiveBytes)}
-	}
-	b := newBuilder(lim, int64(len(data)))
-	var err error
-	switch {
-	case bytes.HasPrefix(data, []byte("PK\x03\x04")) || bytes.HasPrefix(data, []byte("PK\x05\x06")):
-		err = b.readZip(data)
-	case bytes.HasPrefix(data, []byte{0x1f, 0x8b}):
-		err = b.readTarGz(data)
-	default:
-		return nil, &RefusalError{Reason: ReasonUnknownFormat, Detail: "expected a zip or tar.gz archive"}
-	}
+	b, err := decode(data, lim)
 	if err != nil {
 		return nil, err
 	}
