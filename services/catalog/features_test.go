@@ -174,3 +174,19 @@ func TestResourcesAndPromptsOfServers(t *testing.T) {
 func ctxWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }
+
+// A server that declares resources but answers resources/templates/list with
+// -32601 still has its resources and prompts re-exported (each kind is
+// listed on its own).
+func TestFeaturesWithoutTemplatesList(t *testing.T) {
+	h := start(t, extJSON(fmt.Sprintf(`"nt": {"command": %q, "args": ["notemplates"]}`, fixture)), nil)
+	ctx := ctxT(t)
+	eventually(t, 20*time.Second, "resources and prompts of a server without templates/list", func() bool {
+		res, err := h.svc.ListResources(ctx, &catalogv1.ListResourcesRequest{})
+		if err != nil || len(res.GetResources()) != 1 {
+			return false
+		}
+		pr, err := h.svc.ListPrompts(ctx, &catalogv1.ListPromptsRequest{})
+		return err == nil && len(pr.GetPrompts()) == 1
+	})
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -383,17 +384,29 @@ func (s *Supervisor) capItems(kind string, items []json.RawMessage) []json.RawMe
 func (s *Supervisor) refreshFeatures(ctx context.Context, sess *Session) {
 	ctx, cancel := context.WithTimeout(ctx, featureListTimeout)
 	defer cancel()
-	var f Features
-	var err error
-	if f.Resources, err = sess.ListResources(ctx); err == nil {
-		if f.Templates, err = sess.ListResourceTemplates(ctx); err == nil {
-			f.Prompts, err = sess.ListPrompts(ctx)
+	s.feat.mu.Lock()
+	last := s.feat.cur
+	s.feat.mu.Unlock()
+	// Each kind is listed on its own: one failing method keeps only its own
+	// last list, and a method the server does not implement (-32601, common
+	// for resources/templates/list although resources are declared) lists
+	// nothing of that kind rather than hiding the others.
+	list := func(kind string, fn func(context.Context) ([]json.RawMessage, error), prev []json.RawMessage) []json.RawMessage {
+		items, err := fn(ctx)
+		switch {
+		case err == nil:
+			return items
+		case isMethodNotFound(err):
+			return nil
+		default:
+			s.log.Warn("catalog: MCP server "+kind+" listing failed; keeping the last list", "err", s.mask.mask(err.Error()))
+			return prev
 		}
 	}
-	if err != nil {
-		s.log.Warn("catalog: MCP server resources/prompts listing failed; keeping the last lists", "err", s.mask.mask(err.Error()))
-		return
-	}
+	var f Features
+	f.Resources = list("resources/list", sess.ListResources, last.Resources)
+	f.Templates = list("resources/templates/list", sess.ListResourceTemplates, last.Templates)
+	f.Prompts = list("prompts/list", sess.ListPrompts, last.Prompts)
 	f.Resources, f.Templates, f.Prompts = s.capItems("resources", f.Resources), s.capItems("resource templates", f.Templates), s.capItems("prompts", f.Prompts)
 	caps := sess.Capabilities()
 	f.Subscribe = caps.Resources != nil && caps.Resources.Subscribe
@@ -567,4 +580,9 @@ func (p *Pool) removeWhere(match func(ScopeKey) bool) int {
 	p.mu.Unlock()
 	p.closeAll(victims)
 	return n
+}
+
+// isMethodNotFound reports a JSON-RPC -32601 answer.
+func isMethodNotFound(err error) bool {
+	return errors.Is(err, mcp.ErrMethodNotFound) || strings.Contains(strings.ToLower(err.Error()), "method not found")
 }
