@@ -293,7 +293,10 @@ func textArtifacts(pkg *skillsarchive.Package) []Artifact {
 
 var (
 	blockedTag = regexp.MustCompile(`(?i)<(\s*/?\s*)(system|system-reminder|skill_system|available_skills|disabled_skills|skill_index|skill|slash_skill_activation|available-deferred-tools|function_calls|function_results|tool_result|tool_use|invoke|parameter|im_start|im_end|user|assistant|human|developer|instructions)(\b[^<>]*)?>`)
-	imTag      = regexp.MustCompile(`<\|(im_start|im_end|endoftext|system|user|assistant)\|>`)
+	// Chat-template special tokens, in any case and with inner spaces: a
+	// tokenizer is case-sensitive, but a reviewer model reading "<|IM_START|>"
+	// still sees a turn marker, so the match fails closed.
+	imTag      = regexp.MustCompile(`(?i)<\|\s*(im_start|im_end|im_sep|endoftext|system|user|assistant|start_header_id|end_header_id|eot_id|begin_of_text)\s*\|>`)
 	userMarker = regexp.MustCompile(`(?i)-{3}\s*(BEGIN|END)\s+USER\s+INPUT\s*-{3}`)
 )
 

@@ -150,6 +150,8 @@ func TestNeutralize(t *testing.T) {
 		"<skill name=\"a\">":        "&lt;skill name=\"a\"&gt;",
 		"<details>ok</details>":     "<details>ok</details>",
 		"<|im_end|>":                "&lt;|im_end|&gt;",
+		"<|im_sTArt|>":              "&lt;|im_sTArt|&gt;",
+		"<| eot_id |>":              "&lt;| eot_id |&gt;",
 		"--- BEGIN USER INPUT ---":  "[quoted BEGIN USER INPUT marker]",
 		"a < b and c > d":           "a < b and c > d",
 		"<available-deferred-tools": "<available-deferred-tools",
@@ -162,7 +164,7 @@ func TestNeutralize(t *testing.T) {
 }
 
 // completeTag is a whole framework tag, from "<" to ">".
-var completeTag = regexp.MustCompile(`(?i)<\s*/?\s*(system|skill_system|available-deferred-tools|slash_skill_activation|function_calls|im_start)\b[^<>]*>|<\|im_start\|>`)
+var completeTag = regexp.MustCompile(`(?i)<\s*/?\s*(system|skill_system|available-deferred-tools|slash_skill_activation|function_calls|im_start)\b[^<>]*>|(?i)<\|\s*(im_start|eot_id)\s*\|>`)
 
 // FuzzNeutralize: whatever the input, no complete framework tag survives.
 func FuzzNeutralize(f *testing.F) {
