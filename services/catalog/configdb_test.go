@@ -312,7 +312,9 @@ func TestReadyIncludesDatabase(t *testing.T) {
 	if _, err := admin.Exec(ctx, `ALTER DATABASE `+ident+` WITH ALLOW_CONNECTIONS false`); err != nil {
 		t.Fatal(err)
 	}
-	restore := func() { _, _ = admin.Exec(context.Background(), `ALTER DATABASE `+ident+` WITH ALLOW_CONNECTIONS true`) }
+	restore := func() {
+		_, _ = admin.Exec(context.Background(), `ALTER DATABASE `+ident+` WITH ALLOW_CONNECTIONS true`)
+	}
 	defer restore()
 	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name); err != nil {
 		t.Fatal(err)
