@@ -66,7 +66,9 @@ type dbState struct {
 	// stored); fileSeen and fileCandidate debounce the file as the sqlite
 	// path does with Server.seen and Server.candidate.
 	fileImported, fileSeen, fileCandidate [32]byte
-	cancel                                context.CancelFunc
+	// failing: the last version check failed (logged once).
+	failing bool
+	cancel  context.CancelFunc
 }
 
 // storedDoc builds the configuration content of the stored rows (content
@@ -201,8 +203,20 @@ func (s *Server) tickDB() {
 			}
 		}
 	}
-	if err := s.syncDBLocked(ctx, false); err != nil {
+	s.syncLogged(ctx)
+}
+
+// syncLogged runs syncDBLocked, logging a failure once per outage (a tick
+// every reload_interval would flood the log).
+func (s *Server) syncLogged(ctx context.Context) {
+	err := s.syncDBLocked(ctx, false)
+	switch {
+	case err != nil && !s.db.failing:
+		s.db.failing = true
 		s.log.Warn("catalog: reading the server configuration from the database failed; keeping the last one", "err", err)
+	case err == nil && s.db.failing:
+		s.db.failing = false
+		s.log.Info("catalog: reading the server configuration from the database works again")
 	}
 }
 
@@ -212,9 +226,7 @@ func (s *Server) notifiedDB() {
 	defer cancel()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if err := s.syncDBLocked(ctx, false); err != nil {
-		s.log.Warn("catalog: reading the server configuration from the database failed; keeping the last one", "err", err)
-	}
+	s.syncLogged(ctx)
 }
 
 // syncDBLocked applies the stored configuration when its version differs

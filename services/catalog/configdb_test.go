@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
@@ -322,14 +323,17 @@ func TestReadyIncludesDatabase(t *testing.T) {
 	var err error
 	t0 := time.Now()
 	eventually(t, 5*time.Second, "not ready without the database", func() bool { err = h.srv.Ready(ctx); return err != nil })
-	if took := time.Since(t0); took > 3*time.Second {
+	took := time.Since(t0)
+	if took > 3*time.Second {
 		t.Fatalf("readiness took %v to fail", took)
 	}
 	if strings.Contains(err.Error(), dsn) || strings.Contains(err.Error(), "127.0.0.1") || !strings.Contains(err.Error(), "store unreachable") {
 		t.Fatalf("readiness error: %v", err)
 	}
 	restore()
+	t1 := time.Now()
 	eventually(t, 10*time.Second, "ready again", func() bool { return h.srv.Ready(ctx) == nil })
+	t.Logf("readiness failed %v after the database went away and was back %v after it returned", took.Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 
 	// sqlite: the catalog.db handle is pinged too (closed: not ready).
 	sq := start(t, extJSON(dbServer("one")), nil)
@@ -339,5 +343,43 @@ func TestReadyIncludesDatabase(t *testing.T) {
 	_ = sq.srv.store.(interface{ Close() error }).Close()
 	if err := sq.srv.Ready(ctx); err == nil || !strings.Contains(err.Error(), "store unreachable") {
 		t.Fatalf("sqlite with catalog.db closed: %v", err)
+	}
+}
+
+// TestConfigTenantAdminAcrossReplicas: a tenant admin's ReplaceServers on
+// one replica reaches the other with the tenant rules intact: the other
+// tenants' and the file's servers are kept, another tenant's admin does
+// not see or change it, and a tenant admin still cannot write a host path.
+func TestConfigTenantAdminAcrossReplicas(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a := pgReplica(t, dsn, extJSON(dbServer("shared")), nil)
+	b := pgReplica(t, dsn, extJSON(dbServer("shared")), nil)
+	ctx := ctxT(t)
+	if _, err := b.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
+		{Name: "acme1", Command: "node", Args: []string{"a.js"}, Enabled: new(false), Tenants: []string{"acme"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	propagated(t, a, time.Now(), "tenant admin's write", []string{"shared", "acme1"})
+	ls, err := a.acmeAdmin.ListServers(ctx, &catalogv1.ListServersRequest{})
+	if err != nil || len(ls.GetServers()) != 1 || ls.GetServers()[0].GetConfig().GetName() != "acme1" {
+		t.Fatalf("acme admin on the other replica lists %v, %v", ls.GetServers(), err)
+	}
+	if ls, _ := a.betaAdmin.ListServers(ctx, &catalogv1.ListServersRequest{}); len(ls.GetServers()) != 0 {
+		t.Fatalf("beta admin sees %v", ls.GetServers())
+	}
+	if _, err := a.betaAdmin.UpdateServer(ctx, &catalogv1.UpdateServerRequest{Name: "acme1", Server: &catalogv1.ServerUpdate{Enabled: new(true)}}); codeOf(err) != codes.NotFound {
+		t.Fatalf("beta admin changing acme's server on the other replica: %v", err)
+	}
+	if _, err := a.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
+		{Name: "acme1", Command: "node", Args: []string{"a.js"}, Cwd: "/etc", Tenants: []string{"acme"}}}}); codeOf(err) != codes.PermissionDenied {
+		t.Fatalf("tenant admin writing a host cwd on PostgreSQL: %v", err)
+	}
+	// The refused write changed nothing, on either replica.
+	time.Sleep(300 * time.Millisecond)
+	if got := b.names(t); !slices.Equal(got, []string{"shared", "acme1"}) {
+		t.Fatalf("after a refused write: %v", got)
+	}
+	if s := b.server("acme1"); s.GetConfig().GetCwd() != "" {
+		t.Fatalf("refused cwd stored: %v", s.GetConfig())
 	}
 }
