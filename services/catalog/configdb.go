@@ -158,15 +158,18 @@ func (s *Server) startDB() {
 	}()
 }
 
-// stopDB ends the listener and gives the file import lock up.
+// stopDB ends the listener (before the loops are waited for).
 func (s *Server) stopDB() {
-	if s.db == nil {
-		return
-	}
-	if s.db.cancel != nil {
+	if s.db != nil && s.db.cancel != nil {
 		s.db.cancel()
 	}
-	if s.db.lock != nil {
+}
+
+// releaseDB gives the file import lock up, once no loop can take it
+// again (closeStore: after the reload loop ended, or on a failed start),
+// so another replica takes the import over at its next tick.
+func (s *Server) releaseDB() {
+	if s.db != nil && s.db.lock != nil {
 		s.db.lock.Release()
 	}
 }

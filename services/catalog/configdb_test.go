@@ -224,6 +224,13 @@ func TestConfigAcrossReplicas(t *testing.T) {
 	if got := b.names(t); slices.Contains(got, "from-a") {
 		t.Fatalf("the replica that lost the lock still imports its file: %v", got)
 	}
+	// A graceful stop of the importer hands the import over at the other
+	// replica's next tick.
+	t1 := time.Now()
+	b.close()
+	eventually(t, 2*time.Second, "A imports after B stopped", a.importer)
+	handover := time.Since(t1)
+	t.Logf("handover after a graceful stop: %v", handover.Round(time.Millisecond))
 	t.Logf("propagation: ReplaceServers B→A %v, A→B %v; file edit A→B %v, removal %v; takeover %v, B's file → A %v",
 		d1.Round(time.Millisecond), d2.Round(time.Millisecond), d3.Round(time.Millisecond), d4.Round(time.Millisecond), takeover.Round(time.Millisecond), d5.Round(time.Millisecond))
 	for i, d := range []time.Duration{d1, d2, d3, d4} {

@@ -339,6 +339,7 @@ func (s *Server) Close() error {
 // closeStore closes DataDir/catalog.db and the embedder's idle connections
 // when a remote embedder is configured.
 func (s *Server) closeStore() error {
+	s.releaseDB()
 	if s.oauthClose != nil {
 		_ = s.oauthClose()
 		s.oauthClose = nil
