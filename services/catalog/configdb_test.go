@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/internal/svckit"
+	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
 	"github.com/toolplane/toolplane/services/catalog/catalogpg"
 )
 
@@ -389,4 +391,55 @@ func TestConfigTenantAdminAcrossReplicas(t *testing.T) {
 	if s := b.server("acme1"); s.GetConfig().GetCwd() != "" {
 		t.Fatalf("refused cwd stored: %v", s.GetConfig())
 	}
+}
+
+// TestMergeFile: the three-way import rule of decision 0087.
+func TestMergeFile(t *testing.T) {
+	row := func(name, origin, entry string) catalogpg.ServerRow {
+		return catalogpg.ServerRow{Name: name, Origin: origin, Entry: []byte(entry)}
+	}
+	cur := []catalogpg.ServerRow{
+		row("kept", catalogpg.OriginFile, `{"v":1}`),       // unchanged in the file
+		row("edited", catalogpg.OriginAPI, `{"v":"api"}`),  // API edit of a file server, unchanged in the file
+		row("changed", catalogpg.OriginAPI, `{"v":"api"}`), // changed in the file: the file wins
+		row("gone", catalogpg.OriginFile, `{"v":1}`),       // removed from the file
+		row("apionly", catalogpg.OriginAPI, `{"v":1}`),     // never in the file
+		row("stray", catalogpg.OriginFile, `{"v":1}`),      // a file row the previous content did not list
+	}
+	prev := map[string][]byte{"kept": []byte(`{"v":1}`), "edited": []byte(`{"v":1}`), "changed": []byte(`{"v":1}`), "gone": []byte(`{"v":1}`)}
+	file := []catalogconfig.Server{{Name: "kept"}, {Name: "edited"}, {Name: "changed"}, {Name: "new"}}
+	entries := map[string][]byte{"kept": []byte(`{"v":1}`), "edited": []byte(`{"v":1}`), "changed": []byte(`{"v":2}`), "new": []byte(`{"v":1}`)}
+	got := mergeFile(cur, file, entries, prev, false)
+	want := []catalogpg.ServerRow{
+		row("kept", catalogpg.OriginFile, `{"v":1}`),
+		row("edited", catalogpg.OriginAPI, `{"v":"api"}`),
+		row("changed", catalogpg.OriginFile, `{"v":2}`),
+		row("apionly", catalogpg.OriginAPI, `{"v":1}`),
+		row("stray", catalogpg.OriginFile, `{"v":1}`),
+		row("new", catalogpg.OriginFile, `{"v":1}`),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("merge:\n got %s\nwant %s", rowsText(got), rowsText(want))
+	}
+	// force (ReloadServers): every file entry is written, file rows the
+	// file does not list go, API rows stay.
+	got = mergeFile(cur, file, entries, nil, true)
+	want = []catalogpg.ServerRow{
+		row("kept", catalogpg.OriginFile, `{"v":1}`),
+		row("edited", catalogpg.OriginFile, `{"v":1}`),
+		row("changed", catalogpg.OriginFile, `{"v":2}`),
+		row("apionly", catalogpg.OriginAPI, `{"v":1}`),
+		row("new", catalogpg.OriginFile, `{"v":1}`),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("forced merge:\n got %s\nwant %s", rowsText(got), rowsText(want))
+	}
+}
+
+func rowsText(rs []catalogpg.ServerRow) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%s/%s/%s ", r.Name, r.Origin, r.Entry)
+	}
+	return b.String()
 }
