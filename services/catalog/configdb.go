@@ -402,9 +402,10 @@ func mergeFile(cur []catalogpg.ServerRow, file []catalogconfig.Server, entries, 
 
 // editServers runs an API write of the server list: edit changes f (its
 // error, a gRPC status, is returned as is); on sqlite the file is written
-// atomically and applied, on PostgreSQL the rows in one transaction
-// (writers on every replica serialised) and applied here at once, the
-// other replicas following through NOTIFY.
+// atomically and applied, on PostgreSQL the rows in one transaction that
+// commits only over the rows the edit read (writers on every replica
+// serialised, none lost) and applied here at once, the other replicas
+// following through NOTIFY.
 func (s *Server) editServers(ctx context.Context, edit func(f *catalogconfig.File) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -421,52 +422,88 @@ func (s *Server) editServers(ctx context.Context, edit func(f *catalogconfig.Fil
 		}
 		return nil
 	}
-	var editErr error
-	dctx, cancel := context.WithTimeout(ctx, dbTimeout)
-	defer cancel()
-	c, err := s.db.db.EditServers(dctx, func(c *catalogpg.ServerConfig) error {
-		editErr = nil
-		f, err := catalogconfig.Parse(storedDoc(c))
-		if err != nil {
-			return fmt.Errorf("the stored server configuration does not parse: %w", err)
-		}
-		if err := edit(f); err != nil {
-			editErr = err
-			return err
-		}
-		stored := make(map[string]catalogpg.ServerRow, len(c.Servers))
-		for _, r := range c.Servers {
-			stored[r.Name] = r
-		}
-		rows := make([]catalogpg.ServerRow, 0, len(f.Servers))
-		for i := range f.Servers {
-			e, err := f.Servers[i].MarshalEntry()
-			if err != nil {
-				return fmt.Errorf("mcpServers.%s: %w", f.Servers[i].Name, err)
-			}
-			origin := catalogpg.OriginAPI
-			if p, ok := stored[f.Servers[i].Name]; ok && bytes.Equal(p.Entry, e) {
-				origin = p.Origin // not changed by this write
-			}
-			rows = append(rows, catalogpg.ServerRow{Name: f.Servers[i].Name, Origin: origin, Entry: e})
-		}
-		c.Servers = rows
-		return nil
-	})
-	if editErr != nil {
-		return editErr
-	}
-	if err != nil {
+	// The edit (validation, the egress check's DNS lookups) runs on a read
+	// of the rows outside the transaction; the write then commits only if
+	// no other writer committed since that read (the version under the
+	// row lock), else the edit runs again on the newer rows.
+	unavailable := func(err error) error {
 		code := codes.Unavailable
 		if errors.Is(err, context.Canceled) {
 			code = codes.Canceled
 		}
 		return configUnavailable(code, err)
 	}
-	if _, _, err := s.applyDBLocked(c); err != nil {
-		return configUnavailable(codes.Internal, err)
+	for attempt := 0; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, dbTimeout)
+		cur, err := s.db.db.LoadServers(rctx)
+		cancel()
+		if err != nil {
+			return unavailable(err)
+		}
+		f, err := catalogconfig.Parse(storedDoc(cur))
+		if err != nil {
+			return configUnavailable(codes.Internal, fmt.Errorf("the stored server configuration does not parse: %w", err))
+		}
+		if err := edit(f); err != nil {
+			return err
+		}
+		rows, err := editedRows(f, cur.Servers)
+		if err != nil {
+			return configUnavailable(codes.Internal, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, dbTimeout)
+		c, err := s.db.db.EditServers(wctx, func(c *catalogpg.ServerConfig) error {
+			if c.Version != cur.Version {
+				return errStale
+			}
+			c.Servers = rows
+			return nil
+		})
+		cancel()
+		if errors.Is(err, errStale) && attempt < maxEditAttempts {
+			continue
+		}
+		if errors.Is(err, errStale) {
+			return configUnavailable(codes.Aborted, fmt.Errorf("the server configuration changed during %d attempts of this write", maxEditAttempts+1))
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		if _, _, err := s.applyDBLocked(c); err != nil {
+			return configUnavailable(codes.Internal, err)
+		}
+		return nil
 	}
-	return nil
+}
+
+// errStale: another writer committed between the read and the write of
+// an API edit (editServers runs the edit again).
+var errStale = errors.New("catalog: the stored server configuration changed meanwhile")
+
+// maxEditAttempts bounds the re-runs of one API edit.
+const maxEditAttempts = 8
+
+// editedRows is the stored list after an API edit f of the rows stored: a
+// row the edit did not change keeps its origin, a changed or new one is
+// the API's.
+func editedRows(f *catalogconfig.File, stored []catalogpg.ServerRow) ([]catalogpg.ServerRow, error) {
+	byName := make(map[string]catalogpg.ServerRow, len(stored))
+	for _, r := range stored {
+		byName[r.Name] = r
+	}
+	rows := make([]catalogpg.ServerRow, 0, len(f.Servers))
+	for i := range f.Servers {
+		e, err := f.Servers[i].MarshalEntry()
+		if err != nil {
+			return nil, fmt.Errorf("mcpServers.%s: %w", f.Servers[i].Name, err)
+		}
+		origin := catalogpg.OriginAPI
+		if p, ok := byName[f.Servers[i].Name]; ok && bytes.Equal(p.Entry, e) {
+			origin = p.Origin // not changed by this write
+		}
+		rows = append(rows, catalogpg.ServerRow{Name: f.Servers[i].Name, Origin: origin, Entry: e})
+	}
+	return rows, nil
 }
 
 // reloadDB is ReloadServers on PostgreSQL: the importing replica imports
