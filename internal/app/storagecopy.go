@@ -61,6 +61,34 @@ func nonEmptyJSON(i int, empty any) func(row []any) error {
 	}
 }
 
+// textTimes converts the RFC 3339 text times of columns cols (catalogstore
+// writes them so) to time.Time; NULL stays NULL; a time that does not
+// parse fails the copy, naming the column.
+func textTimes(cols ...int) func(row []any) error {
+	return func(row []any) error {
+		for _, i := range cols {
+			if row[i] == nil {
+				continue
+			}
+			var text string
+			switch v := row[i].(type) {
+			case string:
+				text = v
+			case []byte:
+				text = string(v)
+			default:
+				return fmt.Errorf("column %d: %T, want a text time", i, row[i])
+			}
+			t, err := time.Parse(time.RFC3339Nano, text)
+			if err != nil {
+				return fmt.Errorf("column %d: %q is not an RFC 3339 time", i, text)
+			}
+			row[i] = t.UTC()
+		}
+		return nil
+	}
+}
+
 func intBool(i int) func(row []any) error {
 	return func(row []any) error {
 		n, ok := row[i].(int64)
@@ -85,7 +113,27 @@ var copies = []serviceCopy{
 				}
 				row[4] = t
 				return nil
-			}}}},
+			}},
+			// Names, pins and their audit (docs/architecture.md §7): a copy
+			// without them would re-assign names and forget approved and
+			// rejected definitions. The applied configuration (§10.2) and
+			// the sealed OAuth tokens and clients (the same additional data
+			// in both stores, so they open with the same keys) too; pending
+			// logins (minutes long) are not copied.
+			{query: `SELECT scope, server, tool, base, name, assigned_at, last_seen_at FROM tool_names ORDER BY scope, server, tool`,
+				target: "catalog.tool_names", cols: []string{"scope", "server", "tool", "base", "name", "assigned_at", "last_seen_at"}, conv: textTimes(5, 6)},
+			{query: `SELECT scope, server, tool, approved_hash, approved_definition, rejected_hash, updated_at FROM tool_pins ORDER BY scope, server, tool`,
+				target: "catalog.tool_pins", cols: []string{"scope", "server", "tool", "approved_hash", "approved_definition", "rejected_hash", "updated_at"}, conv: textTimes(6)},
+			{query: `SELECT id, at, actor, action, scope, server, tool, name, previous_hash, definition_hash, diff FROM tool_audit ORDER BY id`,
+				target: "catalog.tool_audit", cols: []string{"id", "at", "actor", "action", "scope", "server", "tool", "name", "previous_hash", "definition_hash", "diff"},
+				conv: textTimes(1), identity: "id"},
+			{query: `SELECT path, sha256, content, applied_at FROM applied_config ORDER BY path`,
+				target: "catalog.applied_config", cols: []string{"path", "sha256", "content", "applied_at"}, conv: textTimes(3)},
+			{query: `SELECT server, tenant, subject, key_id, sealed, expires_at, updated_at FROM oauth_tokens ORDER BY server, tenant, subject`,
+				target: "catalog.oauth_tokens", cols: []string{"server", "tenant", "subject", "key_id", "sealed", "expires_at", "updated_at"}, conv: textTimes(5, 6)},
+			{query: `SELECT server, issuer, key_id, sealed, updated_at FROM oauth_clients ORDER BY server, issuer`,
+				target: "catalog.oauth_clients", cols: []string{"server", "issuer", "key_id", "sealed", "updated_at"}, conv: textTimes(4)},
+		}},
 	{service: "authz", file: "authz.db",
 		upgrade: func(p string) error { s, err := authzsqlite.Open(p); return closeAfter(s, err) },
 		tables: []tableCopy{
@@ -123,8 +171,8 @@ var copies = []serviceCopy{
 			{query: `SELECT seq, thread_id, kind, detail, time_ns FROM events ORDER BY seq`,
 				target: "runtime.events", cols: []string{"seq", "thread_id", "kind", "detail", "time_ns"}, identity: "seq"},
 			// ins (the tie-break of ListRuns) is assigned in rowid order.
-			{query: `SELECT run_id, thread_id, status, start_ns, body FROM runs ORDER BY rowid`,
-				target: "runtime.runs", cols: []string{"run_id", "thread_id", "status", "start_ns", "body"}},
+			{query: `SELECT run_id, thread_id, status, start_ns, body, event_seq FROM runs ORDER BY rowid`,
+				target: "runtime.runs", cols: []string{"run_id", "thread_id", "status", "start_ns", "body", "event_seq"}},
 			{query: `SELECT name, body FROM agents ORDER BY name`,
 				target: "runtime.agents", cols: []string{"name", "body"}},
 		}},

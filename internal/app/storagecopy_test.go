@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -36,6 +37,13 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// copyKeys is the OAuth keyring of the seeded deployment.
+func copyKeys(t *testing.T) *catalogstore.Keyring {
+	k, err := catalogstore.ParseKeyring(strings.Repeat("4d", 32))
+	must(t, err)
+	return k
 }
 
 // seedSqlite writes a small deployment of every service into dir through
@@ -95,6 +103,16 @@ func seedSqlite(t *testing.T, dir string) (digest string) {
 	cs, err := catalogstore.Open(filepath.Join(dir, "catalog.db"))
 	must(t, err)
 	must(t, cs.Vectors("m").PutVectors(ctx, map[string][]float32{"k1": {1, -2}, "k2": {0.5}}))
+	seen := time.Unix(1_700_000_000, 123_000_000).UTC()
+	must(t, cs.ApplyNames(ctx, []catalogstore.NameRow{
+		{PairKey: catalogstore.PairKey{Scope: "*", Server: "gh", Tool: "search"}, Base: "gh_search", Name: "gh_search", AssignedAt: seen, LastSeenAt: seen},
+		{PairKey: catalogstore.PairKey{Scope: "*", Server: "gh2", Tool: "search"}, Base: "gh_search", Name: "gh_search_2", AssignedAt: seen, LastSeenAt: seen}}, nil))
+	_, err = cs.Review(ctx, catalogstore.PinRow{PairKey: catalogstore.PairKey{Scope: "*", Server: "gh", Tool: "search"}, ApprovedHash: "h1", ApprovedDefinition: []byte(`{"name":"search"}`), RejectedHash: "h0", UpdatedAt: seen},
+		catalogstore.AuditRow{At: seen, Actor: "default/root", Action: "reject", PairKey: catalogstore.PairKey{Scope: "*", Server: "gh", Tool: "search"}, Name: "gh_search", PreviousHash: "h1", DefinitionHash: "h0", Diff: "[]"})
+	must(t, err)
+	must(t, cs.PutAppliedConfig(ctx, "/etc/toolplane/extensions_config.json", []byte(`{"mcpServers": {}}`)))
+	keys := copyKeys(t)
+	must(t, cs.OAuth(keys).For("docs", "", "").SaveToken(ctx, &transport.Token{AccessToken: "at-1", TokenType: "Bearer", ExpiresAt: seen.Add(time.Hour)}))
 	must(t, cs.Close())
 	return digest
 }
@@ -112,7 +130,7 @@ func TestCopyToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"catalog.vectors": 2, "authz.casbin_rule": int64(len(authzcasbin.DefaultRules())) + 2, "authz.decisions": 10,
+	want := map[string]int64{"catalog.vectors": 2, "catalog.tool_names": 2, "catalog.tool_pins": 1, "catalog.tool_audit": 1, "catalog.applied_config": 1, "catalog.oauth_tokens": 1, "catalog.oauth_clients": 0, "authz.casbin_rule": int64(len(authzcasbin.DefaultRules())) + 2, "authz.decisions": 10,
 		"skills.skills": 1, "skills.skill_versions": 1, "skills.skill_history": 2, "skills.skill_enabled": 1, "skills.blobs": 1,
 		"runtime.threads": 2, "runtime.messages": 5, "runtime.events": 1, "runtime.runs": 2, "runtime.agents": 1}
 	for _, c := range counts {
@@ -215,6 +233,33 @@ func TestCopyToPostgres(t *testing.T) {
 	vec, err := cpg.Vectors("m").GetVectors(ctx, []string{"k1", "k2"})
 	if err != nil || fmt.Sprint(vec) != "map[k1:[1 -2] k2:[0.5]]" {
 		t.Fatalf("vectors after the copy: %v %v", vec, err)
+	}
+	seen := time.Unix(1_700_000_000, 123_000_000).UTC() // as seeded
+	csrc, err := catalogstore.Open(filepath.Join(dir, "catalog.db"))
+	must(t, err)
+	defer csrc.Close()
+	for what, load := range map[string]func(catalogstore.IdentityStore) (any, error){
+		"names": func(s catalogstore.IdentityStore) (any, error) { return s.LoadNames(ctx) },
+		"pins":  func(s catalogstore.IdentityStore) (any, error) { return s.LoadPins(ctx) },
+		"audit": func(s catalogstore.IdentityStore) (any, error) { return s.ListAudit(ctx, 10) },
+	} {
+		a, err := load(csrc)
+		must(t, err)
+		b, err := load(cpg)
+		must(t, err)
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("%s differ after the copy:\n%v\n%v", what, a, b)
+		}
+	}
+	if raw, ok, err := cpg.AppliedConfig(ctx, "/etc/toolplane/extensions_config.json"); err != nil || !ok || string(raw) != `{"mcpServers": {}}` {
+		t.Fatalf("applied config after the copy: %q %v %v", raw, ok, err)
+	}
+	if tok, err := cpg.OAuth(copyKeys(t)).For("docs", "", "").GetToken(ctx); err != nil || tok.AccessToken != "at-1" || !tok.ExpiresAt.Equal(seen.Add(time.Hour)) {
+		t.Fatalf("sealed token after the copy: %+v %v", tok, err)
+	}
+	if id, err := cpg.Review(ctx, catalogstore.PinRow{PairKey: catalogstore.PairKey{Scope: "*", Server: "gh", Tool: "search"}, ApprovedHash: "h2", ApprovedDefinition: []byte(`{}`), UpdatedAt: seen},
+		catalogstore.AuditRow{At: seen, Actor: "default/root", Action: "approve", PairKey: catalogstore.PairKey{Scope: "*", Server: "gh", Tool: "search"}, Name: "gh_search", PreviousHash: "h1", DefinitionHash: "h2", Diff: "[]"}); err != nil || id != 2 {
+		t.Fatalf("an audit record after the copy: id %d, %v; want 2", id, err)
 	}
 
 	if _, err := CopyToPostgres(ctx, dir, dsn); err == nil || !strings.Contains(err.Error(), "already holds Toolplane data") {

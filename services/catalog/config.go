@@ -19,7 +19,11 @@ type Config struct {
 	// ExtensionsConfig is the path of extensions_config.json (the MCP server
 	// list, docs/deerflow.md §5.1); relative paths are resolved against the
 	// working directory. A missing file is an empty server list; writes
-	// create it. Default "extensions_config.json".
+	// create it. With storage.dsn set the database holds the servers: the
+	// replica holding the advisory lock catalog.file_import imports this
+	// file, and API writes go to the database, not to the file
+	// (docs/decisions/0087-catalog-config-in-postgresql.md).
+	// Default "extensions_config.json".
 	ExtensionsConfig string `yaml:"extensions_config"`
 	// StdioAllowlist is the set of executables a stdio server written through
 	// the API may use. Default [npx, uvx, node, python3].
@@ -28,7 +32,9 @@ type Config struct {
 	// sets one. Default 60s.
 	DefaultToolCallTimeout time.Duration `yaml:"default_tool_call_timeout"`
 	// ReloadInterval is how often extensions_config.json is checked for a
-	// content change (applied within this interval plus discovery). Default 500ms.
+	// content change (applied within this interval plus discovery) and, with
+	// storage.dsn set, the version of the stored configuration (the
+	// fallback of LISTEN/NOTIFY). Default 500ms.
 	ReloadInterval time.Duration `yaml:"reload_interval"`
 	// CloseGrace bounds each step of stopping a stdio child (stdin close,
 	// SIGTERM, SIGKILL). Default 2s.

@@ -113,7 +113,8 @@ func (s *Server) lastApplied() ([]byte, bool) {
 // rememberApplied stores raw as the last applied content (when it declares
 // servers; failures are logged, the running configuration is unaffected).
 func (s *Server) rememberApplied(raw []byte) {
-	if undeclared(raw, false) != "" {
+	if s.db != nil || undeclared(raw, false) != "" {
+		// On PostgreSQL the stored server rows are the configuration (configdb.go).
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)

@@ -65,6 +65,9 @@ type Server struct {
 	// per content); candidate the changed content seen on the previous
 	// tick, applied only when a tick later it is still the same (debounce).
 	applied, seen, candidate [32]byte
+	// db is the server configuration in PostgreSQL, its source of truth
+	// there (configdb.go); nil on sqlite, where the file is.
+	db *dbState
 
 	// store is the identity store (DataDir/catalog.db, or the catalog
 	// schema of env.Postgres); vectors its tool-vector cache per model;
@@ -91,6 +94,7 @@ type Server struct {
 	closeOne sync.Once
 
 	readyOnce atomic.Bool // catalog.ready_requires was met once (latched)
+	storeDown atomic.Bool // the last store ping of Ready failed
 }
 
 var (
@@ -164,7 +168,13 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		// Resources and prompts (features.go).
 		OnFeaturesChange: s.featuresChanged,
 	})
-	f, raw, err := s.initialConfig()
+	var f *catalogconfig.File
+	var raw []byte
+	if s.db != nil {
+		f, raw, err = s.initialConfigDB(ctx)
+	} else {
+		f, raw, err = s.initialConfig()
+	}
 	if err != nil {
 		s.mgr.Close()
 		s.closeStore()
@@ -180,10 +190,16 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		return nil, err
 	}
 	s.rebuildWhenSettled()
+	if s.db != nil {
+		s.startDB()
+	}
 	s.wg.Add(1)
 	go s.reloadLoop()
 	return s, nil
 }
+
+// readyPingTimeout bounds the store ping of Ready.
+const readyPingTimeout = 2 * time.Second
 
 // Manager exposes the connection manager (tests, benchmarks).
 func (s *Server) Manager() *catalogmcp.Manager { return s.mgr }
@@ -212,15 +228,34 @@ func (s *Server) RegisterGateway(ctx context.Context, mux *runtime.ServeMux, con
 	return catalogv1.RegisterCatalogServiceHandler(ctx, mux, conn)
 }
 
-// Ready reports whether the service can serve: the configuration was loaded
-// and, as catalog.ready_requires says, the MCP servers came up (servers that
-// fail are reported per server, not here). Once met, the condition is
-// latched: a server restarting later does not make the catalog unready.
-func (s *Server) Ready(context.Context) error {
+// Ready reports whether the service can serve: its store answers (on
+// PostgreSQL the database, within readyPingTimeout, so a replica that lost
+// it leaves the load balancer; on sqlite DataDir/catalog.db), checked on
+// every call; the configuration was loaded and, as catalog.ready_requires
+// says, the MCP servers came up (servers that fail are reported per
+// server, not here). Once met, the servers' condition is latched: a server
+// restarting later does not make the catalog unready.
+func (s *Server) Ready(ctx context.Context) error {
 	select {
 	case <-s.stop:
 		return errors.New("catalog: closed")
 	default:
+	}
+	if p, ok := s.store.(interface{ Ping(context.Context) error }); ok {
+		pctx, cancel := context.WithTimeout(ctx, readyPingTimeout)
+		err := p.Ping(pctx)
+		cancel()
+		if err != nil {
+			// The cause stays in the log (once per outage): a driver error
+			// may name the host.
+			if !s.storeDown.Swap(true) {
+				s.log.Warn("catalog: not ready: the store does not answer", "err", err)
+			}
+			return errors.New("catalog: store unreachable (storage.dsn or the data directory)")
+		}
+		if s.storeDown.Swap(false) {
+			s.log.Info("catalog: the store answers again")
+		}
 	}
 	if s.cfg.ReadyRequires == ReadyNone || s.readyOnce.Load() {
 		return nil
@@ -282,6 +317,7 @@ func (s *Server) Close() error {
 	var err error
 	s.closeOne.Do(func() {
 		close(s.stop)
+		s.stopDB()
 		s.wg.Wait()
 		s.mgr.Close()
 		if s.acp != nil {
@@ -303,6 +339,7 @@ func (s *Server) Close() error {
 // closeStore closes DataDir/catalog.db and the embedder's idle connections
 // when a remote embedder is configured.
 func (s *Server) closeStore() error {
+	s.releaseDB()
 	if s.oauthClose != nil {
 		_ = s.oauthClose()
 		s.oauthClose = nil
@@ -325,12 +362,20 @@ func (s *Server) reloadLoop() {
 	t := time.NewTicker(s.cfg.ReloadInterval)
 	defer t.Stop()
 	var lastRetry time.Time
+	var kick chan struct{} // nil on sqlite: never ready
+	if s.db != nil {
+		kick = s.db.kick
+	}
 	for {
 		select {
 		case <-s.stop:
 			return
+		case <-kick:
+			s.notifiedDB()
 		case <-t.C:
-			if _, _, err := s.reload(false); err != nil {
+			if s.db != nil {
+				s.tickDB()
+			} else if _, _, err := s.reload(false); err != nil {
 				s.log.Warn("catalog: extensions_config reload failed; keeping the last good configuration", "path", s.path, "err", err)
 			}
 			if s.index.docErr.Load() != nil && time.Since(lastRetry) >= embedRetryInterval {

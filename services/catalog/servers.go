@@ -86,7 +86,8 @@ func (s *Server) GetServer(ctx context.Context, req *catalogv1.GetServerRequest)
 }
 
 // UpdateServer enables or disables one server, persisting the change to
-// extensions_config.json atomically (placeholders and unknown keys kept).
+// extensions_config.json atomically (placeholders and unknown keys kept),
+// or on PostgreSQL to the stored server rows (configdb.go).
 //
 // A tenant admin changes only servers whose `tenants` is exactly its
 // tenant; any other server is NOT_FOUND to it, as in its ListServers
@@ -96,29 +97,22 @@ func (s *Server) UpdateServer(ctx context.Context, req *catalogv1.UpdateServerRe
 	if err := w.allowed(); err != nil {
 		return nil, err
 	}
-	s.writeMu.Lock()
-	f, err := s.loadLocked()
+	err := s.editServers(ctx, func(f *catalogconfig.File) error {
+		i := slices.IndexFunc(f.Servers, func(x catalogconfig.Server) bool { return x.Name == req.GetName() })
+		if i < 0 || (w.tenantAdmin && !f.Servers[i].OwnedBy(w.tenant)) {
+			// A tenant admin's view holds only its tenant's servers.
+			return serverNotFound(req.GetName())
+		}
+		if err := w.mayChange(&f.Servers[i]); err != nil {
+			return err
+		}
+		if e := req.GetServer().Enabled; e != nil {
+			f.Servers[i].SetEnabled(*e) // keeps Claude Desktop's `disabled` spelling
+		}
+		return nil
+	})
 	if err != nil {
-		s.writeMu.Unlock()
-		return nil, configUnavailable(codes.FailedPrecondition, err)
-	}
-	i := slices.IndexFunc(f.Servers, func(x catalogconfig.Server) bool { return x.Name == req.GetName() })
-	if i < 0 || (w.tenantAdmin && !f.Servers[i].OwnedBy(w.tenant)) {
-		// A tenant admin's view holds only its tenant's servers.
-		s.writeMu.Unlock()
-		return nil, serverNotFound(req.GetName())
-	}
-	if err := w.mayChange(&f.Servers[i]); err != nil {
-		s.writeMu.Unlock()
 		return nil, err
-	}
-	if e := req.GetServer().Enabled; e != nil {
-		f.Servers[i].SetEnabled(*e) // keeps Claude Desktop's `disabled` spelling
-	}
-	err = s.writeFileLocked(f)
-	s.writeMu.Unlock()
-	if err != nil {
-		return nil, configUnavailable(codes.Internal, err)
 	}
 	sv, err := s.serverByName(w.viewer(), req.GetName())
 	if err != nil {
@@ -134,7 +128,9 @@ func validServerName(n string) bool { return catalognames.Valid.MatchString(n) }
 // (structure, then the stdio command policy), "***" keeps the stored secret
 // of the same server and key, unknown per-server keys of a stored server of
 // the same name are kept, then the file is written atomically (temp +
-// fsync + rename) keeping every other top-level key, and applied.
+// fsync + rename) keeping every other top-level key, and applied. On
+// PostgreSQL the stored server rows are written instead, in one transaction,
+// and every replica applies them within 2 s (configdb.go).
 //
 // A tenant admin replaces only its tenant's servers (those whose `tenants`
 // is exactly its tenant): every entry it sends must say so, the servers of
@@ -145,31 +141,25 @@ func (s *Server) ReplaceServers(ctx context.Context, req *catalogv1.ReplaceServe
 	if err := w.allowed(); err != nil {
 		return nil, err
 	}
-	s.writeMu.Lock()
-	f, err := s.loadLocked()
-	if err != nil {
-		s.writeMu.Unlock()
-		return nil, configUnavailable(codes.FailedPrecondition, err)
-	}
-	next, err := s.buildServers(w, req.GetServers(), f)
-	if err != nil {
-		s.writeMu.Unlock()
-		return nil, err
-	}
-	if w.tenantAdmin {
-		var kept []catalogconfig.Server
-		for _, srv := range f.Servers {
-			if !srv.OwnedBy(w.tenant) {
-				kept = append(kept, srv)
-			}
+	err := s.editServers(ctx, func(f *catalogconfig.File) error {
+		next, err := s.buildServers(w, req.GetServers(), f)
+		if err != nil {
+			return err
 		}
-		next = append(kept, next...)
-	}
-	f.Servers = next
-	err = s.writeFileLocked(f)
-	s.writeMu.Unlock()
+		if w.tenantAdmin {
+			var kept []catalogconfig.Server
+			for _, srv := range f.Servers {
+				if !srv.OwnedBy(w.tenant) {
+					kept = append(kept, srv)
+				}
+			}
+			next = append(kept, next...)
+		}
+		f.Servers = next
+		return nil
+	})
 	if err != nil {
-		return nil, configUnavailable(codes.Internal, err)
+		return nil, err
 	}
 	return &catalogv1.ReplaceServersResponse{Servers: s.serverList(w.viewer())}, nil
 }
@@ -224,8 +214,18 @@ func (s *Server) buildServers(w writer, in []*catalogv1.ServerConfig, cur *catal
 
 // ReloadServers re-reads extensions_config.json and applies it; servers
 // whose configuration did not change keep their sessions.
-func (s *Server) ReloadServers(context.Context, *catalogv1.ReloadServersRequest) (*catalogv1.ReloadServersResponse, error) {
-	restarted, unchanged, err := s.reload(true)
+//
+// On PostgreSQL (configdb.go) the replica importing the file imports it
+// at once, every entry of it; every replica then applies the stored
+// configuration.
+func (s *Server) ReloadServers(ctx context.Context, _ *catalogv1.ReloadServersRequest) (*catalogv1.ReloadServersResponse, error) {
+	var restarted, unchanged []string
+	var err error
+	if s.db != nil {
+		restarted, unchanged, err = s.reloadDB(ctx)
+	} else {
+		restarted, unchanged, err = s.reload(true)
+	}
 	if err != nil {
 		return nil, configUnavailable(codes.FailedPrecondition, err)
 	}

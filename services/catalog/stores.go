@@ -30,6 +30,7 @@ func (s *Server) openStore(ctx context.Context) error {
 		}
 		s.store, s.storeClose = st, st.Close
 		s.vectors = func(model string) vectorCache { return st.Vectors(model) }
+		s.db = &dbState{db: st}
 		return nil
 	}
 	if s.env.DataDir == "" {

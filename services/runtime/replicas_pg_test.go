@@ -164,8 +164,16 @@ func TestRunsAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	asked := evs
 	if evs = collect(t, rs); lastStatus(evs) != runtimev1.RunStatus_RUN_STATUS_COMPLETED {
 		t.Fatalf("resume on B: %v", evs)
+	}
+	// The run's event numbers continue on B after A's last one
+	// (docs/decisions/0089-run-event-seq.md): 1..n on A, n+1.. on B.
+	for i, e := range append(append([]*runtimev1.RunEvent(nil), asked...), evs...) {
+		if e.GetSeq() != int64(i+1) {
+			t.Fatalf("event %d of the run (asked on A, resumed on B) has seq %d, want %d: %v then %v", i, e.GetSeq(), i+1, asked, evs)
+		}
 	}
 
 	// A replica that stops renewing (here: a run written by a replica id no

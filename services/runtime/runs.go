@@ -450,6 +450,17 @@ func (a loopAdapter) PutRun(ctx context.Context, r *runtimev1.Run) error {
 	return a.s.putRun(ctx, r)
 }
 
+// SetEventSeq implements runtimeloop.EventSeqs: the number is kept on
+// the run's row, shared by every replica.
+func (a loopAdapter) SetEventSeq(ctx context.Context, threadID, runID string, seq int64) error {
+	return a.s.store.SetEventSeq(ctx, threadID, runID, seq)
+}
+
+// EventSeq implements runtimeloop.EventSeqs.
+func (a loopAdapter) EventSeq(ctx context.Context, threadID, runID string) (int64, error) {
+	return a.s.store.EventSeq(ctx, threadID, runID)
+}
+
 // GetRun implements runtimeloop.Store.
 func (a loopAdapter) GetRun(ctx context.Context, threadID, runID string) (*runtimev1.Run, error) {
 	r, err := a.s.store.GetRun(ctx, threadID, runID)

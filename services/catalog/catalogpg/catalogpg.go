@@ -56,6 +56,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 // Close releases nothing (the pool is the caller's).
 func (s *Store) Close() error { return nil }
 
+// Pool returns the store's pool (tests).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 

@@ -199,10 +199,7 @@ func (e *Engine) ResumeRun(ctx context.Context, req ResumeRequest, sink Sink) (*
 	if err := e.d.Store.PutRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("runtimeloop: resume run: %w", err)
 	}
-	e.mu.Lock()
-	seq := e.seqs[req.RunID]
-	delete(e.seqs, req.RunID)
-	e.mu.Unlock()
+	seq := e.resumeSeq(ctx, req.ThreadID, req.RunID)
 	t := e.newTurn(req.ThreadID, run, req.Agent, req.Limits, sink, seq)
 	t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Status{Status: runtimev1.RunStatus_RUN_STATUS_RUNNING}})
 	t.userText = req.Answer
@@ -687,6 +684,18 @@ func (t *turn) finish(ctx context.Context, st runtimev1.RunStatus, reason string
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	waiting := st == runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT && !t.isSubagent
+	var last int64
+	if waiting {
+		// The status event below is the run's last before the resume: its
+		// number is recorded before the run is stored waiting, so a
+		// ResumeRun on any replica, which may follow the event at once,
+		// continues after it (docs/decisions/0089-run-event-seq.md).
+		t.emitMu.Lock()
+		last = t.seq + 1
+		t.emitMu.Unlock()
+		t.e.saveSeq(wctx, t.threadID, t.run.GetRunId(), last)
+	}
 	if err := t.e.d.Store.PutRun(wctx, t.run); err != nil {
 		t.e.d.Logger.Error("run state not saved", "run", t.run.GetRunId(), "thread", t.threadID, "err", err)
 	}
@@ -697,11 +706,48 @@ func (t *turn) finish(ctx context.Context, st runtimev1.RunStatus, reason string
 		o.RunEnded(st, reason, t.isSubagent)
 	}
 	t.emit(&runtimev1.RunEvent{Event: &runtimev1.RunEvent_Status{Status: st}})
-	if st == runtimev1.RunStatus_RUN_STATUS_WAITING_FOR_INPUT && !t.isSubagent {
+	if waiting {
+		t.emitMu.Lock()
+		seq := t.seq
+		t.emitMu.Unlock()
+		if seq != last { // another event came in between
+			t.e.saveSeq(wctx, t.threadID, t.run.GetRunId(), seq)
+		}
 		t.e.mu.Lock()
-		t.e.seqs[t.run.GetRunId()] = t.seq
+		t.e.seqs[t.run.GetRunId()] = seq
 		t.e.mu.Unlock()
 	}
+}
+
+// saveSeq records the last event number of a run waiting for input when
+// the store keeps it (EventSeqs); a failure is logged: a resume on this
+// replica still continues from memory.
+func (e *Engine) saveSeq(ctx context.Context, threadID, runID string, seq int64) {
+	es, ok := e.d.Store.(EventSeqs)
+	if !ok {
+		return
+	}
+	if err := es.SetEventSeq(ctx, threadID, runID, seq); err != nil {
+		e.d.Logger.Warn("run event sequence not saved; a resume on another replica restarts it", "run", runID, "thread", threadID, "err", err)
+	}
+}
+
+// resumeSeq is the last event number of a run being resumed: this
+// process's own (the run waited here) or the store's (it waited on
+// another replica), the larger.
+func (e *Engine) resumeSeq(ctx context.Context, threadID, runID string) int64 {
+	e.mu.Lock()
+	seq := e.seqs[runID]
+	delete(e.seqs, runID)
+	e.mu.Unlock()
+	if es, ok := e.d.Store.(EventSeqs); ok {
+		stored, err := es.EventSeq(ctx, threadID, runID)
+		if err != nil {
+			e.d.Logger.Warn("run event sequence not read; continuing from this replica's", "run", runID, "thread", threadID, "err", err)
+		}
+		seq = max(seq, stored)
+	}
+	return seq
 }
 
 func (t *turn) addUsage(ctx context.Context, u *runtimev1.TokenUsage) {

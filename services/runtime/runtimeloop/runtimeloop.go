@@ -124,6 +124,18 @@ type Store interface {
 	AddUsage(ctx context.Context, threadID string, u *runtimev1.TokenUsage) error
 }
 
+// EventSeqs is implemented by a Store that records the number of a run's
+// last event (RunEvent.seq) when it waits for input, so that a ResumeRun
+// on another replica continues the numbering instead of restarting at 1
+// (docs/decisions/0089-run-event-seq.md). Optional: without it the number
+// is kept in this process only.
+type EventSeqs interface {
+	// SetEventSeq records seq for the run.
+	SetEventSeq(ctx context.Context, threadID, runID string, seq int64) error
+	// EventSeq returns the recorded number (0 when none).
+	EventSeq(ctx context.Context, threadID, runID string) (int64, error)
+}
+
 // ChildSpec describes the child thread of a subagent task.
 type ChildSpec struct {
 	// ParentThreadID is the delegating thread.

@@ -118,3 +118,14 @@ func (s *Store) EndRunUnlessLeased(ctx context.Context, r *runtimev1.Run, now ti
 	err = s.inTx(ctx, func(tx runsql.Tx) error { ok, err = dialect.EndRunUnlessLeased(ctx, tx, r, now); return err })
 	return ok, err
 }
+
+// SetEventSeq implements runtimestore.RunLeases.
+func (s *Store) SetEventSeq(ctx context.Context, threadID, runID string, seq int64) error {
+	return s.inTx(ctx, func(tx runsql.Tx) error { return dialect.SetEventSeq(ctx, tx, threadID, runID, seq) })
+}
+
+// EventSeq implements runtimestore.RunLeases.
+func (s *Store) EventSeq(ctx context.Context, threadID, runID string) (seq int64, err error) {
+	err = s.inTx(ctx, func(tx runsql.Tx) error { seq, err = dialect.EventSeq(ctx, tx, threadID, runID); return err })
+	return seq, err
+}

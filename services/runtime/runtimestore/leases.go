@@ -79,6 +79,14 @@ type RunLeases interface {
 	// stopped — and returns how many changed. A run written by PutRun
 	// without a lease counts as expired.
 	InterruptExpired(ctx context.Context, reason string, now time.Time) (int, error)
+	// SetEventSeq records seq as the sequence number of the last event of
+	// a run (RunEvent.seq), so a ResumeRun on any replica continues the
+	// run's numbering (docs/decisions/0089-run-event-seq.md). Every other
+	// write of the run keeps it. ErrNotFound when the run does not exist.
+	SetEventSeq(ctx context.Context, threadID, runID string, seq int64) error
+	// EventSeq returns the recorded number (0 when none was recorded).
+	// ErrNotFound when the run does not exist.
+	EventSeq(ctx context.Context, threadID, runID string) (int64, error)
 }
 
 // Interrupted returns the body of run b marked INTERRUPTED with reason and

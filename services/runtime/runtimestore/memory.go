@@ -24,6 +24,7 @@ type Memory struct {
 	runs     map[string][]*runtimev1.Run
 	agents   map[string]*runtimev1.Agent
 	leases   map[string]*memLease           // by run id (leases.go)
+	seqs     map[string]int64               // last event seq by run id (SetEventSeq)
 	calls    map[string]map[string]*memCall // thread id → call id (toolcalls.go)
 	seq      int64
 }
@@ -630,4 +631,28 @@ func (m *Memory) EndRunUnlessLeased(_ context.Context, r *runtimev1.Run, now tim
 	proto.Reset(x)
 	proto.Merge(x, proto.Clone(r).(*runtimev1.Run))
 	return true, nil
+}
+
+// SetEventSeq implements Store.
+func (m *Memory) SetEventSeq(_ context.Context, threadID, runID string, seq int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.findRun(threadID, runID) == nil {
+		return ErrNotFound
+	}
+	if m.seqs == nil {
+		m.seqs = map[string]int64{}
+	}
+	m.seqs[runID] = seq
+	return nil
+}
+
+// EventSeq implements Store.
+func (m *Memory) EventSeq(_ context.Context, threadID, runID string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.findRun(threadID, runID) == nil {
+		return 0, ErrNotFound
+	}
+	return m.seqs[runID], nil
 }

@@ -466,6 +466,31 @@ func RunStoreSuite(t *testing.T, f Factory) {
 		if r4, _ := s.GetRun(ctx, "y", "r4"); r4.GetStatus() != runtimev1.RunStatus_RUN_STATUS_CANCELLED {
 			t.Fatalf("end not written: %v", r4)
 		}
+		// A run's last event number outlives every other write of the run.
+		if seq, err := s.EventSeq(ctx, "y", "r4"); err != nil || seq != 0 {
+			t.Fatalf("EventSeq before any = %d, %v; want 0", seq, err)
+		}
+		if err := s.SetEventSeq(ctx, "y", "r4", 7); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StartRun(ctx, run("y", "r4"), runtimestore.Lease{Owner: "replica-b", Until: now.Add(2 * time.Hour)}, now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutRun(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+		if seq, err := s.EventSeq(ctx, "y", "r4"); err != nil || seq != 7 {
+			t.Fatalf("EventSeq after StartRun and PutRun = %d, %v; want 7", seq, err)
+		}
+		if seq, _ := s.EventSeq(ctx, "x", "r1"); seq != 0 {
+			t.Fatalf("another run's EventSeq = %d; want 0", seq)
+		}
+		if err := s.SetEventSeq(ctx, "y", "nope", 1); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("SetEventSeq of a missing run = %v", err)
+		}
+		if _, err := s.EventSeq(ctx, "x", "r4"); !errors.Is(err, runtimestore.ErrNotFound) {
+			t.Fatalf("EventSeq of a run of another thread = %v", err)
+		}
 		if _, err := s.EndRunUnlessLeased(ctx, run("y", "nope"), now); !errors.Is(err, runtimestore.ErrNotFound) {
 			t.Fatalf("EndRunUnlessLeased of a missing run = %v", err)
 		}

@@ -314,3 +314,35 @@ func (d Dialect) EndRunUnlessLeased(ctx context.Context, tx Tx, r *runtimev1.Run
 	}
 	return false, nil
 }
+
+// SetEventSeq implements runtimestore.RunLeases.SetEventSeq inside tx.
+func (d Dialect) SetEventSeq(ctx context.Context, tx Tx, threadID, runID string, seq int64) error {
+	n, err := tx.Exec(ctx, d.q(`UPDATE {runs} SET event_seq = $1 WHERE thread_id = $2 AND run_id = $3`), seq, threadID, runID)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return runtimestore.ErrNotFound
+	}
+	return nil
+}
+
+// EventSeq implements runtimestore.RunLeases.EventSeq inside tx.
+func (d Dialect) EventSeq(ctx context.Context, tx Tx, threadID, runID string) (int64, error) {
+	rows, err := tx.Query(ctx, d.q(`SELECT event_seq FROM {runs} WHERE thread_id = $1 AND run_id = $2`), threadID, runID)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		return 0, runtimestore.ErrNotFound
+	}
+	var seq int64
+	if err := rows.Scan(&seq); err != nil {
+		return 0, err
+	}
+	return seq, rows.Err()
+}
