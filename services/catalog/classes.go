@@ -31,14 +31,16 @@ func (s *Server) Classes() map[string]auth.Class {
 		// its tenant owns. Writes: global admins, and tenant admins
 		// confined to their tenant's servers (writers.go,
 		// docs/decisions/0105-tenant-scoped-servers.md).
-		"/toolplane.catalog.v1.CatalogService/ListServers":      auth.ClassPublic,
-		"/toolplane.catalog.v1.CatalogService/GetServer":        auth.ClassPublic,
-		"/toolplane.catalog.v1.CatalogService/UpdateServer":     auth.ClassAdmin,
-		"/toolplane.catalog.v1.CatalogService/ReplaceServers":   auth.ClassAdmin,
-		"/toolplane.catalog.v1.CatalogService/ReloadServers":    auth.ClassGlobalAdmin,
-		"/toolplane.catalog.v1.CatalogService/ListPendingTools": auth.ClassGlobalAdmin,
-		"/toolplane.catalog.v1.CatalogService/ApproveTool":      auth.ClassGlobalAdmin,
-		"/toolplane.catalog.v1.CatalogService/RejectTool":       auth.ClassGlobalAdmin,
+		"/toolplane.catalog.v1.CatalogService/ListServers":    auth.ClassPublic,
+		"/toolplane.catalog.v1.CatalogService/GetServer":      auth.ClassPublic,
+		"/toolplane.catalog.v1.CatalogService/UpdateServer":   auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/ReplaceServers": auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/ReloadServers":  auth.ClassGlobalAdmin,
+		// Reviews of pinned tools: global admins, and tenant admins confined
+		// to their tenant's servers' tools, checked in the handler (review.go).
+		"/toolplane.catalog.v1.CatalogService/ListPendingTools": auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/ApproveTool":      auth.ClassAdmin,
+		"/toolplane.catalog.v1.CatalogService/RejectTool":       auth.ClassAdmin,
 		// OAuth connections act for the effective principal (a shared
 		// server's: admin, checked in the handler; connections.go).
 		"/toolplane.catalog.v1.CatalogService/ConnectServer":    auth.ClassService,
