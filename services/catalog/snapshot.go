@@ -76,6 +76,7 @@ type entry struct {
 	// scope is the namespace of the exposed name: globalScope or the one
 	// tenant of the server (catalogconfig.Server.NameScope).
 	scope  string
+	ikey   string // indexKey, computed once
 	b      *base
 	pinned bool
 
@@ -90,6 +91,9 @@ func (e *entry) key() nsKey { return nsKey{e.scope, e.tool.Name} }
 // (search.Document.Key): the exposed name for a tool of scope `*`, the
 // name, a NUL and the tenant otherwise (a NUL is in no name or tenant id).
 func (e *entry) indexKey() string {
+	if e.ikey != "" {
+		return e.ikey
+	}
 	if e.scope == globalScope {
 		return e.tool.Name
 	}
@@ -485,6 +489,7 @@ func (s *Server) rebuild() {
 		}
 		e := &entry{tool: t, server: it.st.Name, original: b.def.Name, static: static, canon: b.canon, b: b, pinned: pinnedSrv[it.st.Name],
 			scope: scopes[i]}
+		e.ikey = e.indexKey()
 		if states[i] != catalogv1.ToolState_TOOL_STATE_ACTIVE {
 			snap.held = append(snap.held, e)
 			snap.heldIdx.add(e)
