@@ -345,6 +345,11 @@ func TestTenantAdminReviews(t *testing.T) {
 	if err != nil || rr.GetAudit().GetActor() != "beta/bob" || rr.GetAudit().GetAction() != "reject" {
 		t.Fatalf("beta admin's rejection = %v, %v", rr, err)
 	}
+	// For a caller of every tenant `fetch` (ACTIVE in acme, held in beta)
+	// names no one tool.
+	if _, err := h.admin.GetTool(ctx, &catalogv1.GetToolRequest{Name: "fetch"}); codeOf(err) != codes.NotFound || !strings.Contains(err.Error(), "several tenants") {
+		t.Fatalf("GetTool fetch as the global admin: %v", err)
+	}
 	// The global admin: `fetch` is held by pb only now (pa's is ACTIVE),
 	// but a name several tenants hold is settled by the hash.
 	gr, err := h.admin.ApproveTool(ctx, &catalogv1.ApproveToolRequest{Name: "fetch", DefinitionHash: all["pb/fetch"].GetTool().GetDefinitionHash()})

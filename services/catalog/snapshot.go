@@ -160,6 +160,26 @@ func (ni nameIndex) get(v viewer, name string) (*entry, bool) {
 	return e, true
 }
 
+// crossShare marks as shared, in both indexes, a name one tenant holds
+// ACTIVE and another holds for review, so that for a caller of every
+// tenant it names no one tool in either (nameIndex.get).
+func crossShare(a, h nameIndex) {
+	for n, he := range h.one {
+		ae, ok := a.one[n]
+		if !ok || ae == sharedName || he == sharedName || ae.scope == globalScope || he.scope == globalScope {
+			if ok && ae != sharedName && he == sharedName && ae.scope != globalScope {
+				a.one[n] = sharedName
+			} else if ok && ae == sharedName && he != sharedName && he.scope != globalScope {
+				h.one[n] = sharedName
+			}
+			continue
+		}
+		if ae.scope != he.scope {
+			a.one[n], h.one[n] = sharedName, sharedName
+		}
+	}
+}
+
 // shared reports whether tools of several tenants hold name.
 func (ni nameIndex) shared(name string) bool { return ni.one[name] == sharedName }
 
@@ -498,6 +518,7 @@ func (s *Server) rebuild() {
 		snap.tools = append(snap.tools, e)
 		snap.active.add(e)
 	}
+	crossShare(snap.active, snap.heldIdx)
 	snap.sorted = slices.Clone(snap.tools)
 	slices.SortFunc(snap.sorted, func(a, b *entry) int {
 		if c := strings.Compare(a.tool.Name, b.tool.Name); c != 0 {
