@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
@@ -237,5 +238,76 @@ func writeExt(t *testing.T, path string, ext map[string]any) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPerTenantNamespacesAuthz: with the real authz service, a policy line
+// in tenant acme's domain on tool `ledger` governs acme's `ledger` only;
+// beta's tool of the same name is untouched (authz resource names stay the
+// exposed names; the domain is the namespace, decision 0106).
+func TestPerTenantNamespacesAuthz(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, line string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(line+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	acme := write("acme.jsonl", `{"name": "ledger", "description": "Read the acme ledger", "server": "books_acme"}`)
+	beta := write("beta.jsonl", `{"name": "ledger", "description": "Read the beta ledger", "server": "books_beta"}`)
+	ext := map[string]any{"mcpServers": map[string]any{
+		"books_acme": map[string]any{"type": "static", "path": acme, "tenants": []string{"acme"}, "tool_name_prefix": false},
+		"books_beta": map[string]any{"type": "static", "path": beta, "tenants": []string{"beta"}, "tool_name_prefix": false},
+	}}
+	const (
+		carolToken = "carol-token-0123456789"
+		daveToken  = "dave-token-0123456789"
+	)
+	s := newSuiteWith(t, dir, ext, true, func(c *app.Config) {
+		c.Auth.Tokens = append(c.Auth.Tokens,
+			config.Token{Name: "carol", SHA256: sha(carolToken), Kind: "user", Subject: "carol", Tenant: "acme", Roles: []string{"user"}},
+			config.Token{Name: "dave", SHA256: sha(daveToken), Kind: "user", Subject: "dave", Tenant: "beta", Roles: []string{"user"}})
+	})
+	carol, dave := s.rt(carolToken), s.rt(daveToken)
+	thC, thD := newThread(t, carol, nil), newThread(t, dave, nil)
+	has := func(r *runtimev1.AssembleToolsResponse, n string) bool {
+		return names(r.GetTools())[n] || slices.Contains(r.GetDeferred(), n)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !(has(assemble(t, carol, thC, ""), "ledger") && has(assemble(t, dave, thD, ""), "ledger")) {
+		if time.Now().After(deadline) {
+			t.Fatal("both tenants' ledger never assembled")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	az := authzv1.NewAuthzServiceClient(s.dial(adminToken))
+	if _, err := az.AddPolicies(context.Background(), &authzv1.AddPoliciesRequest{Policies: []*authzv1.Policy{
+		{Role: "user", Tenant: "acme", ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL, Target: "ledger", Action: authzv1.Action_ACTION_CALL, Effect: authzv1.PolicyEffect_POLICY_EFFECT_DENY},
+	}}); err != nil {
+		t.Fatalf("AddPolicies: %v", err)
+	}
+	// The chain's authz check of a call: acme's is denied, beta's passes
+	// (and reaches the catalog, which answers for a static tool).
+	for _, u := range []struct {
+		c  runtimev1.RuntimeServiceClient
+		th string
+	}{{carol, thC}, {dave, thD}} {
+		if sr := call(t, u.c, u.th, "tool_search", map[string]any{"query": "select:ledger"}); len(sr.GetPromoted().GetTools()) != 1 {
+			t.Fatalf("promote ledger: %v (%s)", sr.GetPromoted(), text(sr))
+		}
+	}
+	var cc *runtimev1.ToolResult
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if cc = call(t, carol, thC, "ledger", map[string]any{}); strings.HasPrefix(cc.GetReasonCode(), "authz") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's deny line never took effect on acme's ledger: %s %s", cc.GetReasonCode(), text(cc))
+		}
+	}
+	cd := call(t, dave, thD, "ledger", map[string]any{})
+	if strings.HasPrefix(cd.GetReasonCode(), "authz") || !strings.Contains(strings.ToLower(text(cd)), "static") {
+		t.Fatalf("beta's ledger call: %s %s; want past authz (the static-tool answer)", cd.GetReasonCode(), text(cd))
 	}
 }
