@@ -7,13 +7,27 @@ import (
 	"strings"
 )
 
+// ID is the document's identity in an index: Key, or Name when Key is empty.
+func (d *Document) ID() string {
+	if d.Key != "" {
+		return d.Key
+	}
+	return d.Name
+}
+
 // Document is one searchable item: an MCP tool (catalog) or a skill
 // (DescribeSkills). Only Name is required; every other field is optional
 // text that feeds ranking.
 type Document struct {
-	// Name is the exposed, unique name; select:, +required, results and
-	// candidates all use it. Must be non-empty valid UTF-8.
+	// Name is the exposed name; select: and results use it, and it is
+	// indexed. Must be non-empty valid UTF-8.
 	Name string
+	// Key identifies the document when Name alone is not unique (one index
+	// holding several namespaces, e.g. the catalog's per-tenant names,
+	// docs/decisions/0106-per-tenant-name-namespaces.md); empty means Name.
+	// Candidates, Remove, Get, HasVector, Names and Result.Key use it; it is
+	// not indexed.
+	Key string
 	// OriginalName is the upstream name when it differs from Name (e.g. a
 	// shortened or server-prefixed name); it is indexed with Name.
 	OriginalName string

@@ -304,11 +304,11 @@ func analyze(d Document, compounds bool) (*docData, error) {
 func (ix *Index) prepare(ctx context.Context, cur *Snapshot, docs []Document) ([]*docData, error) {
 	last := make(map[string]int, len(docs))
 	for i, d := range docs {
-		last[d.Name] = i
+		last[d.ID()] = i
 	}
 	out := make([]*docData, 0, len(last))
 	for i, d := range docs {
-		if last[d.Name] != i {
+		if last[d.ID()] != i {
 			continue
 		}
 		dd, err := analyze(d, ix.opts.SplitCompoundNames)
@@ -323,7 +323,7 @@ func (ix *Index) prepare(ctx context.Context, cur *Snapshot, docs []Document) ([
 	var need []*docData
 	var texts []string
 	for _, dd := range out {
-		if slot, ok := cur.byName[dd.doc.Name]; ok {
+		if slot, ok := cur.byName[dd.doc.ID()]; ok {
 			if old := cur.slots[slot]; old.hash == dd.hash && old.vec != nil {
 				dd.vec, dd.q8, dd.q8s = old.vec, old.q8, old.q8s
 				continue
@@ -422,6 +422,7 @@ func (ix *Index) apply(old *Snapshot, removes []string, ups []*docData) *Snapsho
 		slots:  slices.Clone(old.slots),
 		order:  old.order,
 		byName: maps.Clone(old.byName),
+		keyed:  old.keyed,
 		sumLen: old.sumLen,
 		live:   old.live,
 	}
@@ -452,14 +453,15 @@ func (ix *Index) apply(old *Snapshot, removes []string, ups []*docData) *Snapsho
 	}
 	var appended []int32
 	for _, d := range ups {
-		slot, ok := ns.byName[d.doc.Name]
+		ns.keyed = ns.keyed || d.doc.Key != ""
+		slot, ok := ns.byName[d.doc.ID()]
 		if ok {
 			drop(slot)
 			ns.slots[slot] = d
 		} else {
 			slot = int32(len(ns.slots))
 			ns.slots = append(ns.slots, d)
-			ns.byName[d.doc.Name] = slot
+			ns.byName[d.doc.ID()] = slot
 			appended = append(appended, slot)
 			ns.live++
 		}
@@ -606,10 +608,11 @@ func dot(a, b []float32) float32 {
 // concurrent use.
 type Snapshot struct {
 	ix       *Index
-	slots    []*docData // nil = free slot
-	order    []int32    // catalog order of live slots
-	pos      []int32    // slot → catalog position, -1 when free
-	byName   map[string]int32
+	slots    []*docData       // nil = free slot
+	order    []int32          // catalog order of live slots
+	pos      []int32          // slot → catalog position, -1 when free
+	byName   map[string]int32 // by Document.ID
+	keyed    bool             // some document has a Key (selectNames)
 	postings map[string][]posting
 	sumLen   [numFields]float64
 	norm     [][numFields]float32
@@ -627,16 +630,16 @@ type Snapshot struct {
 // Len returns the number of documents.
 func (s *Snapshot) Len() int { return s.live }
 
-// Names returns the document names in catalog order.
+// Names returns the document ids (Document.ID) in catalog order.
 func (s *Snapshot) Names() []string {
 	out := make([]string, len(s.order))
 	for i, slot := range s.order {
-		out[i] = s.slots[slot].doc.Name
+		out[i] = s.slots[slot].doc.ID()
 	}
 	return out
 }
 
-// Get returns the document called name.
+// Get returns the document whose id (Document.ID) is name.
 func (s *Snapshot) Get(name string) (Document, bool) {
 	slot, ok := s.byName[name]
 	if !ok {

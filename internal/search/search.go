@@ -110,8 +110,8 @@ func (s *Snapshot) maskOf(names []string) []bool {
 
 // Result is one hit.
 type Result struct {
-	// Name is the document's exposed name.
-	Name string
+	// Name is the document's exposed name; Key its id (Document.ID).
+	Name, Key string
 	// Score is the ranker's score: REGEX 2 (name match) or 1, or the match
 	// count for `+required` text; BM25 the BM25F score; SEMANTIC the cosine
 	// similarity; AUTO the fused score; 0 for select: and for `+required`
@@ -195,7 +195,7 @@ func (s *Snapshot) Search(ctx context.Context, req Request) (*Response, error) {
 		if len(resp.Results) < limit {
 			seen := make(map[string]struct{}, len(resp.Results))
 			for _, r := range resp.Results {
-				seen[r.Name] = struct{}{}
+				seen[r.Key] = struct{}{}
 			}
 			for _, slot := range s.order {
 				if len(resp.Results) >= limit {
@@ -204,11 +204,11 @@ func (s *Snapshot) Search(ctx context.Context, req Request) (*Response, error) {
 				if !mask[slot] {
 					continue
 				}
-				name := s.slots[slot].doc.Name
-				if _, ok := seen[name]; ok {
+				d := &s.slots[slot].doc
+				if _, ok := seen[d.ID()]; ok {
 					continue
 				}
-				resp.Results = append(resp.Results, Result{Name: name, Matched: []string{"name"}})
+				resp.Results = append(resp.Results, Result{Name: d.Name, Key: d.ID(), Matched: []string{"name"}})
 			}
 		}
 		return resp, nil
@@ -222,9 +222,24 @@ func (s *Snapshot) Search(ctx context.Context, req Request) (*Response, error) {
 
 func (s *Snapshot) selectNames(names []string, mask []bool, resp *Response) {
 	want := make(map[int32]struct{}, min(len(names), len(s.slots)))
+	var byName map[string]bool
 	for _, n := range names {
 		if slot, ok := s.byName[n]; ok && (mask == nil || mask[slot]) {
 			want[slot] = struct{}{}
+		} else {
+			if byName == nil {
+				byName = map[string]bool{}
+			}
+			byName[n] = true
+		}
+	}
+	if byName != nil && s.keyed {
+		// Names not found as ids: documents whose Name differs from their
+		// Key (Document.Key) are selected by Name among the candidates.
+		for slot, d := range s.slots {
+			if d != nil && d.doc.Key != "" && byName[d.doc.Name] && (mask == nil || mask[slot]) {
+				want[int32(slot)] = struct{}{}
+			}
 		}
 	}
 	if len(want) == 0 {
@@ -238,7 +253,8 @@ func (s *Snapshot) selectNames(names []string, mask []bool, resp *Response) {
 			resp.Truncated = true
 			return
 		}
-		resp.Results = append(resp.Results, Result{Name: s.slots[slot].doc.Name, Matched: []string{"name"}})
+		d := &s.slots[slot].doc
+		resp.Results = append(resp.Results, Result{Name: d.Name, Key: d.ID(), Matched: []string{"name"}})
 	}
 }
 
@@ -365,7 +381,7 @@ func (s *Snapshot) regexRank(text string, mask []bool, limit int, countRegex boo
 				m = append(m, "description")
 			}
 		}
-		out[i] = Result{Name: s.slots[h.slot].doc.Name, Score: h.score, Matched: m}
+		out[i] = Result{Name: s.slots[h.slot].doc.Name, Key: s.slots[h.slot].doc.ID(), Score: h.score, Matched: m}
 	}
 	return out, nil
 }
@@ -647,7 +663,7 @@ func (s *Snapshot) diverseResults(sc *scratch, limit int) []Result {
 	top := s.diversify(s.topSlots(sc.hits, sc.scores, 3*limit), sc.scores, limit, d)
 	out := make([]Result, len(top))
 	for i, slot := range top {
-		out[i] = Result{Name: s.slots[slot].doc.Name, Score: float64(sc.scores[slot]), Matched: matchedNames(sc.fields[slot])}
+		out[i] = Result{Name: s.slots[slot].doc.Name, Key: s.slots[slot].doc.ID(), Score: float64(sc.scores[slot]), Matched: matchedNames(sc.fields[slot])}
 	}
 	return out
 }
@@ -912,7 +928,7 @@ func (s *Snapshot) topResults(hits []int32, scores []float32, fields []uint8, _ 
 	top := s.topSlots(hits, scores, limit)
 	out := make([]Result, len(top))
 	for i, slot := range top {
-		out[i] = Result{Name: s.slots[slot].doc.Name, Score: float64(scores[slot]), Matched: matchedNames(fields[slot])}
+		out[i] = Result{Name: s.slots[slot].doc.Name, Key: s.slots[slot].doc.ID(), Score: float64(scores[slot]), Matched: matchedNames(fields[slot])}
 	}
 	return out
 }

@@ -97,7 +97,7 @@ func TestConnectServerRPCs(t *testing.T) {
 	// READY is reported with the server's state; its tools reach the
 	// snapshot with the rebuild that follows (moments later).
 	eventually(t, 10*time.Second, "docs_whoami listed", func() bool {
-		_, ok := h.srv.snap.Load().byName["docs_whoami"]
+		_, ok := h.srv.snap.Load().active.one["docs_whoami"]
 		return ok
 	})
 	if r, err := h.call(ctx, h.svc, "docs_whoami", `{}`); err != nil || textOf(r) != "root@example" {

@@ -132,8 +132,27 @@ func stringField(m map[string]json.RawMessage, key string) string {
 	return s
 }
 
-// view builds the exposed lists from every READY server in config order.
-func (s *Server) view() *featView {
+// view builds the exposed lists of every server (featureState).
+func (s *Server) view() *featView { return s.viewAs(viewer{all: true}) }
+
+// viewAs builds the exposed lists in the namespace of the viewer
+// (docs/decisions/0106-per-tenant-name-namespaces.md): from the READY
+// servers it sees, those of scope `*` (every tenant or several) first, then
+// the tenant's own, each group in config order. Collisions between exposed
+// URIs, templates and prompt names are settled among these servers only:
+// a tenant's server is never renamed, nor its URI prefixed, because another
+// tenant's server holds the name, and a server of scope `*` wins over a
+// tenant's.
+func (s *Server) viewAs(vw viewer) *featView {
+	statuses := s.mgr.Statuses()
+	ordered := make([]catalogmcp.Status, 0, len(statuses))
+	for _, own := range []bool{false, true} {
+		for _, st := range statuses {
+			if (st.Config.NameScope() != globalScope) == own && vw.sees(st.Config.Tenants) {
+				ordered = append(ordered, st)
+			}
+		}
+	}
 	v := &featView{byURI: map[string]*catalogv1.Resource{}, byPrompt: map[string]*catalogv1.Prompt{},
 		byTemplate: map[string]*catalogv1.ResourceTemplate{}}
 	type promptSrc struct {
@@ -143,7 +162,7 @@ func (s *Server) view() *featView {
 	var prompts []promptSrc
 	var originals []catalognames.Original
 	takenTemplates := map[string]bool{}
-	for _, st := range s.mgr.Statuses() {
+	for _, st := range ordered {
 		sup, ok := s.mgr.Supervisor(st.Name)
 		if !ok {
 			continue
@@ -336,17 +355,17 @@ func (s *Server) seesFeatureServer(ctx context.Context, server string) bool {
 
 // ListResources lists every READY server's resources with exposed URIs.
 func (s *Server) ListResources(ctx context.Context, _ *catalogv1.ListResourcesRequest) (*catalogv1.ListResourcesResponse, error) {
-	return &catalogv1.ListResourcesResponse{Resources: visibleFeatures(s, ctx, s.view().resources)}, nil
+	return &catalogv1.ListResourcesResponse{Resources: visibleFeatures(s, ctx, s.viewAs(viewerOf(ctx)).resources)}, nil
 }
 
 // ListResourceTemplates lists every READY server's resource templates.
 func (s *Server) ListResourceTemplates(ctx context.Context, _ *catalogv1.ListResourceTemplatesRequest) (*catalogv1.ListResourceTemplatesResponse, error) {
-	return &catalogv1.ListResourceTemplatesResponse{ResourceTemplates: visibleFeatures(s, ctx, s.view().templates)}, nil
+	return &catalogv1.ListResourceTemplatesResponse{ResourceTemplates: visibleFeatures(s, ctx, s.viewAs(viewerOf(ctx)).templates)}, nil
 }
 
 // ListPrompts lists every READY server's prompts with exposed names.
 func (s *Server) ListPrompts(ctx context.Context, _ *catalogv1.ListPromptsRequest) (*catalogv1.ListPromptsResponse, error) {
-	return &catalogv1.ListPromptsResponse{Prompts: visibleFeatures(s, ctx, s.view().prompts)}, nil
+	return &catalogv1.ListPromptsResponse{Prompts: visibleFeatures(s, ctx, s.viewAs(viewerOf(ctx)).prompts)}, nil
 }
 
 // scopeKey is the per-scope session key of the caller (see call in tools.go).
@@ -437,7 +456,7 @@ func (s *Server) ReadResource(ctx context.Context, req *catalogv1.ReadResourceRe
 	if err := checkRef("uri", req.GetUri()); err != nil {
 		return nil, err
 	}
-	v := s.view()
+	v := s.viewAs(viewerOf(ctx))
 	server, orig, ok := v.resolveURI(req.GetUri())
 	if !ok || !s.seesFeatureServer(ctx, server) {
 		return nil, resourceNotFound(req.GetUri())
@@ -469,7 +488,7 @@ func (s *Server) GetPrompt(ctx context.Context, req *catalogv1.GetPromptRequest)
 	if err := checkRef("name", req.GetName()); err != nil {
 		return nil, err
 	}
-	v := s.view()
+	v := s.viewAs(viewerOf(ctx))
 	p := v.byPrompt[req.GetName()]
 	if p == nil || !s.seesFeatureServer(ctx, p.Server) {
 		return nil, statusErr(codes.NotFound, catalogv1.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND, map[string]string{"prompt": req.GetName()},
@@ -505,7 +524,7 @@ func (s *Server) Complete(ctx context.Context, req *catalogv1.CompleteRequest) (
 	if err := checkRef("argument_name", req.GetArgumentName()); err != nil {
 		return nil, err
 	}
-	v := s.view()
+	v := s.viewAs(viewerOf(ctx))
 	var server, what string
 	var ref any
 	if req.GetPrompt() != "" {
@@ -559,7 +578,7 @@ func (s *Server) SubscribeResource(req *catalogv1.SubscribeResourceRequest, stre
 	if err := checkRef("uri", req.GetUri()); err != nil {
 		return err
 	}
-	v := s.view()
+	v := s.viewAs(viewerOf(ctx))
 	server, orig, ok := v.resolveURI(req.GetUri())
 	if !ok || !s.seesFeatureServer(ctx, server) {
 		return resourceNotFound(req.GetUri())
@@ -610,7 +629,7 @@ type featureHub struct {
 }
 
 func (s *Server) featureState() (resources, prompts string) {
-	v := s.view()
+	v := s.view() // every namespace: a change in any is announced
 	var rb, pb strings.Builder
 	for _, r := range v.resources {
 		rb.WriteString(r.Json)

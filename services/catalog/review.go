@@ -20,10 +20,45 @@ import (
 // definition, named by its hash, so a definition that changed after it was
 // reviewed is never approved by accident. Every decision is an audit record
 // with both hashes and the structured diff.
+//
+// Reviewers (docs/decisions/0107-tenant-admins-review-their-tools.md): a
+// global admin reviews every tool; a tenant admin the tools of the servers
+// its tenant owns (`tenants` exactly its tenant), and nothing else: other
+// tools are left out of its ListPendingTools and are NOT_FOUND to its
+// Approve/Reject, the answer of an unknown name, so nothing of other
+// tenants' or shared servers leaks. The audit record names the actor.
+
+// mayReview reports whether the caller reviews e.
+func mayReview(ctx context.Context, e *entry) bool { return writerOf(ctx).mayReview(e) }
+
+// mayReview reports whether the writer reviews e: a global admin any tool,
+// a tenant admin those of servers its tenant owns.
+func (w writer) mayReview(e *entry) bool {
+	switch {
+	case w.denied:
+		return false
+	case !w.tenantAdmin:
+		return true
+	}
+	ts := e.tool.GetTenants()
+	return len(ts) == 1 && ts[0] == w.tenant
+}
+
+// refuseReview is the PERMISSION_DENIED of a caller that reviews nothing.
+func (w writer) refuseReview() error {
+	if w.denied {
+		return w.refuse("reviewing pinned tools needs a global admin or a tenant admin (a user credential with the admin role)")
+	}
+	return nil
+}
 
 // ListPendingTools lists the held tools (PENDING, CHANGED, REJECTED) with
 // the diff from their pinned definition, paged by count and bytes.
-func (s *Server) ListPendingTools(_ context.Context, req *catalogv1.ListPendingToolsRequest) (*catalogv1.ListPendingToolsResponse, error) {
+func (s *Server) ListPendingTools(ctx context.Context, req *catalogv1.ListPendingToolsRequest) (*catalogv1.ListPendingToolsResponse, error) {
+	w := writerOf(ctx)
+	if err := w.refuseReview(); err != nil {
+		return nil, err
+	}
 	snap := s.snap.Load()
 	filter := "pending|" + req.GetServer()
 	off, err := parseToken(req.GetPageToken(), filter)
@@ -38,6 +73,9 @@ func (s *Server) ListPendingTools(_ context.Context, req *catalogv1.ListPendingT
 	size = min(size, maxPageSize)
 	var match []*entry
 	for _, e := range snap.held {
+		if !w.mayReview(e) {
+			continue
+		}
 		if req.GetServer() == "" || e.server == req.GetServer() || e.tool.Server == req.GetServer() {
 			match = append(match, e)
 		}
@@ -93,13 +131,14 @@ func (s *Server) RejectTool(ctx context.Context, req *catalogv1.RejectToolReques
 func (s *Server) review(ctx context.Context, action, name, hash string) (*catalogv1.Tool, *catalogv1.ToolAuditRecord, error) {
 	s.writeMu.Lock() // one review at a time, never interleaved with a reload
 	defer s.writeMu.Unlock()
-	snap := s.snap.Load()
-	e, ok := snap.heldByName[name]
-	if !ok {
-		e, ok = snap.byName[name]
+	w := writerOf(ctx)
+	if err := w.refuseReview(); err != nil {
+		return nil, nil, err
 	}
-	if !ok {
-		return nil, nil, toolNotFound(name)
+	snap := s.snap.Load()
+	e, err := snap.reviewed(w, name, hash)
+	if err != nil {
+		return nil, nil, err
 	}
 	if !e.pinned {
 		return nil, nil, statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_TOOL_NOT_PINNED,
@@ -153,15 +192,54 @@ func (s *Server) review(ctx context.Context, action, name, hash string) (*catalo
 		"actor", actor, "previous_hash", prev, "definition_hash", hash, "changes", len(changes), "audit_id", rec.ID)
 	s.rebuild()
 	cur := s.snap.Load()
-	t, ok := cur.byName[name]
+	t, ok := cur.active.exact(e.key())
 	if !ok {
-		t, ok = cur.heldByName[name]
+		t, ok = cur.heldIdx.exact(e.key())
 	}
 	var tool *catalogv1.Tool
 	if ok {
 		tool = t.full()
 	}
 	return tool, auditProto(rec), nil
+}
+
+// reviewed returns the tool a review by w of name (at definition hash) is
+// about, resolved in w's namespace; a tool w may not review is NOT_FOUND,
+// as an unknown name. A global admin sees every tenant: a name several
+// tenants hold is settled by the definition hash named (the one tool of
+// that name serving it), and is FAILED_PRECONDITION when several do.
+func (snap *snapshot) reviewed(w writer, name, hash string) (*entry, error) {
+	v := w.viewer()
+	e, ok := snap.heldIdx.get(v, name)
+	if !ok {
+		e, ok = snap.active.get(v, name)
+	}
+	if !ok && v.all && (snap.heldIdx.shared(name) || snap.active.shared(name)) {
+		var match []*entry
+		for _, ni := range []nameIndex{snap.heldIdx, snap.active} {
+			for k, c := range ni.scoped {
+				if k.name == name && c.tool.DefinitionHash == hash {
+					match = append(match, c)
+				}
+			}
+		}
+		switch len(match) {
+		case 0:
+			return nil, statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_DEFINITION_CHANGED,
+				map[string]string{"name": name},
+				"definition_hash: %s is the current definition of no tool %q; the name is held in several tenants' namespaces, review the definition ListPendingTools shows", hash, name)
+		case 1:
+			e, ok = match[0], true
+		default:
+			return nil, statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_DEFINITION_CHANGED,
+				map[string]string{"name": name},
+				"tool %q: several tenants' tools of this name serve definition %s; a tenant admin of each reviews its own", name, hash)
+		}
+	}
+	if !ok || !w.mayReview(e) {
+		return nil, toolNotFound(name)
+	}
+	return e, nil
 }
 
 // review writes a decision to the store, then to memory.

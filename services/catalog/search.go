@@ -43,7 +43,9 @@ type searchIndex struct {
 
 // docKey identifies the indexed content of one document: the cached base
 // (replaced whenever the server's tools change), the exposed name and the
-// server description.
+// server description. Documents are keyed by entry.indexKey: one index
+// holds every namespace, a tenant's tools under their name and tenant
+// (docs/decisions/0106-per-tenant-name-namespaces.md).
 type docKey struct {
 	b          *base
 	name, desc string
@@ -58,7 +60,11 @@ func (si *searchIndex) init(emb search.Embedder, log *slog.Logger) {
 
 func docOf(e *entry, serverDesc map[string]string) search.Document {
 	names, descs := search.ParamsFromSchema(e.b.def.InputSchema)
-	return search.Document{Name: e.tool.Name, OriginalName: e.original, Server: e.tool.Server,
+	key := ""
+	if e.scope != globalScope {
+		key = e.indexKey()
+	}
+	return search.Document{Name: e.tool.Name, Key: key, OriginalName: e.original, Server: e.tool.Server,
 		ServerDescription: serverDesc[e.server], Title: e.tool.Title, Description: e.tool.Description,
 		ParamNames: names, ParamDescriptions: descs, Keywords: e.tool.GetRouting().GetKeywords()}
 }
@@ -74,10 +80,11 @@ func (si *searchIndex) update(snap *snapshot) {
 	keys := make(map[string]docKey, len(snap.tools))
 	var changed []search.Document
 	for i, e := range snap.tools {
-		order[i] = e.tool.Name
+		id := e.indexKey()
+		order[i] = id
 		k := docKey{e.b, e.tool.Name, serverDesc[e.server]}
-		keys[e.tool.Name] = k
-		if si.keys[e.tool.Name] != k {
+		keys[id] = k
+		if si.keys[id] != k {
 			changed = append(changed, docOf(e, serverDesc))
 		}
 	}
@@ -111,7 +118,7 @@ func (si *searchIndex) update(snap *snapshot) {
 		si.log.Warn("catalog: tool vectors unavailable; retrying on the next catalog change or within "+embedRetryInterval.String(),
 			"tools", len(changed), "err", err)
 		for _, d := range changed {
-			delete(keys, d.Name)
+			delete(keys, d.ID())
 		}
 		si.docErr.Store(&err)
 	case err != nil:
@@ -163,48 +170,59 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 	}
 	sreq := search.Request{Mode: searchMode(mode), Limit: limit}
 	ixs := s.index.ix.Snapshot()
+	v := viewerOf(ctx)
 	// Candidate views (views.go) are kept for service callers only, so a
 	// user cannot evict the runtime's views; anyone else gets no id back
-	// and an unknown id answer.
+	// and an unknown id answer. A view belongs to the namespace it was
+	// sent in (views.go, nsOf).
 	var view *candidateView
+	var names []string // the candidates' exposed names; nil = every tool
 	switch {
 	case req.GetCandidates() != nil:
-		sreq.Candidates = req.GetCandidates().GetValues()
-		if sreq.Candidates == nil {
-			sreq.Candidates = []string{}
+		names = req.GetCandidates().GetValues()
+		if names == nil {
+			names = []string{}
 		}
 		if auth.IsService(ctx) {
-			view = s.views.put(sreq.Candidates, ixs.Len())
-			sreq.Candidates = view.names
+			view = s.views.put(nsOf(v), names, ixs.Len())
+			names = view.names
 			s.met.observeView("sent")
 		}
 	case req.GetCandidateView() != "":
 		if auth.IsService(ctx) {
 			view = s.views.get(req.GetCandidateView())
 		}
-		if view == nil {
+		if view == nil || view.ns != nsOf(v) {
 			s.met.observeView("unknown")
 			s.log.DebugContext(ctx, "catalog: unknown candidate view; the caller resends the names")
 			return &catalogv1.SearchToolsResponse{Mode: mode, CandidateViewUnknown: true}, nil
 		}
 		s.met.observeView("hit")
-		sreq.Candidates = view.names
+		names = view.names
 	}
-	v := viewerOf(ctx)
-	if !v.all && (view == nil || snap.scoped) {
-		// Ranked among what the caller's tenant sees (visibility.go), so
-		// other tenants' tools neither show nor take places in the limit.
-		// A view's names are the runtime's tenant-filtered deferred set:
-		// filtered again only when some server is tenant-scoped.
-		sreq.Candidates = snap.visibleNames(v, sreq.Candidates)
+	// Candidates are the index keys of the named tools in the caller's
+	// namespace, ranked among what its tenant sees (visibility.go), so
+	// other tenants' tools neither show nor take places in the limit; a
+	// name only another tenant holds matches nothing, as an unknown name.
+	whole := false
+	switch {
+	case view != nil:
+		var n int
+		sreq.CandidateSet, n = view.setAt(ixs, snap, v)
+		// The view's precomputed set and hash stand for its names only
+		// while every name resolved.
+		whole = n == len(view.names)
+		if !whole {
+			sreq.CandidateSet = nil
+			sreq.Candidates = snap.indexKeys(v, names)
+		}
+	case names != nil:
+		sreq.Candidates = snap.indexKeys(v, names)
+	case !v.all && snap.scoped:
+		names = snap.visibleNames(v)
+		sreq.Candidates = snap.indexKeys(v, names)
 	}
-	// The view's precomputed mask and hash stand for its names only while
-	// nothing was filtered out of them.
-	whole := view != nil && len(sreq.Candidates) == len(view.names)
-	if whole {
-		sreq.CandidateSet = view.setAt(ixs)
-	}
-	sreq.Query = snap.resolveSelect(req.GetQuery(), sreq.Candidates)
+	sreq.Query = snap.resolveSelect(v, req.GetQuery(), names)
 	res, err := ixs.Search(ctx, sreq)
 	if err != nil {
 		var qe *search.QueryError
@@ -229,7 +247,7 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 	out := &catalogv1.SearchToolsResponse{Truncated: res.Truncated, Mode: mode}
 	budget, used := s.pageBudget(), 0
 	for _, r := range res.Results {
-		e, ok := snap.lookup(v, r.Name)
+		e, ok := snap.byIndexKey(v, r.Key)
 		if !ok {
 			continue // index one update ahead of or behind this snapshot
 		}
@@ -244,29 +262,57 @@ func (s *Server) SearchTools(ctx context.Context, req *catalogv1.SearchToolsRequ
 	}
 	switch {
 	case whole:
-		out.CatalogHash, out.CandidateView = view.hashAt(snap), view.id
-	case view != nil || req.GetCandidates() != nil || !v.all:
-		out.CatalogHash, _, _, _ = snap.subsetHash(sreq.Candidates)
+		out.CatalogHash, out.CandidateView = view.hashAt(snap, v), view.id
+	case names != nil:
+		out.CatalogHash, _, _, _ = snap.subsetHash(v, names)
 		if view != nil {
 			out.CandidateView = view.id
 		}
 	default:
-		out.CatalogHash = snap.hash
+		out.CatalogHash = snap.viewerHash(v)
 	}
 	return out, nil
 }
 
+// indexKeys returns the search index keys of the tools names stand for in
+// the viewer's namespace, leaving out names unknown there. Without
+// tenant-scoped servers every key is the name itself.
+func (snap *snapshot) indexKeys(v viewer, names []string) []string {
+	if !snap.scoped {
+		return names
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if e, ok := snap.lookup(v, n); ok {
+			out = append(out, e.indexKey())
+		}
+	}
+	return out
+}
+
+// byIndexKey returns the ACTIVE tool of a search index key the viewer sees.
+func (snap *snapshot) byIndexKey(v viewer, key string) (*entry, bool) {
+	k := nsKey{globalScope, key}
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		k = nsKey{key[i+1:], key[:i]}
+	}
+	e, ok := snap.active.exact(k)
+	if !ok || !v.seesEntry(e) {
+		return nil, false
+	}
+	return e, true
+}
+
 // resolveSelect rewrites the names of a `select:` query to exposed names
-// (docs/architecture.md §7): an exposed name is kept; otherwise
-// `server/tool` (the original pair), the bare original tool name when
-// exactly one tool has it, and a `_`/`-` spelling variant of an exposed
-// name when exactly one tool matches it resolve to that tool's exposed
-// name. Unresolved names are kept (they match nothing). Other query forms
-// are returned unchanged; parsing stays internal/search's. With candidates
-// (nil = every tool), a name several tools share resolves when exactly one
-// of them is a candidate (e.g. the one tool of that name the caller's
-// tenant sees).
-func (snap *snapshot) resolveSelect(q string, candidates []string) string {
+// (docs/architecture.md §7), in the viewer's namespace: an exposed name is
+// kept; otherwise `server/tool` (the original pair), the bare original
+// tool name when exactly one tool the viewer sees has it, and a `_`/`-`
+// spelling variant of an exposed name when exactly one such tool matches
+// it resolve to that tool's exposed name. Unresolved names are kept (they
+// match nothing). Other query forms are returned unchanged; parsing stays
+// internal/search's. With candidates (nil = every tool), a name several
+// tools share resolves when exactly one of them is a candidate.
+func (snap *snapshot) resolveSelect(v viewer, q string, candidates []string) string {
 	pq, err := search.ParseQuery(q)
 	if err != nil || pq.Kind != search.KindSelect {
 		return q
@@ -275,7 +321,7 @@ func (snap *snapshot) resolveSelect(q string, candidates []string) string {
 	names := make([]string, len(pq.Names))
 	for i, n := range pq.Names {
 		names[i] = n
-		if r := snap.resolveName(n, candidates); r != "" && r != n {
+		if r := snap.resolveName(v, n, candidates); r != "" && r != n {
 			names[i], changed = r, true
 		}
 	}
@@ -285,39 +331,51 @@ func (snap *snapshot) resolveSelect(q string, candidates []string) string {
 	return "select:" + strings.Join(names, ",")
 }
 
-// resolveName returns the exposed name n stands for, or "".
-func (snap *snapshot) resolveName(n string, candidates []string) string {
-	if _, ok := snap.byName[n]; ok {
+// resolveName returns the exposed name n stands for in the viewer's
+// namespace, or "". An alias of a tool the viewer does not see resolves to
+// nothing (its exposed name may be another tool's in the viewer's
+// namespace).
+func (snap *snapshot) resolveName(v viewer, n string, candidates []string) string {
+	if _, ok := snap.lookup(v, n); ok {
 		return n
 	}
 	al := snap.aliases()
 	if i := strings.IndexByte(n, '/'); i > 0 {
 		if e, ok := al.byPair[catalognames.Key{Server: n[:i], Tool: n[i+1:]}]; ok {
-			return e.tool.Name
+			if v.seesEntry(e) {
+				return e.tool.Name
+			}
+			return ""
 		}
 	}
 	if e, ok := al.byOriginal[n]; ok {
 		if e != ambiguous {
-			return e.tool.Name
+			if v.seesEntry(e) {
+				return e.tool.Name
+			}
+			return ""
 		}
-		return snap.uniqueAmong(candidates, func(e *entry) bool { return e.original == n })
+		return snap.uniqueAmong(v, candidates, func(e *entry) bool { return e.original == n })
 	}
 	if e, ok := al.byFolded[foldName(n)]; ok {
 		if e != ambiguous {
-			return e.tool.Name
+			if v.seesEntry(e) {
+				return e.tool.Name
+			}
+			return ""
 		}
 		f := foldName(n)
-		return snap.uniqueAmong(candidates, func(e *entry) bool { return foldName(e.tool.Name) == f })
+		return snap.uniqueAmong(v, candidates, func(e *entry) bool { return foldName(e.tool.Name) == f })
 	}
 	return ""
 }
 
 // uniqueAmong returns the exposed name of the one candidate matching match
-// ("" when none, several, or candidates is nil).
-func (snap *snapshot) uniqueAmong(candidates []string, match func(*entry) bool) string {
+// in the viewer's namespace ("" when none, several, or candidates is nil).
+func (snap *snapshot) uniqueAmong(v viewer, candidates []string, match func(*entry) bool) string {
 	found := ""
 	for _, c := range candidates {
-		if e, ok := snap.byName[c]; ok && match(e) {
+		if e, ok := snap.lookup(v, c); ok && match(e) {
 			if found != "" && found != c {
 				return ""
 			}

@@ -81,7 +81,7 @@ type Server struct {
 	builtSettled atomic.Bool
 
 	watchMu  sync.Mutex
-	watchers map[chan *catalogv1.CatalogEvent]struct{}
+	watchers map[chan *catalogChange]struct{}
 
 	index      searchIndex
 	views      *viewCache      // candidate views of SearchTools (views.go)
@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		return nil, fmt.Errorf("catalog.extensions_config: %w", err)
 	}
 	s := &Server{cfg: cfg, env: env, log: log, path: path, maxMsg: env.MaxMessageBytes,
-		cache: map[string]*serverCache{}, watchers: map[chan *catalogv1.CatalogEvent]struct{}{}, stop: make(chan struct{})}
+		cache: map[string]*serverCache{}, watchers: map[chan *catalogChange]struct{}{}, stop: make(chan struct{})}
 	if s.maxMsg <= 0 {
 		s.maxMsg = DefaultMaxMessageBytes
 	}
@@ -148,7 +148,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	if remote != nil {
 		s.remote, emb = remote, remote.embedder
 	}
-	s.snap.Store(&snapshot{byName: map[string]*entry{}, hash: emptyHash()})
+	s.snap.Store(&snapshot{active: newNameIndex(0), heldIdx: newNameIndex(0), hash: emptyHash()})
 	s.index.init(emb, log)
 	s.views = newViewCache(cfg.Search.ViewCacheBytes)
 	s.met = newMetrics(s, env.Metrics)
@@ -327,7 +327,7 @@ func (s *Server) Close() error {
 		for ch := range s.watchers {
 			close(ch)
 		}
-		s.watchers = map[chan *catalogv1.CatalogEvent]struct{}{}
+		s.watchers = map[chan *catalogChange]struct{}{}
 		s.watchMu.Unlock()
 		s.buildMu.Lock() // no rebuild is writing vectors any more
 		err = s.closeStore()

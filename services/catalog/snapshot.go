@@ -22,9 +22,12 @@ import (
 
 // snapshot is an immutable view of the catalog, swapped atomically.
 type snapshot struct {
-	tools    []*entry // config order of servers, then server order; ACTIVE tools only
-	sorted   []*entry // by exposed name (byte order); entry.rank indexes it
-	byName   map[string]*entry
+	tools  []*entry // config order of servers, then server order; ACTIVE tools only
+	sorted []*entry // by exposed name, then scope (byte order); entry.rank indexes it
+	// active resolves exposed names per namespace (nameIndex): names are
+	// distinct in scope `*` plus any one tenant scope, not across tenants
+	// (docs/decisions/0106-per-tenant-name-namespaces.md).
+	active   nameIndex
 	statuses []catalogmcp.Status
 	hash     string // global hash
 	at       time.Time
@@ -32,8 +35,8 @@ type snapshot struct {
 	// held are the tools of pinned servers that are not ACTIVE (PENDING,
 	// CHANGED, REJECTED): not listed, searched, hashed, bound or callable
 	// (docs/architecture.md §7); ListPendingTools shows them to admins.
-	held       []*entry
-	heldByName map[string]*entry
+	held    []*entry
+	heldIdx nameIndex
 	// aliases resolves the names `select:` accepts besides exposed names
 	// (built on first use: most snapshots never need it).
 	aliasOnce sync.Once
@@ -52,7 +55,7 @@ type snapshot struct {
 	// servers the rebuild removed, so its event is filtered per viewer
 	// (visibility.go).
 	serverTenants        map[string][]string
-	removedTenants       map[string][]string
+	removedTenants       map[nsKey][]string
 	removedServerTenants map[string][]string
 	// scoped: some server of this snapshot lists `tenants`; without one
 	// every viewer sees every tool and candidate lists need no filtering.
@@ -70,11 +73,127 @@ type entry struct {
 	static   bool
 	canon    []byte // RFC 8785 element for the hash
 	rank     int    // position in snapshot.sorted
-	b        *base
-	pinned   bool
+	// scope is the namespace of the exposed name: globalScope or the one
+	// tenant of the server (catalogconfig.Server.NameScope).
+	scope  string
+	ikey   string // indexKey, computed once
+	b      *base
+	pinned bool
 
 	fullOnce sync.Once
 	fullTool *catalogv1.Tool
+}
+
+// key is the entry's exposed name in its namespace.
+func (e *entry) key() nsKey { return nsKey{e.scope, e.tool.Name} }
+
+// indexKey is the entry's document id in the search index
+// (search.Document.Key): the exposed name for a tool of scope `*`, the
+// name, a NUL and the tenant otherwise (a NUL is in no name or tenant id).
+func (e *entry) indexKey() string {
+	if e.ikey != "" {
+		return e.ikey
+	}
+	if e.scope == globalScope {
+		return e.tool.Name
+	}
+	return e.tool.Name + "\x00" + e.scope
+}
+
+// nsKey names a tool in one namespace: scope `*` or a tenant.
+type nsKey struct{ scope, name string }
+
+// nameIndex resolves exposed names per namespace
+// (docs/decisions/0106-per-tenant-name-namespaces.md): one maps a name to
+// the tool of scope `*` holding it, or to the only tenant-scoped tool
+// holding it, or to sharedName when tools of several tenants hold it;
+// scoped holds every tenant-scoped tool. A name of scope `*` is never also
+// a tenant's (catalognames.AssignScoped), so one lookup serves the common
+// case.
+type nameIndex struct {
+	one    map[string]*entry
+	scoped map[nsKey]*entry
+}
+
+// sharedName is the nameIndex.one value of a name several tenants hold.
+var sharedName = &entry{}
+
+func newNameIndex(n int) nameIndex {
+	return nameIndex{one: make(map[string]*entry, n), scoped: map[nsKey]*entry{}}
+}
+
+func (ni nameIndex) add(e *entry) {
+	n := e.tool.Name
+	if e.scope == globalScope {
+		ni.one[n] = e
+		return
+	}
+	ni.scoped[e.key()] = e
+	switch cur, ok := ni.one[n]; {
+	case !ok:
+		ni.one[n] = e
+	case cur != sharedName && cur.scope != globalScope && cur.scope != e.scope:
+		ni.one[n] = sharedName
+	}
+}
+
+// get returns the tool name stands for in the viewer's namespace: the tool
+// of scope `*` holding it, else the viewer's tenant's. A viewer that sees
+// every tenant gets a name several tenants hold as unknown (shared says
+// so): it names no one tool.
+func (ni nameIndex) get(v viewer, name string) (*entry, bool) {
+	e, ok := ni.one[name]
+	if !ok {
+		return nil, false
+	}
+	if e == sharedName {
+		if v.tenant == "" {
+			return nil, false
+		}
+		if e, ok = ni.scoped[nsKey{v.tenant, name}]; !ok {
+			return nil, false
+		}
+	}
+	if !v.seesEntry(e) {
+		return nil, false
+	}
+	return e, true
+}
+
+// crossShare marks as shared, in both indexes, a name one tenant holds
+// ACTIVE and another holds for review, so that for a caller of every
+// tenant it names no one tool in either (nameIndex.get).
+func crossShare(a, h nameIndex) {
+	for n, he := range h.one {
+		ae, ok := a.one[n]
+		if !ok || ae == sharedName || he == sharedName || ae.scope == globalScope || he.scope == globalScope {
+			if ok && ae != sharedName && he == sharedName && ae.scope != globalScope {
+				a.one[n] = sharedName
+			} else if ok && ae == sharedName && he != sharedName && he.scope != globalScope {
+				h.one[n] = sharedName
+			}
+			continue
+		}
+		if ae.scope != he.scope {
+			a.one[n], h.one[n] = sharedName, sharedName
+		}
+	}
+}
+
+// shared reports whether tools of several tenants hold name.
+func (ni nameIndex) shared(name string) bool { return ni.one[name] == sharedName }
+
+// exact returns the tool of key k.
+func (ni nameIndex) exact(k nsKey) (*entry, bool) {
+	if k.scope != globalScope {
+		e, ok := ni.scoped[k]
+		return e, ok
+	}
+	e, ok := ni.one[k.name]
+	if !ok || e == sharedName || e.scope != globalScope {
+		return nil, false
+	}
+	return e, true
 }
 
 // full returns the complete tool message (built once per entry).
@@ -138,13 +257,14 @@ func definitionBytes(d catalogmcp.ToolDef) int {
 
 func emptyHash() string { return hashElements(nil) }
 
-// subsetHash is the catalog hash of the distinct known names among names
-// (unknown names are returned). It sorts ranks (ints) instead of names and
-// hashes the precomputed canonical elements: O(k log k) plus the bytes.
-func (snap *snapshot) subsetHash(names []string) (hash string, count int, unknown []string, picked []*entry) {
+// subsetHash is the catalog hash of the distinct names among names known
+// in the viewer's namespace (names unknown there are returned). It sorts
+// ranks (ints) instead of names and hashes the precomputed canonical
+// elements: O(k log k) plus the bytes.
+func (snap *snapshot) subsetHash(v viewer, names []string) (hash string, count int, unknown []string, picked []*entry) {
 	ranks := make([]int, 0, len(names))
 	for _, n := range names {
-		if e, ok := snap.byName[n]; ok {
+		if e, ok := snap.active.get(v, n); ok {
 			ranks = append(ranks, e.rank)
 		} else {
 			unknown = append(unknown, n)
@@ -351,8 +471,8 @@ func (s *Server) rebuild() {
 	for k, st := range s.ids.states(checks, now) {
 		states[checkIdx[k]] = st
 	}
-	snap := &snapshot{byName: make(map[string]*entry, len(items)), statuses: statuses, at: now,
-		heldByName: map[string]*entry{},
+	snap := &snapshot{active: newNameIndex(len(items)), statuses: statuses, at: now,
+		heldIdx:    newNameIndex(0),
 		collisions: map[string][]*catalogv1.NameCollision{}, omitted: omitted, pinned: pinnedSrv,
 		serverTenants: make(map[string][]string, len(statuses))}
 	for i := range statuses {
@@ -387,17 +507,25 @@ func (s *Server) rebuild() {
 			snap.renames = append(snap.renames, &catalogv1.ToolRename{
 				Tool: &catalogv1.ToolRef{Server: b.def.Origin, OriginalName: b.def.Name, Name: a.Name}, PreviousName: a.Previous})
 		}
-		e := &entry{tool: t, server: it.st.Name, original: b.def.Name, static: static, canon: b.canon, b: b, pinned: pinnedSrv[it.st.Name]}
+		e := &entry{tool: t, server: it.st.Name, original: b.def.Name, static: static, canon: b.canon, b: b, pinned: pinnedSrv[it.st.Name],
+			scope: scopes[i]}
+		e.ikey = e.indexKey()
 		if states[i] != catalogv1.ToolState_TOOL_STATE_ACTIVE {
 			snap.held = append(snap.held, e)
-			snap.heldByName[a.Name] = e
+			snap.heldIdx.add(e)
 			continue
 		}
 		snap.tools = append(snap.tools, e)
-		snap.byName[a.Name] = e
+		snap.active.add(e)
 	}
+	crossShare(snap.active, snap.heldIdx)
 	snap.sorted = slices.Clone(snap.tools)
-	slices.SortFunc(snap.sorted, func(a, b *entry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	slices.SortFunc(snap.sorted, func(a, b *entry) int {
+		if c := strings.Compare(a.tool.Name, b.tool.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.scope, b.scope)
+	})
 	h := sha256.New()
 	h.Write([]byte{'['})
 	for i, e := range snap.sorted {
@@ -410,12 +538,12 @@ func (s *Server) rebuild() {
 	h.Write([]byte{']'})
 	snap.hash = hex.EncodeToString(h.Sum(nil))[:16]
 	old := s.snap.Load()
-	snap.removedTenants, snap.removedServerTenants = map[string][]string{}, map[string][]string{}
+	snap.removedTenants, snap.removedServerTenants = map[nsKey][]string{}, map[string][]string{}
 	if old != nil {
 		for _, e := range append(slices.Clone(old.tools), old.held...) {
-			if _, ok := snap.byName[e.tool.Name]; !ok {
-				if _, ok := snap.heldByName[e.tool.Name]; !ok {
-					snap.removedTenants[e.tool.Name] = e.tool.Tenants
+			if _, ok := snap.active.exact(e.key()); !ok {
+				if _, ok := snap.heldIdx.exact(e.key()); !ok {
+					snap.removedTenants[e.key()] = e.tool.Tenants
 				}
 			}
 		}
@@ -467,8 +595,24 @@ func parallel(n int, fn func(i int)) {
 	wg.Wait()
 }
 
+// catalogChange is one catalog change as broadcast to watchers: the event, with
+// every tool of every namespace, and the scope of each tool name it lists
+// (parallel to ToolsAdded, ToolsChanged, ToolsRemoved, ToolsStateChanged),
+// so that each watcher's copy is filtered in its own namespace
+// (viewer.event). snap is the snapshot the change made.
+type catalogChange struct {
+	ev                             *catalogv1.CatalogEvent
+	snap                           *snapshot
+	added, changed, removed, state []string
+}
+
 // diff describes the change from a to b, or nil when nothing changed.
-func diff(a, b *snapshot) *catalogv1.CatalogEvent {
+// Tools are compared by their name in their namespace (nsKey).
+// DefinitionHashes leaves out a name several tenants hold (it names no one
+// tool for a watcher that sees every tenant; each tenant's watcher gets its
+// own, viewer.event).
+func diff(a, b *snapshot) *catalogChange {
+	c := &catalogChange{snap: b}
 	ev := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_CHANGED, CatalogHash: b.hash, Time: timestamppb.New(b.at),
 		DefinitionHashes: map[string]string{}, NameCollisions: b.newCollisions, Renames: b.renames}
 	oldSrv := map[string]catalogmcp.Status{}
@@ -495,38 +639,43 @@ func diff(a, b *snapshot) *catalogv1.CatalogEvent {
 			ev.ServersRemoved = append(ev.ServersRemoved, st.Name)
 		}
 	}
+	defHash := func(e *entry) {
+		if !b.active.shared(e.tool.Name) {
+			ev.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
+		}
+	}
 	for _, e := range b.tools {
-		o, ok := a.byName[e.tool.Name]
+		o, ok := a.active.exact(e.key())
 		if !ok {
-			ev.ToolsAdded = append(ev.ToolsAdded, e.tool.Name)
+			ev.ToolsAdded, c.added = append(ev.ToolsAdded, e.tool.Name), append(c.added, e.scope)
 			changedSrv[e.server] = true
-			ev.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
+			defHash(e)
 		} else if !bytes.Equal(o.canon, e.canon) || o.tool.DefinitionHash != e.tool.DefinitionHash || o.server != e.server || o.original != e.original {
-			ev.ToolsChanged = append(ev.ToolsChanged, e.tool.Name)
-			ev.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
+			ev.ToolsChanged, c.changed = append(ev.ToolsChanged, e.tool.Name), append(c.changed, e.scope)
+			defHash(e)
 			changedSrv[e.server] = true
 		} else if o.tool.Available != e.tool.Available {
 			stateChanged = true
 		}
 	}
 	for _, e := range a.tools {
-		if _, ok := b.byName[e.tool.Name]; !ok {
-			ev.ToolsRemoved = append(ev.ToolsRemoved, e.tool.Name)
+		if _, ok := b.active.exact(e.key()); !ok {
+			ev.ToolsRemoved, c.removed = append(ev.ToolsRemoved, e.tool.Name), append(c.removed, e.scope)
 			changedSrv[e.server] = true
 		}
 	}
 	// Review states: a tool that entered or left the held set, or changed
 	// state or definition inside it.
 	for _, e := range b.held {
-		o, ok := a.heldByName[e.tool.Name]
+		o, ok := a.heldIdx.exact(e.key())
 		if !ok || o.tool.State != e.tool.State || o.tool.DefinitionHash != e.tool.DefinitionHash {
-			ev.ToolsStateChanged = append(ev.ToolsStateChanged, e.tool.Name)
+			ev.ToolsStateChanged, c.state = append(ev.ToolsStateChanged, e.tool.Name), append(c.state, e.scope)
 			changedSrv[e.server] = true
 		}
 	}
 	for _, e := range a.held {
-		if _, ok := b.heldByName[e.tool.Name]; !ok {
-			ev.ToolsStateChanged = append(ev.ToolsStateChanged, e.tool.Name)
+		if _, ok := b.heldIdx.exact(e.key()); !ok {
+			ev.ToolsStateChanged, c.state = append(ev.ToolsStateChanged, e.tool.Name), append(c.state, e.scope)
 			changedSrv[e.server] = true
 		}
 	}
@@ -537,25 +686,27 @@ func diff(a, b *snapshot) *catalogv1.CatalogEvent {
 	}
 	if len(ev.ServersAdded)+len(ev.ServersRemoved)+len(ev.ServersChanged)+len(ev.ToolsAdded)+len(ev.ToolsRemoved)+len(ev.ToolsChanged)+
 		len(ev.ToolsStateChanged)+len(ev.Renames)+len(ev.NameCollisions) > 0 {
-		return ev
+		c.ev = ev
+		return c
 	}
 	if stateChanged {
 		ev.Type = catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_STATE
-		return ev
+		c.ev = ev
+		return c
 	}
 	return nil
 }
 
 // subscribe registers a watcher; the channel is closed by unsubscribe or Close.
-func (s *Server) subscribe() (chan *catalogv1.CatalogEvent, *snapshot) {
-	ch := make(chan *catalogv1.CatalogEvent, 64)
+func (s *Server) subscribe() (chan *catalogChange, *snapshot) {
+	ch := make(chan *catalogChange, 64)
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
 	s.watchers[ch] = struct{}{}
 	return ch, s.snap.Load()
 }
 
-func (s *Server) unsubscribe(ch chan *catalogv1.CatalogEvent) {
+func (s *Server) unsubscribe(ch chan *catalogChange) {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
 	if _, ok := s.watchers[ch]; ok {
@@ -567,7 +718,7 @@ func (s *Server) unsubscribe(ch chan *catalogv1.CatalogEvent) {
 // broadcast sends ev to every watcher. A watcher whose buffer is full misses
 // the event (every event carries the current global hash, so a reader that
 // compares hashes still converges).
-func (s *Server) broadcast(ev *catalogv1.CatalogEvent) {
+func (s *Server) broadcast(ev *catalogChange) {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
 	for ch := range s.watchers {

@@ -307,28 +307,35 @@ func TestNamesPerScope(t *testing.T) {
 	if tl := h.toolByOriginal("a", "b_c"); tl.GetName() != "a_b_c" {
 		t.Fatalf("alone, acme's a/b_c = %q", tl.GetName())
 	}
-	// Two tenants: x/y_z (acme, first in the file) keeps x_y_z; beta's x_y/z is suffixed.
+	// Two tenants, each its own namespace: acme's x/y_z and beta's x_y/z
+	// are both plain x_y_z, neither reported as a collision
+	// (docs/decisions/0106-per-tenant-name-namespaces.md).
 	xz := h.toolByOriginal("x_y", "z")
-	if xz.GetName() == "x_y_z" || xz.GetNameHeldBy().GetServer() != "x" {
+	if xz.GetName() != "x_y_z" || xz.GetNameHeldBy() != nil || xz.GetRenamed() {
 		t.Fatalf("beta's x_y/z = %q held by %v (service view)", xz.GetName(), xz.GetNameHeldBy())
 	}
-	beta := forTenant(ctx, "beta")
-	r, err := h.svc.GetTool(beta, &catalogv1.GetToolRequest{Name: xz.GetName()})
-	if err != nil {
-		t.Fatal(err)
+	if yz := h.toolByOriginal("x", "y_z"); yz.GetName() != "x_y_z" {
+		t.Fatalf("acme's x/y_z = %q", yz.GetName())
 	}
-	if r.GetTool().GetNameHeldBy() != nil {
-		t.Fatalf("beta sees the acme pair holding its name: %v", r.GetTool().GetNameHeldBy())
+	for tenant, server := range map[string]string{"acme": "x", "beta": "x_y"} {
+		r, err := h.svc.GetTool(forTenant(ctx, tenant), &catalogv1.GetToolRequest{Name: "x_y_z"})
+		if err != nil || r.GetTool().GetServer() != server || r.GetTool().GetNameHeldBy() != nil {
+			t.Fatalf("%s's x_y_z = %v, %v; want server %s", tenant, r.GetTool(), err, server)
+		}
+	}
+	// For a caller that sees every tenant the name names no one tool.
+	if _, err := h.svc.GetTool(ctx, &catalogv1.GetToolRequest{Name: "x_y_z"}); codeOf(err) != codes.NotFound || !strings.Contains(err.Error(), "several tenants") {
+		t.Fatalf("x_y_z for the service acting for nobody: %v", err)
 	}
 	srv, err := h.betaAdmin.GetServer(ctx, &catalogv1.GetServerRequest{Name: "x_y"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(srv.GetServer().GetNameCollisions()) != 1 || srv.GetServer().GetNameCollisions()[0].GetHolder() != nil {
+	if len(srv.GetServer().GetNameCollisions()) != 0 {
 		t.Fatalf("beta admin's collision report: %v", srv.GetServer().GetNameCollisions())
 	}
-	if full := h.server("x_y"); len(full.GetNameCollisions()) != 1 || full.GetNameCollisions()[0].GetHolder().GetServer() != "x" {
-		t.Fatalf("service view of the collision: %v", full.GetNameCollisions())
+	if full := h.server("x_y"); len(full.GetNameCollisions()) != 0 {
+		t.Fatalf("service view of x_y's collisions: %v", full.GetNameCollisions())
 	}
 	// A global server asking for a_b_c arrives later, at the start of the
 	// file: it wins; acme's pair is renamed, reported in WatchCatalog.

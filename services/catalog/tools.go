@@ -139,11 +139,17 @@ func (s *Server) ListTools(ctx context.Context, req *catalogv1.ListToolsRequest)
 // a margin for the envelope.
 func (s *Server) pageBudget() int { return max(s.maxMsg-64<<10, 1) }
 
-// isAdmin reports whether the caller's own principal is a global admin
-// (held tools belong to shared servers).
-func isAdmin(ctx context.Context) bool {
-	id, ok := auth.Caller(ctx)
-	return ok && id.Admin() && id.GlobalAdmin
+// notFound is the NOT_FOUND of a name the viewer cannot resolve. For a
+// viewer of every tenant (a global admin, a service credential acting for
+// nobody) a name several tenants hold says so: it names no one tool there
+// (docs/decisions/0106-per-tenant-name-namespaces.md). Tenants' viewers
+// get the plain answer, whatever other tenants hold.
+func (snap *snapshot) notFound(v viewer, name string) error {
+	if v.all && (snap.active.shared(name) || snap.heldIdx.shared(name)) {
+		return statusErr(codes.NotFound, catalogv1.ErrorReason_ERROR_REASON_TOOL_NOT_FOUND, map[string]string{"name": name},
+			"tool %q: the name is held in several tenants' namespaces and names no one tool for a caller that sees every tenant; act for a user of the tenant (or use select:server/tool)", name)
+	}
+	return toolNotFound(name)
 }
 
 // GetTool returns one tool by exposed name.
@@ -152,11 +158,12 @@ func (s *Server) GetTool(ctx context.Context, req *catalogv1.GetToolRequest) (*c
 	v := viewerOf(ctx)
 	e, ok := snap.lookup(v, req.GetName())
 	if !ok {
-		// A tool held for review is shown to admins only.
-		if h, held := snap.lookupHeld(v, req.GetName()); held && isAdmin(ctx) {
+		// A tool held for review is shown to its reviewers only: global
+		// admins, and a tenant admin for its own tenant's servers (review.go).
+		if h, held := snap.lookupHeld(v, req.GetName()); held && mayReview(ctx, h) {
 			return &catalogv1.GetToolResponse{Tool: v.tool(snap, h)}, nil
 		}
-		return nil, toolNotFound(req.GetName())
+		return nil, snap.notFound(v, req.GetName())
 	}
 	return &catalogv1.GetToolResponse{Tool: v.tool(snap, e)}, nil
 }
@@ -169,17 +176,15 @@ func (s *Server) GetCatalog(ctx context.Context, req *catalogv1.GetCatalogReques
 	out := &catalogv1.GetCatalogResponse{}
 	counts := map[string]int32{}
 	if !v.all {
-		// A tenant's view: the hash and counts of what it sees, so the
-		// tools of servers of other tenants do not show (visibility.go).
-		var names []string
-		if req.GetCandidates() != nil {
-			names = req.GetCandidates().GetValues()
-			if names == nil {
-				names = []string{}
-			}
+		// A tenant's view: the hash and counts of what it sees, names
+		// resolved in its namespace, so the tools of servers of other
+		// tenants do not show (visibility.go); a name only another tenant
+		// holds is unknown, as any unknown name.
+		names := req.GetCandidates().GetValues()
+		if req.GetCandidates() == nil {
+			names = snap.visibleNames(v)
 		}
-		names = snap.visibleNames(v, names)
-		hash, n, unknown, picked := snap.subsetHash(names)
+		hash, n, unknown, picked := snap.subsetHash(v, names)
 		out.CatalogHash, out.ToolCount, out.Unknown = hash, int32(n), unknown
 		for _, e := range picked {
 			counts[e.server]++
@@ -197,7 +202,7 @@ func (s *Server) GetCatalog(ctx context.Context, req *catalogv1.GetCatalogReques
 			}
 		}
 	} else {
-		hash, n, unknown, picked := snap.subsetHash(req.GetCandidates().GetValues())
+		hash, n, unknown, picked := snap.subsetHash(v, req.GetCandidates().GetValues())
 		out.CatalogHash, out.ToolCount, out.Unknown = hash, int32(n), unknown
 		for _, e := range picked {
 			counts[e.server]++
@@ -221,13 +226,12 @@ func (s *Server) WatchCatalog(_ *catalogv1.WatchCatalogRequest, stream grpc.Serv
 	ch, snap := s.subscribe()
 	defer s.unsubscribe(ch)
 	v := viewerOf(stream.Context())
-	first := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_SNAPSHOT, CatalogHash: snap.hash, Time: timestamppb.New(snap.at),
+	first := &catalogv1.CatalogEvent{Type: catalogv1.CatalogEventType_CATALOG_EVENT_TYPE_SNAPSHOT, CatalogHash: snap.viewerHash(v), Time: timestamppb.New(snap.at),
 		DefinitionHashes: make(map[string]string, len(snap.tools))}
-	if !v.all {
-		first.CatalogHash, _, _, _ = snap.subsetHash(snap.visibleNames(v, nil))
-	}
 	for _, e := range snap.tools {
-		if v.seesEntry(e) {
+		// A name several tenants hold is left out for a viewer of every
+		// tenant (it names no one tool there, diff).
+		if v.seesEntry(e) && (!v.all || !snap.active.shared(e.tool.Name)) {
 			first.DefinitionHashes[e.tool.Name] = e.tool.DefinitionHash
 		}
 	}
@@ -243,16 +247,11 @@ func (s *Server) WatchCatalog(_ *catalogv1.WatchCatalogRequest, stream grpc.Serv
 		select {
 		case <-stream.Context().Done():
 			return status.FromContextError(stream.Context().Err()).Err()
-		case ev, ok := <-ch:
+		case c, ok := <-ch:
 			if !ok {
 				return status.Error(codes.Unavailable, "catalog: shutting down")
 			}
-			if !v.all {
-				cur := s.snap.Load()
-				ev = v.event(cur, ev)
-				ev.CatalogHash, _, _, _ = cur.subsetHash(cur.visibleNames(v, nil))
-			}
-			if err := stream.Send(&catalogv1.WatchCatalogResponse{Event: ev}); err != nil {
+			if err := stream.Send(&catalogv1.WatchCatalogResponse{Event: v.event(c)}); err != nil {
 				return err
 			}
 		}
@@ -279,7 +278,7 @@ func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.
 		if h, held := snap.lookupHeld(v, p.name); held {
 			return nil, heldError(h)
 		}
-		return nil, toolNotFound(p.name)
+		return nil, snap.notFound(v, p.name)
 	}
 	if e.static {
 		return nil, callError(ctx, p.name, false, catalogmcp.ErrStatic)

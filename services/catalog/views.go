@@ -20,6 +20,11 @@ import (
 // per catalog snapshot. Correctness never depends on the cache: an id the
 // catalog does not know is answered with candidate_view_unknown and the
 // caller resends the names.
+//
+// Names resolve per namespace (docs/decisions/0106-per-tenant-name-namespaces.md):
+// a view belongs to the namespace it was sent in (nsOf: the tenant of the
+// principal the caller acts for; "" for a caller that sees every tenant),
+// which is part of its id, and it is used only in that namespace.
 
 // maxViewIDLen bounds SearchToolsRequest.candidate_view.
 const maxViewIDLen = 128
@@ -31,6 +36,7 @@ const viewOverhead = 256
 // candidateView is one cached candidate set.
 type candidateView struct {
 	id    string
+	ns    string   // namespace (nsOf)
 	names []string // sorted, unique
 	bytes int64
 
@@ -38,29 +44,43 @@ type candidateView struct {
 	snap *snapshot // the snapshot hash was computed at
 	hash string
 	set  *search.CandidateSet // the names resolved against one index snapshot
+	// setSnap is the catalog snapshot set's index keys were resolved at;
+	// resolved the number of names that resolved there.
+	setSnap  *snapshot
+	resolved int
 }
 
-// setAt returns the view's names resolved against the search index
-// snapshot ixs, resolved at most once per index snapshot.
-func (v *candidateView) setAt(ixs *search.Snapshot) *search.CandidateSet {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if !v.set.Of(ixs) {
-		v.set = ixs.CandidateSet(v.names)
+// nsOf is the namespace of a viewer's candidate views.
+func nsOf(v viewer) string {
+	if v.all {
+		return ""
 	}
-	return v.set
+	return v.tenant
 }
 
-// hashAt returns the catalog hash of the view's set at snap, computed at
-// most once per snapshot.
-func (v *candidateView) hashAt(snap *snapshot) string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.snap != snap {
-		v.hash, _, _, _ = snap.subsetHash(v.names)
-		v.snap = snap
+// setAt returns the view's names resolved in the viewer's namespace at
+// snap against the search index snapshot ixs, and how many resolved;
+// resolved at most once per pair of snapshots.
+func (cv *candidateView) setAt(ixs *search.Snapshot, snap *snapshot, v viewer) (*search.CandidateSet, int) {
+	cv.mu.Lock()
+	defer cv.mu.Unlock()
+	if !cv.set.Of(ixs) || cv.setSnap != snap {
+		keys := snap.indexKeys(v, cv.names)
+		cv.set, cv.setSnap, cv.resolved = ixs.CandidateSet(keys), snap, len(keys)
 	}
-	return v.hash
+	return cv.set, cv.resolved
+}
+
+// hashAt returns the catalog hash of the view's set at snap in the
+// viewer's namespace, computed at most once per snapshot.
+func (cv *candidateView) hashAt(snap *snapshot, v viewer) string {
+	cv.mu.Lock()
+	defer cv.mu.Unlock()
+	if cv.snap != snap {
+		cv.hash, _, _, _ = snap.subsetHash(v, cv.names)
+		cv.snap = snap
+	}
+	return cv.hash
 }
 
 // viewCache is an LRU of candidate views bounded by bytes.
@@ -86,10 +106,15 @@ func canonicalNames(names []string) []string {
 	return slices.Compact(out)
 }
 
-// viewIDOf returns the id of a canonical (sorted, unique) name set: the
-// hex SHA-256 of the names, each followed by a NUL byte.
-func viewIDOf(canonical []string) string {
+// viewIDOf returns the id of a canonical (sorted, unique) name set in
+// namespace ns: the hex SHA-256 of the names, each followed by a NUL byte,
+// preceded for a tenant's namespace by the tenant and a 0x01 byte.
+func viewIDOf(ns string, canonical []string) string {
 	h := sha256.New()
+	if ns != "" {
+		h.Write([]byte(ns))
+		h.Write([]byte{1})
+	}
 	for _, n := range canonical {
 		h.Write([]byte(n))
 		h.Write([]byte{0})
@@ -114,9 +139,9 @@ func (c *viewCache) get(id string) *candidateView {
 // correct; a later request with that id falls back to the names).
 // indexed is the number of indexed tools: a view also holds its names
 // resolved against the index (one byte per indexed tool).
-func (c *viewCache) put(names []string, indexed int) *candidateView {
+func (c *viewCache) put(ns string, names []string, indexed int) *candidateView {
 	canon := canonicalNames(names)
-	id := viewIDOf(canon)
+	id := viewIDOf(ns, canon)
 	if v := c.get(id); v != nil {
 		return v
 	}
@@ -124,7 +149,7 @@ func (c *viewCache) put(names []string, indexed int) *candidateView {
 	for _, s := range canon {
 		n += int64(len(s))
 	}
-	v := &candidateView{id: id, names: canon, bytes: n}
+	v := &candidateView{id: id, ns: ns, names: canon, bytes: n}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byID[id]; ok { // added concurrently

@@ -37,7 +37,7 @@ func TestCandidateViews(t *testing.T) {
 	first := byNames("echo")
 	id := first.GetCandidateView()
 	canon := slices.Compact(slices.Sorted(slices.Values(names)))
-	if id != viewIDOf(canon) || len(id) != 64 {
+	if id != viewIDOf("", canon) || len(id) != 64 {
 		t.Fatalf("candidate_view %q, want the SHA-256 of the sorted unique names", id)
 	}
 	for _, q := range []string{"echo", "process id", "select:fx_pid,fx_echo,fx_sleep", "zzzqqq", "+echo message"} {
@@ -88,7 +88,7 @@ func TestCandidateViews(t *testing.T) {
 	// until both have the new tool.
 	var after *catalogv1.SearchToolsResponse
 	eventually(t, 10*time.Second, "fx2_echo listed and indexed", func() bool {
-		if _, ok := h.srv.snap.Load().byName["fx2_echo"]; !ok {
+		if _, ok := h.srv.snap.Load().active.one["fx2_echo"]; !ok {
 			return false
 		}
 		r, err := h.svc.SearchTools(ctx, &catalogv1.SearchToolsRequest{Query: "select:fx2_echo", CandidateView: id})
@@ -132,16 +132,16 @@ func TestViewCacheBoundedByBytes(t *testing.T) {
 		return out
 	}
 	c := newViewCache(64 << 10)
-	a := c.put(set("a", 100), 0)
-	b := c.put(set("b", 100), 0)
+	a := c.put("", set("a", 100), 0)
+	b := c.put("", set("b", 100), 0)
 	if c.get(a.id) != a || c.get(b.id) != b {
 		t.Fatal("views not kept")
 	}
-	if again := c.put(set("a", 100), 0); again != a {
+	if again := c.put("", set("a", 100), 0); again != a {
 		t.Fatal("the same set is a new view")
 	}
 	for i := range 40 {
-		c.put(set(string(rune('c'+i)), 100), 0)
+		c.put("", set(string(rune('c'+i)), 100), 0)
 		if _, used := c.stats(); used > 64<<10 {
 			t.Fatalf("cache at %d bytes over the bound", used)
 		}
@@ -149,7 +149,7 @@ func TestViewCacheBoundedByBytes(t *testing.T) {
 	if c.get(a.id) != nil {
 		t.Fatal("least recently used view not evicted")
 	}
-	huge := c.put(set("h", 5000), 0)
+	huge := c.put("", set("h", 5000), 0)
 	if huge.id == "" || len(huge.names) != 5000 || c.get(huge.id) != nil {
 		t.Fatal("a set over the bound must be served and not kept")
 	}

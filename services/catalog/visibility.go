@@ -90,64 +90,74 @@ func (v viewer) collisions(snap *snapshot, in []*catalogv1.NameCollision) []*cat
 	return out
 }
 
-// lookup returns the ACTIVE tool the viewer may use under name.
+// lookup returns the ACTIVE tool the viewer may use under name, resolved
+// in its namespace (nameIndex.get).
 func (snap *snapshot) lookup(v viewer, name string) (*entry, bool) {
-	e, ok := snap.byName[name]
-	if !ok || !v.seesEntry(e) {
-		return nil, false
-	}
-	return e, true
+	return snap.active.get(v, name)
 }
 
 // lookupHeld returns the held (not ACTIVE) tool the viewer may see under name.
 func (snap *snapshot) lookupHeld(v viewer, name string) (*entry, bool) {
-	e, ok := snap.heldByName[name]
-	if !ok || !v.seesEntry(e) {
-		return nil, false
-	}
-	return e, true
+	return snap.heldIdx.get(v, name)
 }
 
-// visibleNames restricts names (nil = every ACTIVE tool) to the tools the
-// viewer sees; names unknown to the snapshot are kept (they are reported
-// unknown, as for any caller).
-func (snap *snapshot) visibleNames(v viewer, names []string) []string {
-	out := []string{}
-	if names == nil {
-		for _, e := range snap.sorted {
-			if v.seesEntry(e) {
-				out = append(out, e.tool.Name)
-			}
-		}
-		return out
+// visible returns the ACTIVE tools the viewer sees, in sorted order.
+func (snap *snapshot) visible(v viewer) []*entry {
+	if v.all || !snap.scoped {
+		return snap.sorted
 	}
-	for _, n := range names {
-		if e, ok := snap.byName[n]; ok && !v.seesEntry(e) {
-			continue
+	out := make([]*entry, 0, len(snap.sorted))
+	for _, e := range snap.sorted {
+		if v.seesEntry(e) {
+			out = append(out, e)
 		}
-		out = append(out, n)
 	}
 	return out
 }
 
-// event filters a catalog event for the viewer: names of tools and servers
-// it cannot see are removed (an event left with nothing is still sent: it
-// carries the catalog hash).
-func (v viewer) event(snap *snapshot, ev *catalogv1.CatalogEvent) *catalogv1.CatalogEvent {
+// visibleNames returns the exposed names of every ACTIVE tool the viewer
+// sees (distinct for a tenant's viewer; a viewer that sees every tenant
+// gets a name several tenants hold once per tool).
+func (snap *snapshot) visibleNames(v viewer) []string {
+	vis := snap.visible(v)
+	out := make([]string, len(vis))
+	for i, e := range vis {
+		out[i] = e.tool.Name
+	}
+	return out
+}
+
+// viewerHash is the catalog hash of everything the viewer sees.
+func (snap *snapshot) viewerHash(v viewer) string {
+	if v.all || !snap.scoped {
+		return snap.hash
+	}
+	h, _, _, _ := snap.subsetHash(v, snap.visibleNames(v))
+	return h
+}
+
+// event filters a catalog change for the viewer: tools are kept when the
+// viewer sees them in its namespace (by name and scope, so a change of a
+// tool of another tenant holding the same name does not show), servers
+// when it sees them; definition hashes are those of the kept tools. An
+// event left with nothing is still sent: it carries the catalog hash.
+func (v viewer) event(c *catalogChange) *catalogv1.CatalogEvent {
+	ev, snap := c.ev, c.snap
 	if v.all {
 		return ev
 	}
 	out := proto.Clone(ev).(*catalogv1.CatalogEvent)
-	tools := func(in []string) []string {
+	tools := func(in, scopes []string) []string {
 		var r []string
-		for _, n := range in {
-			e, ok := snap.byName[n]
+		for i, n := range in {
+			k := nsKey{scopes[i], n}
+			e, ok := snap.active.exact(k)
 			if !ok {
-				e, ok = snap.heldByName[n]
+				e, ok = snap.heldIdx.exact(k)
 			}
 			if ok && v.seesEntry(e) {
 				r = append(r, n)
-			} else if !ok && snap.removedVisible(v, n) {
+			} else if !ok && snap.removedVisible(v, k) {
 				r = append(r, n)
 			}
 		}
@@ -162,12 +172,13 @@ func (v viewer) event(snap *snapshot, ev *catalogv1.CatalogEvent) *catalogv1.Cat
 		}
 		return r
 	}
-	out.ToolsAdded, out.ToolsChanged, out.ToolsStateChanged = tools(ev.ToolsAdded), tools(ev.ToolsChanged), tools(ev.ToolsStateChanged)
-	out.ToolsRemoved = tools(ev.ToolsRemoved)
+	out.ToolsAdded, out.ToolsChanged, out.ToolsStateChanged = tools(ev.ToolsAdded, c.added), tools(ev.ToolsChanged, c.changed), tools(ev.ToolsStateChanged, c.state)
+	out.ToolsRemoved = tools(ev.ToolsRemoved, c.removed)
 	out.ServersAdded, out.ServersChanged, out.ServersRemoved = servers(ev.ServersAdded), servers(ev.ServersChanged), servers(ev.ServersRemoved)
-	for n := range out.DefinitionHashes {
-		if e, ok := snap.byName[n]; !ok || !v.seesEntry(e) {
-			delete(out.DefinitionHashes, n)
+	out.DefinitionHashes = map[string]string{}
+	for _, n := range append(slices.Clone(out.ToolsAdded), out.ToolsChanged...) {
+		if e, ok := snap.active.get(v, n); ok {
+			out.DefinitionHashes[n] = e.tool.DefinitionHash
 		}
 	}
 	out.NameCollisions = nil
@@ -182,13 +193,14 @@ func (v viewer) event(snap *snapshot, ev *catalogv1.CatalogEvent) *catalogv1.Cat
 			out.Renames = append(out.Renames, r)
 		}
 	}
+	out.CatalogHash = snap.viewerHash(v)
 	return out
 }
 
 // removedVisible reports whether a tool removed by the change that made
 // snap was visible to the viewer (its tenants are kept for one snapshot).
-func (snap *snapshot) removedVisible(v viewer, name string) bool {
-	ts, ok := snap.removedTenants[name]
+func (snap *snapshot) removedVisible(v viewer, k nsKey) bool {
+	ts, ok := snap.removedTenants[k]
 	return ok && v.sees(ts)
 }
 

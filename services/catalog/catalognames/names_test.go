@@ -152,18 +152,42 @@ func TestAssignScoped(t *testing.T) {
 	if res[0].Name != "a_b_c" || res[0].New || res[0].Previous != "" {
 		t.Fatalf("moved pair = %+v", res[0])
 	}
-	// Two tenants: the stored one keeps, the new one is suffixed.
+	// Two tenants: each its own namespace, both plain.
 	b := Original{Server: "a_b", Tool: "c", Prefixed: true}
 	res = AssignScoped([]Original{b, ten}, []string{"beta", "acme"}, stored)
-	if res[1].Name != "a_b_c" || res[0].Name == "a_b_c" || res[0].Holder != KeyOf(ten) {
+	if res[1].Name != "a_b_c" || res[0].Name != "a_b_c" || res[0].Collided || res[1].Collided || res[0].Suffixed {
 		t.Fatalf("two tenants = %+v", res)
 	}
-	// Names stay distinct across all scopes.
-	seen := map[string]bool{}
-	for _, a := range AssignScoped([]Original{ten, g, {Server: "a_b_c", Tool: "x"}, {Server: "z", Tool: "a_b_c"}}, []string{"acme", "*", "beta", "gamma"}, nil) {
-		if seen[a.Name] {
-			t.Fatalf("name %q assigned twice", a.Name)
+	// Inside one tenant scope two pairs are settled like any two pairs.
+	res = AssignScoped([]Original{b, ten}, []string{"acme", "acme"}, stored)
+	if res[1].Name != "a_b_c" || res[0].Name == "a_b_c" || res[0].Holder != KeyOf(ten) {
+		t.Fatalf("one tenant, two pairs = %+v", res)
+	}
+	// A pair moving from tenant beta to acme, where a stored pair holds its
+	// name, is named again; one moving to a scope where its name is free keeps it.
+	bStored := map[Key]Stored{KeyOf(ten): {Scope: "acme", Base: "a_b_c", Name: "a_b_c"}, KeyOf(b): {Scope: "beta", Base: "a_b_c", Name: "a_b_c"}}
+	res = AssignScoped([]Original{ten, b}, []string{"acme", "acme"}, bStored)
+	if res[0].Name != "a_b_c" || res[1].Name == "a_b_c" || !res[1].New {
+		t.Fatalf("moved into a scope holding its name = %+v", res)
+	}
+	res = AssignScoped([]Original{ten, b}, []string{"acme", "gamma"}, bStored)
+	if res[0].Name != "a_b_c" || res[1].Name != "a_b_c" || res[1].New {
+		t.Fatalf("moved into a free scope = %+v", res)
+	}
+	// Names are distinct within the global scope plus any one tenant scope.
+	in := []Original{ten, g, {Server: "a_b_c", Tool: "x"}, {Server: "z", Tool: "a_b_c"}, {Server: "y", Tool: "a_b_c"}}
+	sc := []string{"acme", "*", "beta", "gamma", "gamma"}
+	out := AssignScoped(in, sc, nil)
+	for _, ns := range []string{"acme", "beta", "gamma"} {
+		seen := map[string]bool{}
+		for i, a := range out {
+			if sc[i] != "*" && sc[i] != ns {
+				continue
+			}
+			if seen[a.Name] {
+				t.Fatalf("name %q assigned twice in %s's namespace: %+v", a.Name, ns, out)
+			}
+			seen[a.Name] = true
 		}
-		seen[a.Name] = true
 	}
 }

@@ -169,20 +169,26 @@ func assignStable(in []Original, stored map[Key]Stored, reserved map[string]Key)
 const GlobalScope = "*"
 
 // AssignScoped names every original across visibility scopes
-// (docs/decisions/0105-tenant-scoped-servers.md); scopes[i] is the scope of
-// in[i]. Pairs of GlobalScope are named first by AssignStable over the
+// (docs/decisions/0105-tenant-scoped-servers.md,
+// docs/decisions/0106-per-tenant-name-namespaces.md); scopes[i] is the scope
+// of in[i]. Pairs of GlobalScope are named first by AssignStable over the
 // stored global assignments only, as if no tenant pair existed: the global
-// scope wins a conflict. Pairs of tenant scopes are then named keeping
-// their stored assignments, except that no tenant pair keeps or takes a
-// name a global pair holds or retains: a tenant pair whose stored name a
-// global pair took is named again (Previous reports the old name). Exposed
-// names stay distinct across all scopes. A present pair whose server moved
-// to another scope keeps its stored name, subject to the same rule. The
-// result is in input order.
+// scope wins a conflict. The pairs of each tenant scope are then named on
+// their own, keeping their stored assignments, except that no tenant pair
+// keeps or takes a name a global pair holds or retains: a tenant pair whose
+// stored name a global pair took is named again (Previous reports the old
+// name). Names are distinct within the global scope and within each tenant
+// scope together with the global scope; two tenant scopes may hold the
+// same name (each tenant has its own namespace). A present pair whose
+// server moved to another scope keeps its stored name when it is free
+// there, subject to the same rule. The result is in input order.
 func AssignScoped(in []Original, scopes []string, stored map[Key]Stored) []Stable {
 	cur := make(map[Key]string, len(in))
-	var gIn, tIn []Original
-	var gIdx, tIdx []int
+	var gIn []Original
+	var gIdx []int
+	tIn := map[string][]Original{}
+	tIdx := map[string][]int{}
+	var tScopes []string
 	for i, o := range in {
 		sc := scopes[i]
 		if sc == "" {
@@ -192,23 +198,53 @@ func AssignScoped(in []Original, scopes []string, stored map[Key]Stored) []Stabl
 		if sc == GlobalScope {
 			gIn, gIdx = append(gIn, o), append(gIdx, i)
 		} else {
-			tIn, tIdx = append(tIn, o), append(tIdx, i)
+			if _, ok := tIn[sc]; !ok {
+				tScopes = append(tScopes, sc)
+			}
+			tIn[sc], tIdx[sc] = append(tIn[sc], o), append(tIdx[sc], i)
 		}
 	}
 	storedG := make(map[Key]Stored, len(stored))
-	var storedT map[Key]Stored
+	storedT := map[string]map[Key]Stored{}
+	var moved []Key
 	for k, s := range stored {
 		sc := s.Scope
-		if c, ok := cur[k]; ok {
-			sc = c
+		if sc == "" {
+			sc = GlobalScope
 		}
-		if sc == "" || sc == GlobalScope {
+		if c, ok := cur[k]; ok && c != sc {
+			moved = append(moved, k)
+			continue
+		}
+		if sc == GlobalScope {
 			storedG[k] = s
 		} else {
-			if storedT == nil {
-				storedT = map[Key]Stored{}
+			if storedT[sc] == nil {
+				storedT[sc] = map[Key]Stored{}
 			}
-			storedT[k] = s
+			storedT[sc][k] = s
+		}
+	}
+	// A pair that moved scope keeps its name in the new scope unless a pair
+	// stored there holds it (tenant names are not distinct across tenants).
+	for _, k := range moved {
+		s, sc := stored[k], cur[k]
+		if sc == GlobalScope {
+			storedG[k] = s // global names never equal a tenant's: free
+			continue
+		}
+		if storedT[sc] == nil {
+			storedT[sc] = map[Key]Stored{}
+		}
+		free := true
+		for k2, s2 := range storedT[sc] {
+			if s2.Name == s.Name && k2 != k {
+				free = false
+				break
+			}
+		}
+		if free {
+			storedT[sc][k] = s
 		}
 	}
 	out := make([]Stable, len(in))
@@ -228,9 +264,11 @@ func AssignScoped(in []Original, scopes []string, stored map[Key]Stored) []Stabl
 			reserved[a.Name] = KeyOf(gIn[j])
 		}
 	}
-	tRes := assignStable(tIn, storedT, reserved)
-	for j, i := range tIdx {
-		out[i] = tRes[j]
+	for _, sc := range tScopes {
+		tRes := assignStable(tIn[sc], storedT[sc], reserved)
+		for j, i := range tIdx[sc] {
+			out[i] = tRes[j]
+		}
 	}
 	return out
 }

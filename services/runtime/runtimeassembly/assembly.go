@@ -55,7 +55,12 @@ type Base struct {
 	// the content key of the deferred set, under which tool_search
 	// remembers the catalog's candidate view (docs/decisions/0144-candidate-views.md);
 	// "" when nothing is deferred.
-	ViewKey       string
+	ViewKey string
+	// Namespace is the tenant whose namespace the catalog resolved the
+	// deferred names in (the principal's; docs/decisions/0106-per-tenant-name-namespaces.md):
+	// equal ViewKeys of two tenants may stand for different tools, so
+	// per-set caches key by Namespace and ViewKey together (NSKey).
+	Namespace     string
 	PolicyVersion int64
 	Report        *runtimev1.AssemblyReport
 	// routes are the deferred tools with routing mode PREFER and keywords.
@@ -577,15 +582,18 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 			h.Write([]byte(n))
 			h.Write([]byte{0})
 		}
-		setKey := hex.EncodeToString(h.Sum(nil))
-		b.ViewKey = setKey
+		b.ViewKey = hex.EncodeToString(h.Sum(nil))
+		b.Namespace = tenant
+		setKey := b.NSKey()
 		if memo, ok := s.watch.memoHash(setKey); ok {
 			b.Hash = memo
 		} else {
 			s.watch.mu.Lock()
 			gen := s.watch.catalogGen
 			s.watch.mu.Unlock()
-			resp, err := s.catalog.GetCatalog(ctx, &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: b.DeferredNames}})
+			// Acting for the principal: the catalog resolves the names in
+			// its tenant's namespace (docs/decisions/0106-per-tenant-name-namespaces.md).
+			resp, err := s.catalog.GetCatalog(runtimeident.ActingFor(ctx), &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: b.DeferredNames}})
 			if err != nil {
 				return nil, assemblyFailed("catalog hash of the deferred set unavailable (fail closed): %s", ShortErr(err))
 			}
@@ -604,6 +612,15 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	b.DeferredText = deferredSection(b, s.cfg.DeferredListMax)
 	b.SkillsText = skillsSection(b)
 	return b, nil
+}
+
+// NSKey is the key of the deferred set in its namespace: Namespace, a 0x01
+// byte and ViewKey ("" when nothing is deferred).
+func (b *Base) NSKey() string {
+	if b.ViewKey == "" {
+		return ""
+	}
+	return b.Namespace + "\x01" + b.ViewKey
 }
 
 // FirstNonEmpty returns the first non-empty string of v, or "".

@@ -103,7 +103,10 @@ func (s *Dispatcher) toolSearch(ctx context.Context, ec *runtimechain.Call) (*ru
 // Both forms search the same set and return the same hash.
 func (s *Dispatcher) searchDeferred(ctx context.Context, q string, b *runtimeassembly.Base) (*catalogv1.SearchToolsResponse, error) {
 	req := &catalogv1.SearchToolsRequest{Query: q, Limit: int32(s.cfg.SearchLimit)}
-	if id := s.views.get(b.ViewKey); id != "" {
+	// Acting for the principal: the catalog resolves the names (and the
+	// view) in its tenant's namespace (docs/decisions/0106-per-tenant-name-namespaces.md).
+	ctx = runtimeident.ActingFor(ctx)
+	if id := s.views.get(b.NSKey()); id != "" {
 		req.CandidateView = id
 		resp, err := s.catalog.SearchTools(ctx, req)
 		if err != nil || resp.GetCandidateView() == id {
@@ -112,13 +115,13 @@ func (s *Dispatcher) searchDeferred(ctx context.Context, q string, b *runtimeass
 		// Unknown to the catalog (candidate_view_unknown), or a catalog
 		// that does not echo the id (one without candidate views, e.g.
 		// after a downgrade, searched every tool): resend the names.
-		s.views.forget(b.ViewKey)
+		s.views.forget(b.NSKey())
 		req.CandidateView = ""
 	}
 	req.Candidates = &typev1.StringList{Values: b.DeferredNames}
 	resp, err := s.catalog.SearchTools(ctx, req)
 	if err == nil {
-		s.views.put(b.ViewKey, resp.GetCandidateView())
+		s.views.put(b.NSKey(), resp.GetCandidateView())
 	}
 	return resp, err
 }
