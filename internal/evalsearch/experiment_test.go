@@ -5,8 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
+		"slices"
 	"strings"
 	"testing"
 
@@ -104,6 +103,13 @@ func experimentVariants(t *testing.T) []variant {
 		bm("bm25 description b=0.5", func(p *search.BM25Params) { p.Description.B = 0.5 }),
 		bm("bm25 description b=0.9", func(p *search.BM25Params) { p.Description.B = 0.9 }),
 	)
+	if def, err := vectors.Default(); err == nil {
+		emb := search.NewStaticEmbedderStemFallback(def)
+		vs = append(vs, variant{name: "stem fallback", apply: func(o *search.Options) { o.Embedder = emb }})
+	}
+	for _, w := range []float64{0.05, 0.1, 0.2, 0.3, 0.5, 1} {
+		vs = append(vs, variant{name: fmt.Sprintf("word alignment %g", w), apply: func(o *search.Options) { o.AlignWeight = w }})
+	}
 	for _, p := range strings.Split(os.Getenv("EVAL_VECTORS"), ",") {
 		if p == "" {
 			continue
@@ -117,7 +123,9 @@ func experimentVariants(t *testing.T) []variant {
 			t.Fatal(err)
 		}
 		emb := search.NewStaticEmbedder(tab)
-		vs = append(vs, variant{name: "vectors " + filepath.Base(p), apply: func(o *search.Options) { o.Embedder = emb }})
+		vs = append(vs, variant{name: "vectors " + p, apply: func(o *search.Options) { o.Embedder = emb }})
+		embS := search.NewStaticEmbedderStemFallback(tab)
+		vs = append(vs, variant{name: "vectors+stem " + p, apply: func(o *search.Options) { o.Embedder = embS }})
 	}
 	return vs
 }
