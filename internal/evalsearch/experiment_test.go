@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-		"slices"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,8 +104,10 @@ func experimentVariants(t *testing.T) []variant {
 		bm("bm25 description b=0.9", func(p *search.BM25Params) { p.Description.B = 0.9 }),
 	)
 	if def, err := vectors.Default(); err == nil {
-		emb := search.NewStaticEmbedderStemFallback(def)
-		vs = append(vs, variant{name: "stem fallback", apply: func(o *search.Options) { o.Embedder = emb }})
+		// The default embedder falls back to stems (decision 0056); this is
+		// the embedder before it.
+		emb := search.NewStaticEmbedder(def)
+		vs = append(vs, variant{name: "without stem fallback", apply: func(o *search.Options) { o.Embedder = emb }})
 	}
 	for _, w := range []float64{0.05, 0.1, 0.2, 0.3, 0.5, 1} {
 		vs = append(vs, variant{name: fmt.Sprintf("word alignment %g", w), apply: func(o *search.Options) { o.AlignWeight = w }})
@@ -126,6 +128,10 @@ func experimentVariants(t *testing.T) []variant {
 		vs = append(vs, variant{name: "vectors " + p, apply: func(o *search.Options) { o.Embedder = emb }})
 		embS := search.NewStaticEmbedderStemFallback(tab)
 		vs = append(vs, variant{name: "vectors+stem " + p, apply: func(o *search.Options) { o.Embedder = embS }})
+		if def, err := vectors.Default(); err == nil {
+			cat := concatEmbedder{search.NewStaticEmbedderStemFallback(def), embS}
+			vs = append(vs, variant{name: "vectors concat committed+" + p, apply: func(o *search.Options) { o.Embedder = cat }})
+		}
 	}
 	return vs
 }
@@ -194,4 +200,25 @@ func TestExperimentVariants(t *testing.T) {
 		}
 	}
 	t.Log(out.String())
+}
+
+// concatEmbedder concatenates the vectors of two embedders (each unit or
+// zero), so a cosine over the result is the mean of the two cosines: an
+// ensemble of two static vector tables (docs/search.md, third round).
+type concatEmbedder [2]search.Embedder
+
+func (c concatEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	a, err := c[0].Embed(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c[1].Embed(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float32, len(texts))
+	for i := range texts {
+		out[i] = append(append([]float32(nil), a[i]...), b[i]...)
+	}
+	return out, nil
 }

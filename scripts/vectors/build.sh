@@ -24,8 +24,8 @@ THREADS="${THREADS:-2}"
 OUT="${OUT:-$ROOT/internal/search/vectors/words.bin}"
 DOMAIN="${DOMAIN:-}"
 DOMAIN_REPEAT="${DOMAIN_REPEAT:-1}"
-WORDNET="${WORDNET:-synsets}" # synsets (default) or glosses (the corpus before decision 0056)
-MIN_COUNT="${MIN_COUNT:-3}"
+WORDNET="${WORDNET:-glosses}" # glosses (the committed file) or synsets (measured, decision 0056)
+MIN_COUNT="${MIN_COUNT:-5}"
 mkdir -p "$WORK"
 echo "workdir: $WORK"
 

@@ -2,8 +2,8 @@
 // lines for the static word vectors (scripts/vectors/build.sh,
 // docs/search.md "Static word vectors: provenance"): one line per synset
 // holding its lemmas, the lemmas of the synsets it points to as hypernym
-// (@, @i), similar-to (&) and derivationally related (+, same part of speech
-// only when -related is set), then its gloss. Putting synonyms and their
+// (@, @i), similar-to (&) and, with -related (the default), derivationally
+// related (+, any part of speech), then its gloss. Putting synonyms and their
 // hypernyms into one context window is what brings "petrol" next to
 // "gasoline" and "horoscope" next to "astrology"; the glosses alone (the
 // previous corpus) leave many lemmas out of the vocabulary.
