@@ -1,8 +1,14 @@
 package search
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/kljensen/snowball/english"
 )
+
+// maxAlignQueryWords bounds the query words alignScore compares.
+const maxAlignQueryWords = 64
 
 // alignWord is one distinct known content word of a text: its row in the
 // static vector table and its SIF weight a/(a+p(w)).
@@ -74,12 +80,25 @@ func alignScore(e *StaticEmbedder, q, d []alignWord) float32 {
 	return 2 * r * p / (r + p)
 }
 
+// alignQuery is the word bag of a query, cut to its maxAlignQueryWords
+// rarest words: a 4 KiB query has hundreds of distinct words, its rarest
+// ones (highest SIF weight) carry the alignment, and the cost stays bounded
+// (at most 64 × depth × the words of a tool int8 dot products).
+func alignQuery(e *StaticEmbedder, text string) []alignWord {
+	q := wordBag(e, text)
+	if len(q) > maxAlignQueryWords {
+		slices.SortStableFunc(q, func(a, b alignWord) int { return cmp.Compare(b.w, a.w) })
+		q = q[:maxAlignQueryWords]
+	}
+	return q
+}
+
 // realign re-ranks the best depth candidates of fused by adding
 // Options.AlignWeight × their alignment score with text, and returns them
 // as a new scratch (the other candidates are dropped: they cannot reach
 // the results, whose length is at most depth).
 func (s *Snapshot) realign(fused *scratch, text string, depth int) *scratch {
-	q := wordBag(s.ix.static, text)
+	q := alignQuery(s.ix.static, text)
 	top := s.topSlots(fused.hits, fused.scores, depth)
 	out := getScratch(len(s.slots))
 	w := float32(s.ix.opts.AlignWeight)

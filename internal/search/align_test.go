@@ -1,9 +1,12 @@
 package search
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"testing"
+
+	"github.com/toolplane/toolplane/internal/search/vectors"
 )
 
 func TestAlignScore(t *testing.T) {
@@ -58,7 +61,7 @@ func TestAlignWeightReranks(t *testing.T) {
 		base[r.Name] = r.Score
 	}
 	snap := on.Snapshot()
-	qb := wordBag(snap.ix.static, q)
+	qb := alignQuery(snap.ix.static, q)
 	for _, r := range r1.Results {
 		slot := snap.byName[r.Name]
 		want := base[r.Name] + float64(alignScore(snap.ix.static, qb, snap.slots[slot].words))
@@ -68,5 +71,42 @@ func TestAlignWeightReranks(t *testing.T) {
 	}
 	if on.Snapshot().ix.static == nil || off.Snapshot().ix.static != nil {
 		t.Error("the word bags are kept only when AlignWeight is set")
+	}
+}
+
+// TestAlignQueryBounded checks that a query of more than 64 distinct known
+// words is aligned on its 64 rarest words only.
+func TestAlignQueryBounded(t *testing.T) {
+	words := make([]string, 100)
+	counts := make([]uint64, 100)
+	vecs := make([][]float32, 100)
+	var query []byte
+	for i := range words {
+		words[i] = "zq" + string(rune('a'+i/26)) + string(rune('a'+i%26))
+		counts[i] = uint64(1000 * (i + 1)) // later words are more frequent
+		vecs[i] = []float32{float32(i%7) + 1, float32(i%5) + 1, 1, float32(i % 3)}
+		query = append(query, words[i]...)
+		query = append(query, ' ')
+	}
+	var buf bytes.Buffer
+	if err := vectors.Encode(&buf, 4, words, counts, vecs); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := vectors.Decode(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewStaticEmbedder(tab)
+	if n := len(wordBag(e, string(query))); n != 100 {
+		t.Fatalf("word bag has %d words, want 100", n)
+	}
+	q := alignQuery(e, string(query))
+	if len(q) != maxAlignQueryWords {
+		t.Fatalf("aligned query words %d, want %d", len(q), maxAlignQueryWords)
+	}
+	for _, w := range q {
+		if w.id >= maxAlignQueryWords {
+			t.Errorf("kept %q, one of the 36 most frequent words", tab.Words[w.id])
+		}
 	}
 }

@@ -138,7 +138,10 @@ type Options struct {
 	SplitCompoundSemantic bool
 	// AlignWeight, when > 0, re-ranks AUTO's best AlignDepth candidates by
 	// adding AlignWeight × their word-alignment score (align.go) with the
-	// static vectors. 0 turns it off.
+	// static vectors (at most 64 query words, the rarest). It needs a
+	// *StaticEmbedder (the default) and is ignored with any other Embedder.
+	// 0 turns it off: measured, it does not add
+	// (docs/decisions/0056-stem-fallback-and-third-round.md).
 	AlignWeight float64
 	// AlignDepth is how many fused candidates are re-ranked (default 50).
 	AlignDepth int
