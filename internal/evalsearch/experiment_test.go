@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -104,6 +103,15 @@ func experimentVariants(t *testing.T) []variant {
 		bm("bm25 description b=0.5", func(p *search.BM25Params) { p.Description.B = 0.5 }),
 		bm("bm25 description b=0.9", func(p *search.BM25Params) { p.Description.B = 0.9 }),
 	)
+	if def, err := vectors.Default(); err == nil {
+		// The default embedder falls back to stems (decision 0056); this is
+		// the embedder before it.
+		emb := search.NewStaticEmbedder(def)
+		vs = append(vs, variant{name: "without stem fallback", apply: func(o *search.Options) { o.Embedder = emb }})
+	}
+	for _, w := range []float64{0.05, 0.1, 0.2, 0.3, 0.5, 1} {
+		vs = append(vs, variant{name: fmt.Sprintf("word alignment %g", w), apply: func(o *search.Options) { o.AlignWeight = w }})
+	}
 	for _, p := range strings.Split(os.Getenv("EVAL_VECTORS"), ",") {
 		if p == "" {
 			continue
@@ -117,7 +125,13 @@ func experimentVariants(t *testing.T) []variant {
 			t.Fatal(err)
 		}
 		emb := search.NewStaticEmbedder(tab)
-		vs = append(vs, variant{name: "vectors " + filepath.Base(p), apply: func(o *search.Options) { o.Embedder = emb }})
+		vs = append(vs, variant{name: "vectors " + p, apply: func(o *search.Options) { o.Embedder = emb }})
+		embS := search.NewStaticEmbedderStemFallback(tab)
+		vs = append(vs, variant{name: "vectors+stem " + p, apply: func(o *search.Options) { o.Embedder = embS }})
+		if def, err := vectors.Default(); err == nil {
+			cat := concatEmbedder{search.NewStaticEmbedderStemFallback(def), embS}
+			vs = append(vs, variant{name: "vectors concat committed+" + p, apply: func(o *search.Options) { o.Embedder = cat }})
+		}
 	}
 	return vs
 }
@@ -186,4 +200,25 @@ func TestExperimentVariants(t *testing.T) {
 		}
 	}
 	t.Log(out.String())
+}
+
+// concatEmbedder concatenates the vectors of two embedders (each unit or
+// zero), so a cosine over the result is the mean of the two cosines: an
+// ensemble of two static vector tables (docs/search.md, third round).
+type concatEmbedder [2]search.Embedder
+
+func (c concatEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	a, err := c[0].Embed(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c[1].Embed(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float32, len(texts))
+	for i := range texts {
+		out[i] = append(append([]float32(nil), a[i]...), b[i]...)
+	}
+	return out, nil
 }

@@ -34,10 +34,65 @@ const SIFParameter = 1e-3
 // returns an error and makes no network calls.
 type StaticEmbedder struct {
 	table *vectors.Table
+	// fallback embeds a word missing from the vocabulary as the vocabulary
+	// word with its Snowball stem (docs/search.md, "Static word vectors").
+	fallback bool
+	stemOnce sync.Once
+	// stems maps a Snowball stem that is not itself a vocabulary word to
+	// the most frequent vocabulary word with that stem; built on the first
+	// unknown word.
+	stems map[string]int32
 }
 
-// NewStaticEmbedder returns a StaticEmbedder over t.
+// NewStaticEmbedder returns a StaticEmbedder over t that skips unknown words.
 func NewStaticEmbedder(t *vectors.Table) *StaticEmbedder { return &StaticEmbedder{table: t} }
+
+// NewStaticEmbedderStemFallback returns a StaticEmbedder over t that embeds
+// a word missing from the vocabulary as the vocabulary word with the same
+// Snowball stem ("renting" → "rent", "smartphones" → "smartphone"); the
+// most frequent one when several share it. Words with no such relative are
+// skipped. It is what DefaultEmbedder uses
+// (docs/decisions/0056-static-vectors-wordnet-synsets.md).
+func NewStaticEmbedderStemFallback(t *vectors.Table) *StaticEmbedder {
+	return &StaticEmbedder{table: t, fallback: true}
+}
+
+// lookup returns the vocabulary row of word, falling back to a word of the
+// same stem when the embedder does.
+func (e *StaticEmbedder) lookup(w string) (id int32, ok bool) {
+	if id, ok = e.table.ID(w); ok || !e.fallback || len(w) < 3 || !isASCIIAlpha(w) {
+		return id, ok
+	}
+	st := english.Stem(w, false)
+	if id, ok = e.table.ID(st); ok {
+		return id, true
+	}
+	e.stemOnce.Do(e.buildStems)
+	id, ok = e.stems[st]
+	return id, ok
+}
+
+// buildStems fills stems from the vocabulary (most frequent first, so the
+// first word of a stem wins).
+func (e *StaticEmbedder) buildStems() {
+	m := make(map[string]int32)
+	for i, w := range e.table.Words {
+		if len(w) < 3 || !isASCIIAlpha(w) {
+			continue
+		}
+		st := english.Stem(w, false)
+		if st == w {
+			continue
+		}
+		if _, known := e.table.ID(st); known {
+			continue
+		}
+		if _, ok := m[st]; !ok {
+			m[st] = int32(i)
+		}
+	}
+	e.stems = m
+}
 
 var (
 	defaultEmbedderOnce sync.Once
@@ -54,7 +109,7 @@ func DefaultEmbedder() (*StaticEmbedder, error) {
 			defaultEmbedderErr = err
 			return
 		}
-		defaultEmbedder = NewStaticEmbedder(t)
+		defaultEmbedder = NewStaticEmbedderStemFallback(t)
 	})
 	return defaultEmbedder, defaultEmbedderErr
 }
@@ -84,9 +139,14 @@ func (e *StaticEmbedder) embedOne(text string) []float32 {
 		if english.IsStopWord(w) {
 			return
 		}
-		q, scale, p, ok := e.table.Row(w)
+		id, ok := e.lookup(w)
 		if !ok {
 			return
+		}
+		q, scale := e.table.RowAt(id)
+		p := 0.0
+		if e.table.Total > 0 {
+			p = float64(e.table.Counts[id]) / float64(e.table.Total)
 		}
 		wt := SIFParameter / (SIFParameter + p) * float64(scale)
 		for j, x := range q {

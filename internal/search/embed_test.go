@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -187,5 +188,48 @@ func TestSemanticQueryEmbedFailure(t *testing.T) {
 	resp, err := ix.Search(context.Background(), Request{Query: "slack message", Mode: ModeAuto})
 	if err != nil || resp.Degraded == "" || len(resp.Results) == 0 || resp.Results[0].Name != "slack_send_message" {
 		t.Fatalf("auto fallback: %+v %v", resp, err)
+	}
+}
+
+func TestStaticEmbedderStemFallback(t *testing.T) {
+	tab := tinyTable(t)
+	plain, fb := NewStaticEmbedder(tab), NewStaticEmbedderStemFallback(tab)
+	embed := func(e *StaticEmbedder, s string) []float32 {
+		v, err := e.Embed(context.Background(), []string{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[0]
+	}
+	isZero := func(v []float32) bool {
+		for _, x := range v {
+			if x != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for _, c := range []struct{ unknown, known string }{
+		{"photos", "photo"},         // the stem is a vocabulary word
+		{"resizing", "resize"},      // the stem "resiz" is not: the word that has it
+		{"forecasting", "forecast"}, // -ing
+		{"Currencies", "currency"},  // case and plural
+	} {
+		if !isZero(embed(plain, c.unknown)) {
+			t.Errorf("plain embedder: %q should be unknown", c.unknown)
+		}
+		got, want := embed(fb, c.unknown), embed(fb, c.known)
+		if isZero(got) || !slices.Equal(got, want) {
+			t.Errorf("fallback: %q embeds as %v, want %q's %v", c.unknown, got, c.known, want)
+		}
+	}
+	for _, w := range []string{"zebra", "ab", "naïve"} {
+		if v := embed(fb, w); !isZero(v) {
+			t.Errorf("fallback: %q has no relative in the vocabulary, got %v", w, v)
+		}
+	}
+	// A known word is never replaced by a relative.
+	if got, want := embed(fb, "photo shrink"), embed(plain, "photo shrink"); !slices.Equal(got, want) {
+		t.Errorf("known words: fallback %v, plain %v", got, want)
 	}
 }

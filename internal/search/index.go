@@ -136,6 +136,15 @@ type Options struct {
 	SplitCompoundNames bool
 	// SplitCompoundSemantic does the same in the text the Embedder sees.
 	SplitCompoundSemantic bool
+	// AlignWeight, when > 0, re-ranks AUTO's best AlignDepth candidates by
+	// adding AlignWeight × their word-alignment score (align.go) with the
+	// static vectors (at most 64 query words, the rarest). It needs a
+	// *StaticEmbedder (the default) and is ignored with any other Embedder.
+	// 0 turns it off: measured, it does not add
+	// (docs/decisions/0056-stem-fallback-and-third-round.md).
+	AlignWeight float64
+	// AlignDepth is how many fused candidates are re-ranked (default 50).
+	AlignDepth int
 	// ANNProbes is the number of IVF cells AUTO probes (default
 	// max(8, ⌈2√cells⌉)).
 	ANNProbes int
@@ -163,6 +172,9 @@ func (o Options) withDefaults() Options {
 	if o.PRFWeight == 0 {
 		o.PRFWeight = 0.1
 	}
+	if o.AlignDepth <= 0 {
+		o.AlignDepth = 50
+	}
 	if o.PRFTerms <= 0 {
 		o.PRFTerms = 10
 	}
@@ -184,7 +196,8 @@ type Index struct {
 	opts     Options
 	embedder Embedder
 	embErr   error
-	mu       sync.Mutex // serialises writers
+	static   *StaticEmbedder // the static embedder for AlignWeight, nil when off
+	mu       sync.Mutex      // serialises writers
 	snap     atomic.Pointer[Snapshot]
 }
 
@@ -204,6 +217,9 @@ func NewIndex(opts Options) *Index {
 		} else {
 			ix.embedder = e
 		}
+	}
+	if se, ok := ix.embedder.(*StaticEmbedder); ok && ix.opts.AlignWeight > 0 {
+		ix.static = se
 	}
 	ix.snap.Store(&Snapshot{ix: ix, byName: map[string]int32{}, postings: map[string][]posting{}})
 	return ix
@@ -241,11 +257,12 @@ type docData struct {
 	terms     []termTF
 	lens      [numFields]float32
 	lowerName string
-	regexText string    // "<name> <description>" (docs/deerflow.md §2.3)
-	lowerText string    // strings.ToLower(regexText) when it is pure ASCII, else ""
-	vec       []float32 // unit vector, nil when not embedded
-	q8        []int8    // vec quantised (ann.go), nil when not embedded
-	q8s       float32   // scale of q8: vec[i] ≈ q8[i]·q8s
+	regexText string      // "<name> <description>" (docs/deerflow.md §2.3)
+	lowerText string      // strings.ToLower(regexText) when it is pure ASCII, else ""
+	vec       []float32   // unit vector, nil when not embedded
+	words     []alignWord // content words for AlignWeight, nil when off
+	q8        []int8      // vec quantised (ann.go), nil when not embedded
+	q8s       float32     // scale of q8: vec[i] ≈ q8[i]·q8s
 }
 
 func analyze(d Document, compounds bool) (*docData, error) {
@@ -314,6 +331,9 @@ func (ix *Index) prepare(ctx context.Context, cur *Snapshot, docs []Document) ([
 		dd, err := analyze(d, ix.opts.SplitCompoundNames)
 		if err != nil {
 			return nil, err
+		}
+		if ix.static != nil {
+			dd.words = wordBag(ix.static, dd.doc.semanticText(ix.opts.SemanticServer, ix.opts.SplitCompoundSemantic))
 		}
 		out = append(out, dd)
 	}

@@ -647,7 +647,16 @@ func (s *Snapshot) auto(ctx context.Context, text string, mask []bool, limit int
 	if s.ix.opts.ServerDiversity > 0 {
 		depth = 3 * limit
 	}
+	alignOn := s.ix.static != nil
+	if alignOn {
+		depth = max(depth, s.ix.opts.AlignDepth)
+	}
 	fused, _ := s.autoWeighted(lex, qv, qMu, qNorm, mask, depth, false)
+	if alignOn {
+		re := s.realign(fused, text, depth)
+		fused.release()
+		fused = re
+	}
 	defer fused.release()
 	resp.Results = s.diverseResults(fused, limit)
 	return nil

@@ -24,6 +24,8 @@ THREADS="${THREADS:-2}"
 OUT="${OUT:-$ROOT/internal/search/vectors/words.bin}"
 DOMAIN="${DOMAIN:-}"
 DOMAIN_REPEAT="${DOMAIN_REPEAT:-1}"
+WORDNET="${WORDNET:-glosses}" # glosses (the committed file) or synsets (measured, decision 0056)
+MIN_COUNT="${MIN_COUNT:-5}"
 mkdir -p "$WORK"
 echo "workdir: $WORK"
 
@@ -51,11 +53,18 @@ if [ "$found" = 0 ]; then
 fi
 echo "debian description lines: $(wc -l <"$WORK/raw.txt")"
 
-for pos in noun verb adj adv; do
-  # Data lines start with an 8-digit offset; the gloss follows " | ".
-  grep -E '^[0-9]{8} ' "/usr/share/wordnet/data.$pos" | sed -n 's/^.* | //p' >>"$WORK/raw.txt"
-done
-echo "with wordnet glosses: $(wc -l <"$WORK/raw.txt")"
+if [ "$WORDNET" = glosses ]; then
+  for pos in noun verb adj adv; do
+    # Data lines start with an 8-digit offset; the gloss follows " | ".
+    grep -E '^[0-9]{8} ' "/usr/share/wordnet/data.$pos" | sed -n 's/^.* | //p' >>"$WORK/raw.txt"
+  done
+  echo "with wordnet glosses: $(wc -l <"$WORK/raw.txt")"
+else
+  # One line per synset: its lemmas, those of its hypernyms, similar and
+  # related synsets, then the gloss (scripts/vectors/wordnet).
+  (cd "$ROOT" && go run ./scripts/vectors/wordnet -wordnet /usr/share/wordnet) >>"$WORK/raw.txt"
+  echo "with wordnet synsets: $(wc -l <"$WORK/raw.txt")"
+fi
 
 if [ -n "$DOMAIN" ]; then
   cat "$DOMAIN" >>"$WORK/raw.txt"
@@ -74,7 +83,7 @@ fi
 echo "training words: $(wc -w <"$WORK/train.txt")"
 
 fasttext skipgram -input "$WORK/train.txt" -output "$WORK/vec" \
-  -dim 100 -epoch 5 -minCount 5 -maxn 0 -thread "$THREADS"
+  -dim 100 -epoch 5 -minCount "$MIN_COUNT" -maxn 0 -thread "$THREADS"
 
 cd "$ROOT"
 go run ./scripts/vectors/convert -in "$WORK/vec.vec" -corpus "$WORK/counts.txt" -out "$OUT"

@@ -87,6 +87,18 @@ func (t *Table) Row(word string) (q []int8, scale float32, prob float64, ok bool
 	return t.Q[int(i)*t.Dim : int(i+1)*t.Dim], t.Scales[i], prob, true
 }
 
+// ID returns the row number of word; ok is false for unknown words.
+func (t *Table) ID(word string) (id int32, ok bool) {
+	id, ok = t.index[word]
+	return id, ok
+}
+
+// RowAt returns the quantised row id (shared, not to be modified) and its
+// scale; id must come from ID.
+func (t *Table) RowAt(id int32) (q []int8, scale float32) {
+	return t.Q[int(id)*t.Dim : int(id+1)*t.Dim], t.Scales[id]
+}
+
 // Prob returns the corpus probability of word (count/total), or 0 when the
 // word is unknown.
 func (t *Table) Prob(word string) float64 {
