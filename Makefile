@@ -89,6 +89,10 @@ bench-e2e: deps ## long end-to-end benchmarks: the real binary on loopback, scal
 bench-e2e-short: deps ## CI form of bench-e2e: 8,010 tools, median of 3, fails only on a ratio regression > 25% (bench/e2e/baseline.json)
 	TOOLPLANE_BENCH_E2E=short $(GO) test -tags benche2e -count=1 -v -timeout 10m -run TestShort ./bench/e2e/
 
+.PHONY: bench-e2e-pg
+bench-e2e-pg: deps ## PostgreSQL beside sqlite (8,010 tools, median of 3) and two runtimes vs one on one database (docs/performance.md "On PostgreSQL")
+	TOOLPLANE_BENCH_E2E=long $(GO) test -tags benche2e -count=1 -v -timeout 30m -run TestLongPostgres ./bench/e2e/
+
 .PHONY: vectors
 vectors: ## rebuild the static word vectors of internal/search (apt fasttext + wordnet; THREADS=1 for a reproducible run)
 	scripts/vectors/build.sh

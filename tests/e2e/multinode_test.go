@@ -165,7 +165,12 @@ func startMultiNode(t *testing.T, model *fakemodelalt.Server) *mnSuite {
 				StartTimeout: 90 * time.Second,
 			}}
 			if svc == "catalog" {
+				// A catalog replica is ready (gRPC health SERVING) once its
+				// MCP servers are: the runtimes balance only over ready
+				// replicas (runtime upstream dials check health), so a
+				// restarted replica gets no call before it has the tools.
 				n.opts.Args = append(n.opts.Args, "--extensions-config", ext)
+				n.opts.Config = base + "catalog:\n  ready_requires: all\n"
 			}
 			s.nodes[name] = n
 		}
@@ -325,11 +330,15 @@ func (l *mnLoad) call(op, thread, tool string, args map[string]any, deadline tim
 			l.st.ack(op)
 			return true
 		}
-		// A tool result that is an error: a transport failure of the
-		// upstream (RUNTIME) or its server not connected on that catalog
-		// replica yet is what failover produces, and a fresh call id runs
-		// it again; any other refusal is a defect.
-		if res.GetErrorKind() == runtimev1.ErrorKind_ERROR_KIND_RUNTIME || res.GetReasonCode() == "tool.server_unavailable" {
+		// A tool result that is an error: what failover produces is a
+		// transport failure of the upstream (RUNTIME), a server not
+		// connected on that catalog replica (tool.server_unavailable), or
+		// an Authorize that was in flight on the killed authz replica
+		// (authz.evaluator_error: the runtime fails closed and does not
+		// retry Authorize, docs/decisions/0083-client-side-load-balancing.md);
+		// none is stored for the call id, and a new attempt runs it
+		// again. Any other refusal is a defect.
+		if res.GetErrorKind() == runtimev1.ErrorKind_ERROR_KIND_RUNTIME || res.GetReasonCode() == "tool.server_unavailable" || res.GetReasonCode() == "authz.evaluator_error" {
 			l.st.retry(op, "result "+strings.TrimPrefix(res.GetErrorKind().String(), "ERROR_KIND_")+" "+res.GetReasonCode())
 			callID = l.id("c")
 			time.Sleep(100 * time.Millisecond)
