@@ -86,7 +86,7 @@ bench-e2e: deps ## long end-to-end benchmarks: the real binary on loopback, scal
 	TOOLPLANE_BENCH_E2E=long $(GO) test -tags benche2e -count=1 -v -timeout 60m -run TestLong ./bench/e2e/
 
 .PHONY: bench-e2e-short
-bench-e2e-short: deps ## CI form of bench-e2e: 8,010 tools, median of 3, fails only on a ratio regression > 25% (bench/e2e/baseline.json)
+bench-e2e-short: deps ## CI form of bench-e2e: 8,010 tools, median of 3, fails only on a ratio regression > 25% (bench/e2e/baseline.json); PostgreSQL beside sqlite, two runtimes vs one (>= 0.9x)
 	TOOLPLANE_BENCH_E2E=short $(GO) test -tags benche2e -count=1 -v -timeout 10m -run TestShort ./bench/e2e/
 
 .PHONY: bench-e2e-pg

@@ -196,3 +196,30 @@ func TestChildThreadOverride(t *testing.T) {
 		t.Fatalf("child workspace after the parent's deletion: %v", err)
 	}
 }
+
+// flakyACPCatalog answers ListAcpAgents UNAVAILABLE twice, then with one agent.
+type flakyACPCatalog struct {
+	catalogv1.CatalogServiceClient
+	calls int
+}
+
+func (f *flakyACPCatalog) ListAcpAgents(context.Context, *catalogv1.ListAcpAgentsRequest, ...grpc.CallOption) (*catalogv1.ListAcpAgentsResponse, error) {
+	f.calls++
+	if f.calls < 3 {
+		return nil, status.Error(codes.Unavailable, "error reading from server: EOF")
+	}
+	return &catalogv1.ListAcpAgentsResponse{Agents: []*catalogv1.AcpAgent{{Name: "a"}}}, nil
+}
+
+// TestListAcpAgentsIsRetried: every assembly lists ACP agents, so the
+// decorated catalog client retries it on UNAVAILABLE like the other reads
+// (a catalog replica killed under it failed assemblies with assembly.failed
+// in tests/e2e/multinode_test.go).
+func TestListAcpAgentsIsRetried(t *testing.T) {
+	f := &flakyACPCatalog{}
+	c := catalogClient{CatalogServiceClient: f, u: &upstream{timeout: time.Second}}
+	r, err := c.ListAcpAgents(context.Background(), &catalogv1.ListAcpAgentsRequest{})
+	if err != nil || len(r.GetAgents()) != 1 || f.calls != 3 {
+		t.Fatalf("ListAcpAgents: %v %v after %d calls; want the agent after 3", r, err, f.calls)
+	}
+}

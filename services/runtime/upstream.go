@@ -89,6 +89,14 @@ func (c catalogClient) GetCatalog(ctx context.Context, in *catalogv1.GetCatalogR
 	return invoke(ctx, c.u, "catalog", "GetCatalog", true, c.u.timeout, c.CatalogServiceClient.GetCatalog, in, o...)
 }
 
+// ListAcpAgents calls the upstream under the runtime's policy (idempotent
+// read, retried on UNAVAILABLE): every assembly lists ACP agents, so a
+// catalog replica dying under it must not fail the assembly while another
+// replica serves (tests/e2e/multinode_test.go found it).
+func (c catalogClient) ListAcpAgents(ctx context.Context, in *catalogv1.ListAcpAgentsRequest, o ...grpc.CallOption) (*catalogv1.ListAcpAgentsResponse, error) {
+	return invoke(ctx, c.u, "catalog", "ListAcpAgents", true, c.u.timeout, c.CatalogServiceClient.ListAcpAgents, in, o...)
+}
+
 // CallTool calls the upstream under the runtime's policy (unary call, not retried).
 func (c catalogClient) CallTool(ctx context.Context, in *catalogv1.CallToolRequest, o ...grpc.CallOption) (*catalogv1.CallToolResponse, error) {
 	return invoke(ctx, c.u, "catalog", "CallTool", false, c.u.callTimeout, c.CatalogServiceClient.CallTool, in, o...)

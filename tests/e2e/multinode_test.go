@@ -230,7 +230,7 @@ func dialList(t *testing.T, addrs, token string) *grpc.ClientConn {
 // retryable is the set of gRPC codes a client retries during failover.
 func retryable(c codes.Code) bool {
 	switch c {
-	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Canceled:
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted:
 		return true
 	}
 	return false
@@ -294,7 +294,6 @@ type mnAcked struct {
 
 // mnLoad drives the suite until stop; it returns when every worker is done.
 type mnLoad struct {
-	t     *testing.T
 	rt    runtimev1.RuntimeServiceClient // both runtime replicas, round-robin
 	admin authzv1.AuthzServiceClient     // both authz replicas, round-robin
 	st    *mnStats
@@ -551,7 +550,7 @@ func TestMultiNodeKill(t *testing.T) {
 	s := startMultiNode(t, model)
 	t.Logf("seven processes serving in %.1fs", time.Since(t0).Seconds())
 
-	l := &mnLoad{t: t,
+	l := &mnLoad{
 		rt:    runtimev1.NewRuntimeServiceClient(dialList(t, s.addrs("runtime"), userToken)),
 		admin: authzv1.NewAuthzServiceClient(dialList(t, s.addrs("authz"), adminToken)),
 		st:    &mnStats{ok: map[string]int{}, retryable: map[string]int{}},
