@@ -62,7 +62,7 @@ test-e2e: deps ## end-to-end tests: the real binary on loopback ports, both topo
 	CGO_ENABLED=1 $(GO) test -race -count=1 -tags e2e -timeout 20m ./tests/e2e/...
 
 .PHONY: test-multinode-long
-test-multinode-long: deps ## the multi-node kill test, long form: 7 processes on PostgreSQL, SIGKILL cycles under load for 3 min (TOOLPLANE_MULTINODE_LOAD, at most 4m)
+test-multinode-long: deps ## the multi-node kill test, long form: 7 processes on PostgreSQL, SIGKILL cycles under load for 2m30s (TOOLPLANE_MULTINODE_LOAD, at most 4m; about 4 min in all)
 	TOOLPLANE_MULTINODE=long $(GO) test -count=1 -tags e2e -timeout 10m -v -run 'TestMultiNodeKill$$' ./tests/e2e/
 
 .PHONY: run
