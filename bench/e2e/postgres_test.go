@@ -20,13 +20,15 @@ package e2e
 //
 // TestShortPostgres is part of make bench-e2e-short (CI; it asserts only
 // that two runtimes give at least 0.9× the throughput of one, which is all
-// 2 shared cores can show). TestLongPostgres is make bench-e2e-pg.
+// 2 cores can show, and only when the machine is not oversubscribed by
+// other work). TestLongPostgres is make bench-e2e-pg.
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,8 +227,10 @@ func throughput(t *testing.T, addrs string, workers []*workerState, d time.Durat
 }
 
 // replicaRatio measures two runtimes' throughput over one runtime's in
-// alternating rounds; it returns the ratio of the summed iterations.
-func replicaRatio(t *testing.T, tools, clients, rounds int, d time.Duration) float64 {
+// alternating rounds; it returns the ratio of the summed iterations and
+// the share of the machine's CPU that processes other than the benchmark's
+// used meanwhile.
+func replicaRatio(t *testing.T, tools, clients, rounds int, d time.Duration) (float64, float64) {
 	s := startReplicas(t, tools)
 	// The clients' threads, created and promoted on the first runtime (both
 	// read them from the database).
@@ -251,9 +255,12 @@ func replicaRatio(t *testing.T, tools, clients, rounds int, d time.Duration) flo
 		}
 	}
 	one, two := s.runtimes[0].GRPCAddr, s.runtimes[0].GRPCAddr+","+s.runtimes[1].GRPCAddr
-	throughput(t, two, workers, d/2) // warm both runtimes' caches (not counted)
+	throughput(t, two, workers, 2*d) // warm both runtimes (caches, heaps; not counted)
 	var sum1, sum2 float64
 	var cells []string
+	pids := []int{os.Getpid(), s.upstream.Pid(), s.runtimes[0].Pid(), s.runtimes[1].Pid()}
+	busy0, ours0 := cpuTicks(pids)
+	t0 := time.Now()
 	// Alternating order (one, two; two, one; ...) so that a drift of the
 	// machine's load does not favour one side.
 	for r := 0; r < rounds; r++ {
@@ -268,10 +275,50 @@ func replicaRatio(t *testing.T, tools, clients, rounds int, d time.Duration) flo
 		sum1, sum2 = sum1+a, sum2+b
 		cells = append(cells, fmt.Sprintf("%.0f/s vs %.0f/s", a, b))
 	}
+	busy1, ours1 := cpuTicks(pids)
+	others := 0.0
+	if avail := time.Since(t0).Seconds() * clockTicks * float64(runtime.NumCPU()); avail > 0 {
+		others = max(0, float64((busy1-busy0)-(ours1-ours0))/avail)
+	}
 	ratio := sum2 / sum1
-	logf(t, "\ntwo runtimes vs one (%d tools, %d closed-loop clients, %s rounds; one iteration = AssembleTools + tool_search + promoted ExecuteToolCall): %s; ratio %.2f× (load %s)",
-		tools, clients, d, strings.Join(cells, ", "), ratio, loadAvg())
-	return ratio
+	logf(t, "\ntwo runtimes vs one (%d tools, %d closed-loop clients, %s rounds; one iteration = AssembleTools + tool_search + promoted ExecuteToolCall): %s; ratio %.2f× (other processes %.0f%% of the CPU; load %s)",
+		tools, clients, d, strings.Join(cells, ", "), ratio, 100*others, loadAvg())
+	return ratio, others
+}
+
+// clockTicks is USER_HZ, the unit of /proc CPU times (100 on Linux).
+const clockTicks = 100
+
+// cpuTicks returns the machine's busy CPU time (/proc/stat: all but idle
+// and iowait) and the CPU time of pids (/proc/<pid>/stat utime + stime),
+// in clock ticks.
+func cpuTicks(pids []int) (busy, ours int64) {
+	raw, _ := os.ReadFile("/proc/stat")
+	line, _, _ := strings.Cut(string(raw), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		var v int64
+		fmt.Sscan(f, &v)
+		if i != 3 && i != 4 && i < 8 { // user nice system [idle iowait] irq softirq steal
+			busy += v
+		}
+	}
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command name: utime and stime are
+		// fields 14 and 15 of the line, 12 and 13 after the name.
+		_, rest, _ := strings.Cut(string(raw), ") ")
+		f := strings.Fields(rest)
+		if len(f) > 12 {
+			var u, st int64
+			fmt.Sscan(f[11], &u)
+			fmt.Sscan(f[12], &st)
+			ours += u + st
+		}
+	}
+	return busy, ours
 }
 
 func dialTo(t *testing.T, addr string) *grpc.ClientConn {
@@ -293,8 +340,17 @@ func TestShortPostgres(t *testing.T) {
 	t0 := time.Now()
 	t.Run("storage", func(t *testing.T) { storageRatios(t, 2000, 60, 1) })
 	t.Run("replicas", func(t *testing.T) {
-		if r := replicaRatio(t, 2000, 8, 4, 3*time.Second); r < 0.9 {
-			t.Errorf("two runtimes gave %.2f× the throughput of one; want at least 0.9× (2 shared cores)", r)
+		r, others := replicaRatio(t, 2000, 8, 4, 3*time.Second)
+		// The comparison is one of this suite's processes against two on
+		// the same cores; when other work takes a good part of the
+		// machine's CPU meanwhile it measures the others (0.81-0.98× on the
+		// shared 2 cores, docs/performance.md), so it is gated only when
+		// other processes used at most a quarter of the CPU (CI's own
+		// machine).
+		if others > 0.25 {
+			logf(t, "two runtimes vs one: %.2f×, not gated: other processes used %.0f%% of the CPU meanwhile", r, 100*others)
+		} else if r < 0.9 {
+			t.Errorf("two runtimes gave %.2f× the throughput of one; want at least 0.9× (other processes used %.0f%% of the CPU)", r, 100*others)
 		}
 	})
 	logf(t, "PostgreSQL short form done in %.0fs", time.Since(t0).Seconds())
@@ -310,7 +366,7 @@ func TestLongPostgres(t *testing.T) {
 	}
 	t.Run("storage", func(t *testing.T) { storageRatios(t, 8010, 200, 3) })
 	t.Run("replicas", func(t *testing.T) {
-		r := replicaRatio(t, 8010, 16, 4, 15*time.Second)
+		r, _ := replicaRatio(t, 8010, 16, 4, 15*time.Second)
 		var goal float64
 		if _, err := fmt.Sscan(os.Getenv("TOOLPLANE_BENCH_E2E_REPLICA_GOAL"), &goal); err == nil && r < goal {
 			t.Errorf("two runtimes gave %.2f× the throughput of one; goal %.2f×", r, goal)
