@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
@@ -221,5 +222,34 @@ func TestListAcpAgentsIsRetried(t *testing.T) {
 	r, err := c.ListAcpAgents(context.Background(), &catalogv1.ListAcpAgentsRequest{})
 	if err != nil || len(r.GetAgents()) != 1 || f.calls != 3 {
 		t.Fatalf("ListAcpAgents: %v %v after %d calls; want the agent after 3", r, err, f.calls)
+	}
+}
+
+// flakyAuthz answers Authorize UNAVAILABLE once (the replica died under
+// the call), then allows.
+type flakyAuthz struct {
+	authzv1.AuthzServiceClient
+	calls int
+}
+
+func (f *flakyAuthz) Authorize(context.Context, *authzv1.AuthorizeRequest, ...grpc.CallOption) (*authzv1.AuthorizeResponse, error) {
+	f.calls++
+	if f.calls == 1 {
+		return nil, status.Error(codes.Unavailable, "error reading from server: EOF")
+	}
+	return &authzv1.AuthorizeResponse{Decision: &authzv1.Decision{Allow: true}}, nil
+}
+
+// TestAuthorizeIsRetriedOnUnavailable: an Authorize in flight on an authz
+// replica that dies is retried (on the next replica of the balancer)
+// instead of refusing the call with authz.evaluator_error
+// (docs/decisions/0171-authorize-retried-on-unavailable.md); a deny is
+// not retried.
+func TestAuthorizeIsRetriedOnUnavailable(t *testing.T) {
+	f := &flakyAuthz{}
+	c := authzClient{AuthzServiceClient: f, u: &upstream{timeout: time.Second}}
+	r, err := c.Authorize(context.Background(), &authzv1.AuthorizeRequest{})
+	if err != nil || !r.GetDecision().GetAllow() || f.calls != 2 {
+		t.Fatalf("Authorize: %v %v after %d calls; want the allow after 2", r, err, f.calls)
 	}
 }

@@ -102,8 +102,10 @@ func (c catalogClient) CallTool(ctx context.Context, in *catalogv1.CallToolReque
 	return invoke(ctx, c.u, "catalog", "CallTool", false, c.u.callTimeout, c.CatalogServiceClient.CallTool, in, o...)
 }
 
-// authzClient decorates the generated authz client. Authorize is not
-// retried: every deny is an audit record.
+// authzClient decorates the generated authz client. Authorize is retried
+// on UNAVAILABLE like a read (docs/decisions/0171-authorize-retried-on-unavailable.md):
+// a replica that dies under the call must not refuse it while another
+// serves; the price is at most one duplicate decision record per failover.
 type authzClient struct {
 	authzv1.AuthzServiceClient
 	u *upstream
@@ -114,9 +116,9 @@ func (c authzClient) FilterResources(ctx context.Context, in *authzv1.FilterReso
 	return invoke(ctx, c.u, "authz", "FilterResources", true, c.u.timeout, c.AuthzServiceClient.FilterResources, in, o...)
 }
 
-// Authorize calls the upstream under the runtime's policy (unary call, not retried).
+// Authorize calls the upstream under the runtime's policy (retried on UNAVAILABLE, see authzClient).
 func (c authzClient) Authorize(ctx context.Context, in *authzv1.AuthorizeRequest, o ...grpc.CallOption) (*authzv1.AuthorizeResponse, error) {
-	return invoke(ctx, c.u, "authz", "Authorize", false, c.u.timeout, c.AuthzServiceClient.Authorize, in, o...)
+	return invoke(ctx, c.u, "authz", "Authorize", true, c.u.timeout, c.AuthzServiceClient.Authorize, in, o...)
 }
 
 // RecordRefusal calls the upstream under the runtime's policy (unary call, not retried).

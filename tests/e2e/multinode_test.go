@@ -331,14 +331,14 @@ func (l *mnLoad) call(op, thread, tool string, args map[string]any, deadline tim
 			return true
 		}
 		// A tool result that is an error: what failover produces is a
-		// transport failure of the upstream (RUNTIME), a server not
-		// connected on that catalog replica (tool.server_unavailable), or
-		// an Authorize that was in flight on the killed authz replica
-		// (authz.evaluator_error: the runtime fails closed and does not
-		// retry Authorize, docs/decisions/0083-client-side-load-balancing.md);
-		// none is stored for the call id, and a new attempt runs it
-		// again. Any other refusal is a defect.
-		if res.GetErrorKind() == runtimev1.ErrorKind_ERROR_KIND_RUNTIME || res.GetReasonCode() == "tool.server_unavailable" || res.GetReasonCode() == "authz.evaluator_error" {
+		// transport failure of the upstream (RUNTIME: a CallTool in flight
+		// on the killed catalog replica, never retried by the runtime) or
+		// a server not connected on that catalog replica
+		// (tool.server_unavailable); a new call id runs it again. Any
+		// other refusal is a defect — authz.evaluator_error too: with one
+		// authz replica alive the runtime retries Authorize there
+		// (docs/decisions/0171-authorize-retried-on-unavailable.md).
+		if res.GetErrorKind() == runtimev1.ErrorKind_ERROR_KIND_RUNTIME || res.GetReasonCode() == "tool.server_unavailable" {
 			l.st.retry(op, "result "+strings.TrimPrefix(res.GetErrorKind().String(), "ERROR_KIND_")+" "+res.GetReasonCode())
 			callID = l.id("c")
 			time.Sleep(100 * time.Millisecond)
