@@ -61,6 +61,10 @@ test-corpus: deps ## the provider profiles over the whole real schema corpus (go
 test-e2e: deps ## end-to-end tests: the real binary on loopback ports, both topologies
 	CGO_ENABLED=1 $(GO) test -race -count=1 -tags e2e -timeout 20m ./tests/e2e/...
 
+.PHONY: test-multinode-long
+test-multinode-long: deps ## the multi-node kill test, long form: 7 processes on PostgreSQL, SIGKILL cycles under load for 2m30s (TOOLPLANE_MULTINODE_LOAD, at most 4m; about 4 min in all)
+	TOOLPLANE_MULTINODE=long $(GO) test -count=1 -tags e2e -timeout 10m -v -run 'TestMultiNodeKill$$' ./tests/e2e/
+
 .PHONY: run
 run: build ## all-in-one on sqlite in ./data, no MCP servers
 	bin/toolplane serve --data-dir ./data
@@ -82,8 +86,12 @@ bench-e2e: deps ## long end-to-end benchmarks: the real binary on loopback, scal
 	TOOLPLANE_BENCH_E2E=long $(GO) test -tags benche2e -count=1 -v -timeout 60m -run TestLong ./bench/e2e/
 
 .PHONY: bench-e2e-short
-bench-e2e-short: deps ## CI form of bench-e2e: 8,010 tools, median of 3, fails only on a ratio regression > 25% (bench/e2e/baseline.json)
+bench-e2e-short: deps ## CI form of bench-e2e: 8,010 tools, median of 3, fails only on a ratio regression > 25% (bench/e2e/baseline.json); PostgreSQL beside sqlite, two runtimes vs one (>= 0.9x)
 	TOOLPLANE_BENCH_E2E=short $(GO) test -tags benche2e -count=1 -v -timeout 10m -run TestShort ./bench/e2e/
+
+.PHONY: bench-e2e-pg
+bench-e2e-pg: deps ## PostgreSQL beside sqlite (8,010 tools, median of 3) and two runtimes vs one on one database (docs/performance.md "On PostgreSQL")
+	TOOLPLANE_BENCH_E2E=long $(GO) test -tags benche2e -count=1 -v -timeout 30m -run TestLongPostgres ./bench/e2e/
 
 .PHONY: vectors
 vectors: ## rebuild the static word vectors of internal/search (apt fasttext + wordnet; THREADS=1 for a reproducible run)

@@ -39,11 +39,13 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/pgtest"
 	"github.com/toolplane/toolplane/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pgtest.Stop() // the PostgreSQL cluster of postgres_test.go, if one was started
 	testkit.Cleanup()
 	os.Exit(code)
 }
@@ -236,6 +238,12 @@ func (b *bench) dial(token string) *grpc.ClientConn {
 // pinned server-everything over stdio when echo) and waits until a thread
 // of the user assembles all of them.
 func startBench(t testing.TB, n int, echo bool) *bench {
+	return startBenchConfig(t, n, echo, "")
+}
+
+// startBenchConfig is startBench with extraYAML appended to the process's
+// configuration (e.g. storage.dsn: bench/e2e/postgres_test.go).
+func startBenchConfig(t testing.TB, n int, echo bool, extraYAML string) *bench {
 	dir := t.TempDir()
 	b := &bench{t: t, tools: n, catalog: writeCatalog(t, dir, n), echo: echo}
 	servers := map[string]any{"big": map[string]any{"type": "static", "path": b.catalog}}
@@ -248,7 +256,7 @@ func startBench(t testing.TB, n int, echo bool) *bench {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	b.p = testkit.Start(t, testkit.Options{Config: authYAML(), Args: []string{"--extensions-config", ext}, StartTimeout: 5 * time.Minute})
+	b.p = testkit.Start(t, testkit.Options{Config: authYAML() + extraYAML, Args: []string{"--extensions-config", ext}, StartTimeout: 5 * time.Minute})
 	b.user = runtimev1.NewRuntimeServiceClient(b.dial(userToken))
 	svc := b.dial(serviceToken)
 	b.svcCat, b.svcAuth = catalogv1.NewCatalogServiceClient(svc), authzv1.NewAuthzServiceClient(svc)

@@ -43,6 +43,7 @@ import (
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/internal/config"
@@ -576,6 +577,14 @@ func remoteHost(addr string) string {
 	return addr
 }
 
+// upstreamServices are the gRPC health service names of the runtime's
+// upstreams (the names each process's probe reports).
+var upstreamServices = map[string]string{
+	"catalog": catalogv1.CatalogService_ServiceDesc.ServiceName,
+	"authz":   authzv1.AuthzService_ServiceDesc.ServiceName,
+	"skills":  skillsv1.SkillsService_ServiceDesc.ServiceName,
+}
+
 // upstreamConn dials the in-process server for a local upstream, or the
 // configured address (with its token file and TLS) for a remote one.
 func upstreamConn(cfg *Config, name string, local bool, selfToken string, dialMem func(string) (*grpc.ClientConn, error)) (*grpc.ClientConn, error) {
@@ -584,7 +593,9 @@ func upstreamConn(cfg *Config, name string, local bool, selfToken string, dialMe
 	}
 	u := cfg.Runtime.Upstream(name)
 	key := "runtime.upstreams." + name
-	o := grpcx.DialOptions{MaxMessageBytes: cfg.Server.MaxMessageBytes}
+	// Only replicas reporting the service SERVING get calls: a restarted
+	// replica joins when it is ready (docs/decisions/0083-client-side-load-balancing.md).
+	o := grpcx.DialOptions{MaxMessageBytes: cfg.Server.MaxMessageBytes, HealthService: upstreamServices[name]}
 	if u.TokenFile != "" {
 		b, err := os.ReadFile(u.TokenFile)
 		if err != nil {

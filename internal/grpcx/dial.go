@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/health" // the client-side health checker of DialOptions.HealthService
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -124,6 +125,14 @@ type DialOptions struct {
 	Token string
 	// MaxMessageBytes bounds sent and received messages.
 	MaxMessageBytes int
+	// HealthService, when set, turns on client-side health checking: every
+	// address of the target is watched through grpc.health.v1 Watch for
+	// this service, and calls are balanced only over the addresses
+	// reporting SERVING (a replica that was just restarted and is not
+	// ready yet, e.g. a catalog whose MCP servers are still connecting
+	// under catalog.ready_requires, gets no calls;
+	// docs/decisions/0083-client-side-load-balancing.md).
+	HealthService string
 	// Extra options appended last.
 	Extra []grpc.DialOption
 }
@@ -161,7 +170,11 @@ func Dial(target string, o DialOptions) (*grpc.ClientConn, error) {
 	// round_robin over every address the target resolves to — a
 	// `dns:///name` (a Kubernetes headless Service: one address per pod,
 	// re-resolved when connections fail) or a comma-separated list.
-	opts = append(opts, grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+	sc := `{"loadBalancingConfig":[{"round_robin":{}}]`
+	if o.HealthService != "" {
+		sc += fmt.Sprintf(`,"healthCheckConfig":{"serviceName":%q}`, o.HealthService)
+	}
+	opts = append(opts, grpc.WithDefaultServiceConfig(sc+`}`))
 	if strings.Contains(target, ",") {
 		r, authority, err := listResolver(target)
 		if err != nil {

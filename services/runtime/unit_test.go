@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
@@ -194,5 +195,61 @@ func TestChildThreadOverride(t *testing.T) {
 	}
 	if _, err := os.Stat(s.ws.ThreadDir(childID)); !os.IsNotExist(err) {
 		t.Fatalf("child workspace after the parent's deletion: %v", err)
+	}
+}
+
+// flakyACPCatalog answers ListAcpAgents UNAVAILABLE twice, then with one agent.
+type flakyACPCatalog struct {
+	catalogv1.CatalogServiceClient
+	calls int
+}
+
+func (f *flakyACPCatalog) ListAcpAgents(context.Context, *catalogv1.ListAcpAgentsRequest, ...grpc.CallOption) (*catalogv1.ListAcpAgentsResponse, error) {
+	f.calls++
+	if f.calls < 3 {
+		return nil, status.Error(codes.Unavailable, "error reading from server: EOF")
+	}
+	return &catalogv1.ListAcpAgentsResponse{Agents: []*catalogv1.AcpAgent{{Name: "a"}}}, nil
+}
+
+// TestListAcpAgentsIsRetried: every assembly lists ACP agents, so the
+// decorated catalog client retries it on UNAVAILABLE like the other reads
+// (a catalog replica killed under it failed assemblies with assembly.failed
+// in tests/e2e/multinode_test.go).
+func TestListAcpAgentsIsRetried(t *testing.T) {
+	f := &flakyACPCatalog{}
+	c := catalogClient{CatalogServiceClient: f, u: &upstream{timeout: time.Second}}
+	r, err := c.ListAcpAgents(context.Background(), &catalogv1.ListAcpAgentsRequest{})
+	if err != nil || len(r.GetAgents()) != 1 || f.calls != 3 {
+		t.Fatalf("ListAcpAgents: %v %v after %d calls; want the agent after 3", r, err, f.calls)
+	}
+}
+
+// flakyAuthz answers Authorize UNAVAILABLE once (the replica died under
+// the call), then allows.
+type flakyAuthz struct {
+	authzv1.AuthzServiceClient
+	calls int
+}
+
+func (f *flakyAuthz) Authorize(context.Context, *authzv1.AuthorizeRequest, ...grpc.CallOption) (*authzv1.AuthorizeResponse, error) {
+	f.calls++
+	if f.calls == 1 {
+		return nil, status.Error(codes.Unavailable, "error reading from server: EOF")
+	}
+	return &authzv1.AuthorizeResponse{Decision: &authzv1.Decision{Allow: true}}, nil
+}
+
+// TestAuthorizeIsRetriedOnUnavailable: an Authorize in flight on an authz
+// replica that dies is retried (on the next replica of the balancer)
+// instead of refusing the call with authz.evaluator_error
+// (docs/decisions/0171-authorize-retried-on-unavailable.md); a deny is
+// not retried.
+func TestAuthorizeIsRetriedOnUnavailable(t *testing.T) {
+	f := &flakyAuthz{}
+	c := authzClient{AuthzServiceClient: f, u: &upstream{timeout: time.Second}}
+	r, err := c.Authorize(context.Background(), &authzv1.AuthorizeRequest{})
+	if err != nil || !r.GetDecision().GetAllow() || f.calls != 2 {
+		t.Fatalf("Authorize: %v %v after %d calls; want the allow after 2", r, err, f.calls)
 	}
 }

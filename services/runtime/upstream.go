@@ -89,13 +89,23 @@ func (c catalogClient) GetCatalog(ctx context.Context, in *catalogv1.GetCatalogR
 	return invoke(ctx, c.u, "catalog", "GetCatalog", true, c.u.timeout, c.CatalogServiceClient.GetCatalog, in, o...)
 }
 
+// ListAcpAgents calls the upstream under the runtime's policy (idempotent
+// read, retried on UNAVAILABLE): every assembly lists ACP agents, so a
+// catalog replica dying under it must not fail the assembly while another
+// replica serves (tests/e2e/multinode_test.go found it).
+func (c catalogClient) ListAcpAgents(ctx context.Context, in *catalogv1.ListAcpAgentsRequest, o ...grpc.CallOption) (*catalogv1.ListAcpAgentsResponse, error) {
+	return invoke(ctx, c.u, "catalog", "ListAcpAgents", true, c.u.timeout, c.CatalogServiceClient.ListAcpAgents, in, o...)
+}
+
 // CallTool calls the upstream under the runtime's policy (unary call, not retried).
 func (c catalogClient) CallTool(ctx context.Context, in *catalogv1.CallToolRequest, o ...grpc.CallOption) (*catalogv1.CallToolResponse, error) {
 	return invoke(ctx, c.u, "catalog", "CallTool", false, c.u.callTimeout, c.CatalogServiceClient.CallTool, in, o...)
 }
 
-// authzClient decorates the generated authz client. Authorize is not
-// retried: every deny is an audit record.
+// authzClient decorates the generated authz client. Authorize is retried
+// on UNAVAILABLE like a read (docs/decisions/0171-authorize-retried-on-unavailable.md):
+// a replica that dies under the call must not refuse it while another
+// serves; the price is at most one duplicate decision record per failover.
 type authzClient struct {
 	authzv1.AuthzServiceClient
 	u *upstream
@@ -106,9 +116,9 @@ func (c authzClient) FilterResources(ctx context.Context, in *authzv1.FilterReso
 	return invoke(ctx, c.u, "authz", "FilterResources", true, c.u.timeout, c.AuthzServiceClient.FilterResources, in, o...)
 }
 
-// Authorize calls the upstream under the runtime's policy (unary call, not retried).
+// Authorize calls the upstream under the runtime's policy (retried on UNAVAILABLE, see authzClient).
 func (c authzClient) Authorize(ctx context.Context, in *authzv1.AuthorizeRequest, o ...grpc.CallOption) (*authzv1.AuthorizeResponse, error) {
-	return invoke(ctx, c.u, "authz", "Authorize", false, c.u.timeout, c.AuthzServiceClient.Authorize, in, o...)
+	return invoke(ctx, c.u, "authz", "Authorize", true, c.u.timeout, c.AuthzServiceClient.Authorize, in, o...)
 }
 
 // RecordRefusal calls the upstream under the runtime's policy (unary call, not retried).
