@@ -118,8 +118,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("authz.reload_interval: must be >= 50ms, got %s", c.ReloadInterval)
 	case c.PruneInterval < time.Second:
 		return fmt.Errorf("authz.prune_interval: must be >= 1s, got %s", c.PruneInterval)
-	case c.DecisionRate < 0:
-		return fmt.Errorf("authz.decision_rate: must be >= 0, got %v", c.DecisionRate)
 	case c.DecisionBurst < 1:
 		return fmt.Errorf("authz.decision_burst: must be >= 1, got %d", c.DecisionBurst)
 	case c.DecisionFloodWindow < time.Second:

@@ -496,6 +496,14 @@ func TestConfigValidate(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// A negative decision_rate is the documented "no limit".
+	cfg.DecisionRate = -1
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("decision_rate -1 (no limit) refused: %v", err)
+	}
+	if g := newFloodGuard(cfg); g != nil {
+		t.Fatalf("decision_rate -1 built a flood guard %+v; want none (no limit)", g)
+	}
 }
 
 // TestConcurrentDecisionsDuringPolicyChanges: over gRPC, 8 clients decide
