@@ -940,14 +940,22 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 	}
 	if NativeDeferral(profile, v) {
 		n := 0
+		view := sha256.New()
 		for _, t := range UnpromotedDeferred(v) {
-			ts, err := s.bindMemo(gen, t, profile, true)
+			ts, formHash, err := s.bindDeferred(gen, t, profile)
 			if err != nil {
 				report.LeftOut = append(report.LeftOut, t.Name+": "+leftOutReason(err))
 				continue
 			}
 			resp.Tools = append(resp.Tools, ts)
+			view.Write([]byte(ts.GetName()))
+			view.Write([]byte{0})
+			view.Write([]byte(formHash))
+			view.Write([]byte{0})
 			n++
+		}
+		if n > 0 {
+			resp.DeferredToolsView = hex.EncodeToString(view.Sum(nil))
 		}
 		if profile == runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES {
 			for _, ts := range resp.Tools {

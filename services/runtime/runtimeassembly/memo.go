@@ -2,6 +2,8 @@ package runtimeassembly
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"sync"
 
@@ -110,6 +112,7 @@ type formSet struct {
 	err                      error
 	once                     sync.Once
 	deferred                 *structpb.Struct
+	deferredHash             string // formHash of the tool's form with deferred
 }
 
 type formMemo struct {
@@ -169,10 +172,49 @@ func (s *Builder) bindMemo(gen uint64, t *Tool, profile runtimev1.ToolProfile, d
 	}
 	ts := &runtimev1.ToolSchema{Name: t.Name, Source: t.Source, Openai: fs.openai, Anthropic: fs.anthropic, Bound: fs.bound}
 	if deferLoading {
-		fs.once.Do(func() { fs.deferred = withDeferLoading(fs.bound) })
+		fs.once.Do(func() {
+			fs.deferred = withDeferLoading(fs.bound)
+			ts.Bound = fs.deferred
+			fs.deferredHash = formHash(ts)
+		})
 		ts.Bound = fs.deferred
 	}
 	return ts, nil
+}
+
+// bindDeferred binds a deferred tool with defer_loading: true and returns
+// its formHash (memoised with the form).
+func (s *Builder) bindDeferred(gen uint64, t *Tool, profile runtimev1.ToolProfile) (*runtimev1.ToolSchema, string, error) {
+	ts, err := s.bindMemo(gen, t, profile, true)
+	if err != nil {
+		return nil, "", err
+	}
+	if fm := s.watch.formMemo(gen); fm != nil {
+		fm.mu.Lock()
+		fs := fm.m[formKey{params: t.Params, name: t.Name, desc: t.Description, src: t.Source, profile: profile}]
+		fm.mu.Unlock()
+		if fs != nil && fs.deferred == ts.Bound && fs.deferredHash != "" {
+			return ts, fs.deferredHash, nil
+		}
+	}
+	return ts, formHash(ts), nil
+}
+
+// formHash is the hex SHA-256 of a bound tool's deterministic protobuf
+// encoding: the per-tool part of AssembleToolsResponse.deferred_tools_view.
+func formHash(ts *runtimev1.ToolSchema) string {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ts)
+	if err != nil {
+		return ""
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// DeferLoading reports whether a bound tool goes out with defer_loading:
+// true (the tools AssembleToolsRequest.deferred_tools_view can leave out).
+func DeferLoading(ts *runtimev1.ToolSchema) bool {
+	return ts.GetBound().GetFields()["defer_loading"].GetBoolValue()
 }
 
 // bindFresh is Bind, with defer_loading: true in the bound form when asked.
