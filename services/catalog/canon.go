@@ -374,8 +374,27 @@ func compareKeys(a, b []byte) int {
 	if a[i] < 0xEE && b[i] < 0xEE {
 		return int(a[i]) - int(b[i])
 	}
-	ua, ub := utf16.Encode([]rune(string(a))), utf16.Encode([]rune(string(b)))
-	return slices.Compare(ua, ub)
+	// The keys share everything before the character that holds byte i, so
+	// that character decides: its first UTF-16 code unit, then (two
+	// supplementary characters with the same high surrogate) the code
+	// point. No allocation, whatever the number of keys.
+	for i > 0 && !utf8.RuneStart(a[i]) {
+		i--
+	}
+	ra, _ := utf8.DecodeRune(a[i:])
+	rb, _ := utf8.DecodeRune(b[i:])
+	if ua, ub := firstUnit(ra), firstUnit(rb); ua != ub {
+		return int(ua) - int(ub)
+	}
+	return int(ra) - int(rb)
+}
+
+// firstUnit is the first UTF-16 code unit of r.
+func firstUnit(r rune) rune {
+	if r >= 0x10000 {
+		return 0xD800 + (r-0x10000)>>10
+	}
+	return r
 }
 
 func (p *canonParser) object(dst []byte) ([]byte, bool) {

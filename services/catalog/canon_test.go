@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/gowebpki/jcs"
 
@@ -105,7 +107,8 @@ func TestCanonJSONRealCatalogs(t *testing.T) {
 // and deep nesting.
 func TestCanonJSONRandomDocuments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(18, 148))
-	keys := []string{"a", "b", "B", "é", "e", "\ue000", "\U0001F600", "\uffff", "z", "aa", "", "\\u0062", "\\n", "k\\\"q"}
+	keys := []string{"a", "b", "B", "é", "e", "\ue000", "\U0001F600", "\uffff", "z", "aa", "", "\\u0062", "\\n", "k\\\"q",
+		"！", "ﬁ", "ﬁx", "😀a", "😁", "𝄞", "\u00e9", "ｚ", "€"} // raw U+FF01, U+FB01, supplementary, and U+E000+ beside them
 	nums := []string{"0", "-0", "1", "-17", "3.25", "1e3", "1E-7", "123456789012345678", "0.000001", "1e21", "9007199254740993", "-2.5e-10"}
 	strs := []string{`""`, `"plain"`, `"\u00e9"`, `"\ud83d\ude00"`, `"a\/b"`, `"\u001f\t"`, `"é€😀"`, `"\u2028"`}
 	var gen func(d int) string
@@ -179,4 +182,26 @@ func FuzzCanonString(f *testing.F) {
 			t.Fatalf("canonStringOf(%q) = %q, want %q", s, got, want)
 		}
 	})
+}
+
+// TestCompareKeysIsUTF16Order: the byte shortcut and the one-character
+// decision agree with sorting by UTF-16 code units on every pair of keys
+// around the places where UTF-8 and UTF-16 orders differ.
+func TestCompareKeysIsUTF16Order(t *testing.T) {
+	chars := []string{"", "a", "z", "\u007f", "é", "\u07ff", "\u0800", "\ud7ff", "\ue000", "\uedff", "\uee00", "！", "\uffff", "\U00010000", "😀", "😁", "\U0010ffff"}
+	var keys []string
+	for _, a := range chars {
+		for _, b := range chars {
+			keys = append(keys, a+b, "k"+a+b)
+		}
+	}
+	sign := func(n int) int { return min(max(n, -1), 1) }
+	for _, a := range keys {
+		for _, b := range keys {
+			want := slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+			if got := compareKeys([]byte(a), []byte(b)); sign(got) != sign(want) {
+				t.Fatalf("compareKeys(%q, %q) = %d, UTF-16 order %d", a, b, got, want)
+			}
+		}
+	}
 }
