@@ -227,7 +227,11 @@ func Run(ctx context.Context, cfg *Config, au *auth.Authenticator, lis *Listener
 	// upstream connections). Both carry the same chain and services.
 	ext := grpc.NewServer(extOpts...)
 	in := grpc.NewServer(base...)
-	mem := bufconn.Listen(4 << 20)
+	// Each in-memory connection holds two pipes of this size for its life
+	// (4 MiB each kept 24 MiB resident for three connections); HTTP/2 flow
+	// control bounds what is in flight anyway, so a larger pipe only holds
+	// memory (docs/performance.md "Memory").
+	mem := bufconn.Listen(256 << 10)
 
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

@@ -72,11 +72,22 @@ func coreRequest(p *typev1.Principal, cc *typev1.CallContext) authzcasbin.Reques
 // resource with no server (docs/architecture.md §5).
 func (s *Server) resourceAttributes(ctx context.Context, in *authzcasbin.CondInput, ra *authzv1.ResourceAttributes) {
 	if ra == nil || !auth.IsService(ctx) {
-		in.Server, in.Annotations = "", authzcasbin.ResolveAnnotations(nil, s.cfg.AnnotationDefaults)
+		in.Server, in.Annotations = "", s.unannotatedInput()
 		return
 	}
 	in.Server = ra.GetServer()
+	if len(ra.GetAnnotations().GetFields()) == 0 {
+		in.Annotations = s.unannotatedInput()
+		return
+	}
 	in.Annotations = authzcasbin.ResolveAnnotations(ra.GetAnnotations().AsMap(), s.cfg.AnnotationDefaults)
+}
+
+// unannotatedInput is the resolved annotations of a resource without any
+// (the defaults), computed once; callers only read it.
+func (s *Server) unannotatedInput() map[string]string {
+	s.unannotatedOnce.Do(func() { s.unannotated = authzcasbin.ResolveAnnotations(nil, s.cfg.AnnotationDefaults) })
+	return s.unannotated
 }
 
 func tenantOf(p *typev1.Principal) string { return auth.TenantOf(p) }

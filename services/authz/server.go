@@ -59,6 +59,12 @@ type Server struct {
 
 	decisions *prometheus.CounterVec
 
+	// unannotated is ResolveAnnotations(nil, cfg.AnnotationDefaults), built
+	// once: the condition input of every resource without annotations (most
+	// of a FilterResources call's candidates), shared read-only.
+	unannotatedOnce sync.Once
+	unannotated     map[string]string
+
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once

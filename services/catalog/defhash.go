@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gowebpki/jcs"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
@@ -100,7 +99,7 @@ func definitionPartsWith(in DefinitionInput, name, desc, inp []byte) (*definitio
 		if len(t) == 0 || string(t) == "null" {
 			return []byte(absent), nil
 		}
-		c, err := jcs.Transform(t)
+		c, err := canonJSON(t)
 		if err != nil {
 			return nil, fmt.Errorf("tool %q: %s: canonical JSON: %w", in.Name, field, err)
 		}

@@ -9,8 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-
-	"github.com/gowebpki/jcs"
 )
 
 // HashInput is one tool as the catalog hash sees it.
@@ -43,24 +41,26 @@ func canonParameters(name string, params json.RawMessage) ([]byte, error) {
 	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
 		return []byte(`{}`), nil
 	}
-	cp, err := jcs.Transform(params)
+	cp, err := canonJSON(params)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: parameters: canonical JSON: %w", name, err)
 	}
 	return cp, nil
 }
 
-// elementOf assembles the hashed element from the canonical parameters cp.
+// elementOf assembles the hashed element from the canonical parameters cp
+// in one buffer (name and description canonicalised in place).
 func elementOf(name, description string, cp []byte) ([]byte, error) {
-	cn, err := canonString(name)
-	if err != nil {
-		return nil, fmt.Errorf("tool %q: name: %w", name, err)
-	}
-	cd, err := canonString(description)
-	if err != nil {
-		return nil, fmt.Errorf("tool %q: description: %w", name, err)
-	}
-	return elementWith(cn, cd, cp), nil
+	out := make([]byte, 0, len(cp)+2*len(name)+len(description)+56)
+	out = append(out, `{"name":`...)
+	out = appendCanonString(out, name)
+	out = append(out, `,"schema":{"description":`...)
+	out = appendCanonString(out, description)
+	out = append(out, `,"name":`...)
+	out = appendCanonString(out, name)
+	out = append(out, `,"parameters":`...)
+	out = append(out, cp...)
+	return append(out, `}}`...), nil
 }
 
 // elementWith assembles the element from canonical name, description and
@@ -79,13 +79,10 @@ func elementWith(cn, cd, cp []byte) []byte {
 	return out
 }
 
-// canonString returns the RFC 8785 serialisation of a JSON string.
+// canonString returns the RFC 8785 serialisation of a JSON string
+// (canonStringOf; it cannot fail, the error is kept for its callers).
 func canonString(s string) ([]byte, error) {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	return jcs.Transform(b)
+	return canonStringOf(s), nil
 }
 
 // canonAll computes hashElement for every input, spread over the available

@@ -35,6 +35,12 @@ func (s *Server) AssembleTools(ctx context.Context, req *runtimev1.AssembleTools
 	if v := req.GetDeferredView(); v != "" && v == resp.GetDeferredView() {
 		resp.Deferred, resp.DeferredOmitted = nil, true
 	}
+	// Likewise the tools bound with defer_loading, by the content id of
+	// their definitions (docs/decisions/0149-assembly-shared-per-catalog-generation.md).
+	if v := req.GetDeferredToolsView(); v != "" && v == resp.GetDeferredToolsView() {
+		resp.Tools = slices.DeleteFunc(resp.Tools, runtimeassembly.DeferLoading)
+		resp.DeferredToolsOmitted = true
+	}
 	return resp, nil
 }
 

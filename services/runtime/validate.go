@@ -49,6 +49,9 @@ func (s *Server) Validate(_ string, req any) error {
 		if len(r.GetDeferredView()) > 128 {
 			return invalid("deferred_view", grpcx.ViolationTooLong, "longer than 128 characters")
 		}
+		if len(r.GetDeferredToolsView()) > 128 {
+			return invalid("deferred_tools_view", grpcx.ViolationTooLong, "longer than 128 characters")
+		}
 	case *runtimev1.ExecuteToolCallRequest:
 		return s.validateCall(r.GetToolCall())
 	case *runtimev1.ExecuteToolCallStreamRequest:

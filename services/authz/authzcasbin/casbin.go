@@ -261,8 +261,9 @@ func (d *casbinDecider) decide(tenant string, subjects []string, req *Request, v
 }
 
 func allowDecision(r Rule, version int64) Decision {
-	return Decision{Allow: true, PolicyID: r.ID(), PolicyVersion: version,
-		Reasons: []Reason{{Code: CodeAllowed, Message: fmt.Sprintf("allowed by rule %s (%s)", r.ID(), r.String())}}}
+	id := r.ID()
+	return Decision{Allow: true, PolicyID: id, PolicyVersion: version,
+		Reasons: []Reason{{Code: CodeAllowed, Message: fmt.Sprintf("allowed by rule %s (%s)", id, r.String())}}}
 }
 
 func denyDecision(r Rule, in *CondInput, version int64) Decision {

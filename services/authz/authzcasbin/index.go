@@ -31,6 +31,10 @@ type index struct {
 	closures sync.Map          // closureKey -> []string
 	nClosure atomic.Int64      // entries in closures (bounded by maxClosures)
 	cache    *decisionCache
+	// allows are the allow decisions per rule ordinal, built on first use
+	// (ID and message once per rule and snapshot, not once per decided
+	// target: FilterResources decides thousands of targets on one rule).
+	allows []atomic.Pointer[Decision]
 }
 
 type partKey struct{ sub, tenant, rtype string }
@@ -50,11 +54,12 @@ type closureKey struct{ member, tenant string }
 
 func newIndex(set PolicySet) (*index, error) {
 	ix := &index{
-		rules: set.Rules,
-		conds: make([]*Condition, len(set.Rules)),
-		parts: make(map[partKey]*partition),
-		links: make(map[string][]Link),
-		cache: newDecisionCache(1 << 16),
+		rules:  set.Rules,
+		conds:  make([]*Condition, len(set.Rules)),
+		parts:  make(map[partKey]*partition),
+		links:  make(map[string][]Link),
+		cache:  newDecisionCache(1 << 16),
+		allows: make([]atomic.Pointer[Decision], len(set.Rules)),
 	}
 	seen := make(map[string]bool, len(set.Rules))
 	for i, r := range set.Rules {
@@ -183,7 +188,7 @@ func (ix *index) decide(tenant string, subjects []string, req *Request, version 
 	case m.denyOrd >= 0:
 		d = denyDecision(ix.rules[m.denyOrd], &req.Cond, version)
 	case m.allowOrd >= 0:
-		d = allowDecision(ix.rules[m.allowOrd], version)
+		d = ix.allowDecision(m.allowOrd, version)
 	case m.blockedOrd >= 0:
 		d = blockedDecision(ix.rules[m.blockedOrd], &req.Cond, version)
 	default:
@@ -192,6 +197,17 @@ func (ix *index) decide(tenant string, subjects []string, req *Request, version 
 	if useCache && !m.conditional {
 		ix.cache.put(key, d)
 	}
+	return d
+}
+
+// allowDecision is allowDecision of rule ord, memoised per snapshot (the
+// Reasons slice is shared read-only, as the decision cache shares it).
+func (ix *index) allowDecision(ord int32, version int64) Decision {
+	if d := ix.allows[ord].Load(); d != nil && d.PolicyVersion == version {
+		return *d
+	}
+	d := allowDecision(ix.rules[ord], version)
+	ix.allows[ord].Store(&d)
 	return d
 }
 

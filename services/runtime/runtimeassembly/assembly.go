@@ -461,28 +461,26 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	for _, n := range builtins {
 		cands = append(cands, BuiltinDef(n))
 	}
-	mcpTools, err := s.catalogTools(ctx)
+	mcpTools, mcpCands, gen, memo, err := s.genCandidates(ctx)
 	if err != nil {
 		return nil, assemblyFailed("catalog unreachable: %s", ShortErr(err))
 	}
 	tenant := auth.TenantOf(p)
-	for _, t := range mcpTools {
+	for i, t := range mcpTools {
 		// A tool of a tenant-scoped MCP server exists only for principals
 		// of its tenants (docs/decisions/0105-tenant-scoped-servers.md);
 		// the catalog refuses the others' calls as well.
 		if ts := t.GetTenants(); len(ts) > 0 && !slices.Contains(ts, tenant) {
 			continue
 		}
-		if st := t.GetState(); st != catalogv1.ToolState_TOOL_STATE_UNSPECIFIED && st != catalogv1.ToolState_TOOL_STATE_ACTIVE {
+		c := mcpCands[i]
+		if c == nil { // held for review (PENDING, CHANGED, REJECTED)
 			if b.Held == nil {
 				b.Held = map[string]catalogv1.ToolState{}
 			}
-			b.Held[t.GetName()] = st
+			b.Held[t.GetName()] = t.GetState()
 			continue
 		}
-		c := &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(),
-			Routing: t.GetRouting(), Annotations: t.GetAnnotations(), DefinitionHash: t.GetDefinitionHash()}
-		boundTool(c, s.cfg.MaxDescriptionBytes, s.cfg.MaxSchemaBytes)
 		if c.Truncated != "" {
 			b.Report.Truncated = append(b.Report.Truncated, c.Name+": "+c.Truncated)
 		}
@@ -540,7 +538,6 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		}
 	}
 	b.ByName = make(map[string]*Tool, len(names))
-	b.Deferred = make(map[string]*Tool, len(names))
 	toolAllowed, toolDenied, v2, fo2, err := s.filter(ctx, p, cc, authzv1.ResourceType_RESOURCE_TYPE_TOOL, names, attrs)
 	if err != nil {
 		return nil, authzFailed("tools", err)
@@ -562,12 +559,10 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 	// 4. Deferral of the surviving MCP tools minus exempt servers; the
 	// catalog hashes the deferred set.
 	on, exempt := s.deferralSettings(agent)
-	var deferrable int
+	var deferrable []*Tool
 	for _, c := range b.Tools {
 		if c.Source == SourceMCP && on && !slices.Contains(exempt, c.Server) {
-			deferrable++
-			b.Deferred[c.Name] = c
-			b.DeferredNames = append(b.DeferredNames, c.Name)
+			deferrable = append(deferrable, c)
 			if c.Routing.GetMode() == catalogv1.RoutingMode_ROUTING_MODE_PREFER && len(nonBlank(c.Routing.GetKeywords())) > 0 {
 				b.Routes = append(b.Routes, c)
 			}
@@ -575,15 +570,12 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 		}
 		b.Bound = append(b.Bound, c)
 	}
-	sort.Strings(b.DeferredNames)
-	if len(b.DeferredNames) > 0 {
-		h := sha256.New()
-		for _, n := range b.DeferredNames {
-			h.Write([]byte(n))
-			h.Write([]byte{0})
-		}
-		b.ViewKey = hex.EncodeToString(h.Sum(nil))
+	b.Deferred = map[string]*Tool{}
+	if len(deferrable) > 0 {
+		// The names, map and prompt section of the set, shared per
+		// namespace and view key within the catalog generation.
 		b.Namespace = tenant
+		s.sharedDeferred(b, deferrable, gen, memo)
 		setKey := b.NSKey()
 		if memo, ok := s.watch.memoHash(setKey); ok {
 			b.Hash = memo
@@ -605,11 +597,13 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 			s.watch.putHash(gen, setKey, b.Hash)
 		}
 	}
-	if on && deferrable > 0 && (len(b.DeferredNames) == 0 || b.Hash == "") {
-		return nil, assemblyFailed("deferral is on and %d tools are deferrable, but the deferred set is empty (fail closed)", deferrable)
+	if on && len(deferrable) > 0 && (len(b.DeferredNames) == 0 || b.Hash == "") {
+		return nil, assemblyFailed("deferral is on and %d tools are deferrable, but the deferred set is empty (fail closed)", len(deferrable))
 	}
 	b.Hints = routingHints(b.Tools, b.Deferred)
-	b.DeferredText = deferredSection(b, s.cfg.DeferredListMax)
+	if len(deferrable) == 0 {
+		b.DeferredText = deferredSection(b, s.cfg.DeferredListMax)
+	}
 	b.SkillsText = skillsSection(b)
 	return b, nil
 }
@@ -621,6 +615,16 @@ func (b *Base) NSKey() string {
 		return ""
 	}
 	return b.Namespace + "\x01" + b.ViewKey
+}
+
+// viewKey is the hex SHA-256 of sorted names, each followed by NUL (Base.ViewKey).
+func viewKey(names []string) string {
+	h := sha256.New()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // FirstNonEmpty returns the first non-empty string of v, or "".
@@ -920,8 +924,12 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 	if v.Policy != nil && v.Policy.Reason != "" {
 		report.Notes = append(report.Notes, "skill policy: "+v.Policy.Reason)
 	}
+	// Bound forms come from the catalog generation's memo
+	// (docs/decisions/0149-assembly-shared-per-catalog-generation.md); gen
+	// is the generation now, so a base built on an older one binds fresh.
+	gen, _, _ := s.watch.cacheKey()
 	for _, t := range bound {
-		ts, err := Bind(t, profile)
+		ts, err := s.bindMemo(gen, t, profile, false)
 		if err != nil {
 			// A tool that cannot be made valid for the profile is left out
 			// with its reason; it never breaks the request.
@@ -932,15 +940,22 @@ func (s *Builder) Assemble(ctx context.Context, th *runtimestore.Thread, userMes
 	}
 	if NativeDeferral(profile, v) {
 		n := 0
+		view := sha256.New()
 		for _, t := range UnpromotedDeferred(v) {
-			ts, err := Bind(t, profile)
+			ts, formHash, err := s.bindDeferred(gen, t, profile)
 			if err != nil {
 				report.LeftOut = append(report.LeftOut, t.Name+": "+leftOutReason(err))
 				continue
 			}
-			ts.Bound.Fields["defer_loading"] = structpb.NewBoolValue(true)
 			resp.Tools = append(resp.Tools, ts)
+			view.Write([]byte(ts.GetName()))
+			view.Write([]byte{0})
+			view.Write([]byte(formHash))
+			view.Write([]byte{0})
 			n++
+		}
+		if n > 0 {
+			resp.DeferredToolsView = hex.EncodeToString(view.Sum(nil))
 		}
 		if profile == runtimev1.ToolProfile_TOOL_PROFILE_OPENAI_RESPONSES {
 			for _, ts := range resp.Tools {

@@ -24,6 +24,17 @@ type watchState struct {
 	policyVersion int64
 	told          int64             // the newest policy version ever announced
 	tools         []*catalogv1.Tool // catalog tool list at catalogGen; nil = not fetched
+	// cands are the assembly candidates of tools (same index; nil for a
+	// held tool), built once per catalog generation and shared by every
+	// base assembly of it: a policy change re-decides authz only
+	// (docs/decisions/0149-assembly-shared-per-catalog-generation.md).
+	cands []*Tool
+	// views memoises, per deferred set (view key) at catalogGen, its
+	// names, map and rendered <available-deferred-tools> section; bounded
+	// by viewMemoMax.
+	views map[string]*deferredView
+	// forms memoises bound forms of tools at catalogGen (bindMemo).
+	forms *formMemo
 	// hashes memoises the catalog's hash of a deferred set at catalogGen
 	// (key: SHA-256 of the sorted names), so a policy change that leaves
 	// the deferred set unchanged needs no GetCatalog call.
@@ -72,7 +83,7 @@ func (w *watchState) catalogChanged(live bool) {
 	w.mu.Lock()
 	w.catalogGen++
 	w.catalogLive = live
-	w.tools = nil
+	w.tools, w.cands, w.views, w.forms = nil, nil, nil, nil
 	w.hashes = nil
 	w.mu.Unlock()
 }
@@ -82,7 +93,7 @@ func (w *watchState) catalogChanged(live bool) {
 func (w *watchState) invalidate() {
 	w.mu.Lock()
 	w.catalogGen++
-	w.tools = nil
+	w.tools, w.cands, w.views, w.forms = nil, nil, nil, nil
 	w.hashes = nil
 	w.mu.Unlock()
 }

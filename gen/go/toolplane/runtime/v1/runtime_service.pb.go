@@ -825,9 +825,17 @@ type AssembleToolsRequest struct {
 	// current. Unset, or any other value, returns the full list as v0.1.0
 	// did (docs/decisions/0145-assemble-without-the-deferred-list.md). At
 	// most 128 characters.
-	DeferredView  string `protobuf:"bytes,4,opt,name=deferred_view,json=deferredView,proto3" json:"deferred_view,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DeferredView string `protobuf:"bytes,4,opt,name=deferred_view,json=deferredView,proto3" json:"deferred_view,omitempty"`
+	// The deferred_tools_view of an earlier response whose defer_loading
+	// tools (profiles anthropic_messages and openai_responses under native
+	// deferral) the caller still holds. When it equals this turn's
+	// deferred_tools_view the response leaves those tools out of tools and
+	// sets deferred_tools_omitted. Unset, or any other value, returns them
+	// all (docs/decisions/0149-assembly-shared-per-catalog-generation.md). At
+	// most 128 characters.
+	DeferredToolsView string `protobuf:"bytes,5,opt,name=deferred_tools_view,json=deferredToolsView,proto3" json:"deferred_tools_view,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AssembleToolsRequest) Reset() {
@@ -888,6 +896,13 @@ func (x *AssembleToolsRequest) GetDeferredView() string {
 	return ""
 }
 
+func (x *AssembleToolsRequest) GetDeferredToolsView() string {
+	if x != nil {
+		return x.DeferredToolsView
+	}
+	return ""
+}
+
 // AssembleToolsResponse is what to bind.
 type AssembleToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -916,8 +931,18 @@ type AssembleToolsResponse struct {
 	// True when deferred was left out because the request's deferred_view
 	// equals this one (the caller's list is current).
 	DeferredOmitted bool `protobuf:"varint,11,opt,name=deferred_omitted,json=deferredOmitted,proto3" json:"deferred_omitted,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Content id of the tools bound with defer_loading: true: the hex SHA-256
+	// over each such tool, in response order, of its name, a NUL byte, the hex
+	// SHA-256 of the tool's deterministic protobuf encoding (ToolSchema) and a
+	// NUL byte; "" when no tool is bound with defer_loading. Equal ids mean
+	// equal definitions; send it back as
+	// AssembleToolsRequest.deferred_tools_view.
+	DeferredToolsView string `protobuf:"bytes,12,opt,name=deferred_tools_view,json=deferredToolsView,proto3" json:"deferred_tools_view,omitempty"`
+	// True when the defer_loading tools were left out of tools because the
+	// request's deferred_tools_view equals this one (the caller's are current).
+	DeferredToolsOmitted bool `protobuf:"varint,13,opt,name=deferred_tools_omitted,json=deferredToolsOmitted,proto3" json:"deferred_tools_omitted,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *AssembleToolsResponse) Reset() {
@@ -1023,6 +1048,20 @@ func (x *AssembleToolsResponse) GetDeferredView() string {
 func (x *AssembleToolsResponse) GetDeferredOmitted() bool {
 	if x != nil {
 		return x.DeferredOmitted
+	}
+	return false
+}
+
+func (x *AssembleToolsResponse) GetDeferredToolsView() string {
+	if x != nil {
+		return x.DeferredToolsView
+	}
+	return ""
+}
+
+func (x *AssembleToolsResponse) GetDeferredToolsOmitted() bool {
+	if x != nil {
+		return x.DeferredToolsOmitted
 	}
 	return false
 }
@@ -2398,12 +2437,13 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"y\n" +
 	"\x14ListMessagesResponse\x129\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1d.toolplane.runtime.v1.MessageR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb8\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe8\x01\n" +
 	"\x14AssembleToolsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12!\n" +
 	"\fuser_message\x18\x02 \x01(\tR\vuserMessage\x12;\n" +
 	"\aprofile\x18\x03 \x01(\x0e2!.toolplane.runtime.v1.ToolProfileR\aprofile\x12#\n" +
-	"\rdeferred_view\x18\x04 \x01(\tR\fdeferredView\"\xa1\x04\n" +
+	"\rdeferred_view\x18\x04 \x01(\tR\fdeferredView\x12.\n" +
+	"\x13deferred_tools_view\x18\x05 \x01(\tR\x11deferredToolsView\"\x87\x05\n" +
 	"\x15AssembleToolsResponse\x126\n" +
 	"\x05tools\x18\x01 \x03(\v2 .toolplane.runtime.v1.ToolSchemaR\x05tools\x12\x1a\n" +
 	"\bdeferred\x18\x02 \x03(\tR\bdeferred\x12L\n" +
@@ -2417,7 +2457,9 @@ const file_toolplane_runtime_v1_runtime_service_proto_rawDesc = "" +
 	"\x0factivated_skill\x18\t \x01(\v2!.toolplane.runtime.v1.ActiveSkillR\x0eactivatedSkill\x12#\n" +
 	"\rdeferred_view\x18\n" +
 	" \x01(\tR\fdeferredView\x12)\n" +
-	"\x10deferred_omitted\x18\v \x01(\bR\x0fdeferredOmitted\"\xc6\x01\n" +
+	"\x10deferred_omitted\x18\v \x01(\bR\x0fdeferredOmitted\x12.\n" +
+	"\x13deferred_tools_view\x18\f \x01(\tR\x11deferredToolsView\x124\n" +
+	"\x16deferred_tools_omitted\x18\r \x01(\bR\x14deferredToolsOmitted\"\xc6\x01\n" +
 	"\x16ExecuteToolCallRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12;\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x1e.toolplane.runtime.v1.ToolCallR\btoolCall\x12\x15\n" +
