@@ -261,7 +261,11 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		return Connect(ictx, scoped, opts, nil)
 	}
 	for attempt := 0; ; attempt++ {
-		sess, release, err := m.pool.Acquire(ctx, key, dial)
+		created := false
+		sess, release, err := m.pool.Acquire(ctx, key, func(dctx context.Context) (*Session, error) {
+			created = true
+			return dial(dctx)
+		})
 		if na := asNeedsAuth(server, err); na != nil {
 			return nil, na
 		}
@@ -271,7 +275,7 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		res, err := sess.CallTool(ctx, tool, args, notify)
 		release()
 		if res != nil {
-			res.WorkDir = wd
+			res.WorkDir, res.SessionCreated = wd, created
 		}
 		if na := asNeedsAuth(server, err); na != nil {
 			m.pool.Drop(key, sess)

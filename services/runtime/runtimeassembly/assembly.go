@@ -481,7 +481,8 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 			continue
 		}
 		c := &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(),
-			Routing: t.GetRouting(), Annotations: t.GetAnnotations(), DefinitionHash: t.GetDefinitionHash()}
+			Routing: t.GetRouting(), Annotations: t.GetAnnotations(), DefinitionHash: t.GetDefinitionHash(),
+			Scope: t.GetSessionScope(), Stateful: t.GetStateful()}
 		boundTool(c, s.cfg.MaxDescriptionBytes, s.cfg.MaxSchemaBytes)
 		if c.Truncated != "" {
 			b.Report.Truncated = append(b.Report.Truncated, c.Name+": "+c.Truncated)
