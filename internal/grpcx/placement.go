@@ -35,6 +35,11 @@ const SessionCreated = "created"
 
 func init() { balancer.Register(placementBuilder{}) }
 
+// StatefulKey is the placement key of a `stateful: true` MCP server: the
+// runtime places its calls by it, and the catalog replicas choose the one
+// that runs it by it (hashring.Owner over their advertised addresses).
+func StatefulKey(server string) string { return "stateful\x00" + server }
+
 // Placement is what the balancer did with one keyed call: the replica it
 // picked and the one that owns the key. It is filled in by the picker;
 // read it after the call returned.

@@ -32,7 +32,7 @@ func placementKey(ctx context.Context, t *runtimeassembly.Tool, thread string) s
 		return ""
 	}
 	if t.Stateful {
-		return "stateful\x00" + t.Server
+		return grpcx.StatefulKey(t.Server)
 	}
 	switch t.Scope {
 	case catalogv1.SessionScope_SESSION_SCOPE_PER_TENANT, catalogv1.SessionScope_SESSION_SCOPE_PER_USER, catalogv1.SessionScope_SESSION_SCOPE_PER_THREAD:
