@@ -41,8 +41,8 @@ type Manager struct {
 	applyMu sync.Mutex // serialises Apply and Reapply
 	mu      sync.RWMutex
 	order   []*Supervisor
-	byName map[string]*Supervisor
-	closed bool
+	byName  map[string]*Supervisor
+	closed  bool
 
 	changed chan struct{}
 	stopN   chan struct{}
