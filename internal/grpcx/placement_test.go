@@ -113,6 +113,7 @@ func TestPlacementSameKeySameReplica(t *testing.T) {
 		}
 		per[got[0]]++
 	}
+	t.Logf("300 keys over 3 replicas: %v", per)
 	for _, a := range r.addrs {
 		if per[a] < 60 {
 			t.Errorf("replica %s owns %d of 300 keys; want an even spread (>= 60 each): %v", a, per[a], per)
