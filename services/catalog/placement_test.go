@@ -285,3 +285,61 @@ func (p *placer) crashForTest() {
 	}
 	p.self = "crashed" // and it does not Leave under its address at Close
 }
+
+// catalog.placement: defaults, and each bad value named by its key.
+func TestPlacementConfigValidate(t *testing.T) {
+	var c Config
+	c.SetDefaults()
+	if err := c.Validate(); err != nil || c.Placement.Heartbeat != 2*time.Second || c.Placement.MemberTimeout != 10*time.Second || c.Placement.AdvertiseAddress != "" {
+		t.Fatalf("defaults: %+v %v", c.Placement, err)
+	}
+	for _, tc := range []struct {
+		p    PlacementConfig
+		want string
+	}{
+		{PlacementConfig{AdvertiseAddress: "catalog-0"}, "catalog.placement.advertise_address: "},
+		{PlacementConfig{AdvertiseAddress: "dns:///catalog:7420"}, "catalog.placement.advertise_address: "},
+		{PlacementConfig{AdvertiseAddress: ":7420"}, "catalog.placement.advertise_address: "},
+		{PlacementConfig{Heartbeat: time.Millisecond}, "catalog.placement.heartbeat: "},
+		{PlacementConfig{Heartbeat: time.Second, MemberTimeout: 2 * time.Second}, "catalog.placement.member_timeout: "},
+	} {
+		c := Config{Placement: tc.p}
+		c.SetDefaults()
+		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %s...", tc.p, err, tc.want)
+		}
+	}
+	c = Config{Placement: PlacementConfig{AdvertiseAddress: "10.1.2.3:7420"}}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stateful server written through the API keeps the key, and GetTool
+// reports the scope and stateful of a tool's server.
+func TestStatefulThroughTheAPI(t *testing.T) {
+	h := start(t, extJSON(fixtureServer("fx", `"session_scope": "per_thread"`)), nil)
+	ctx := ctxT(t)
+	r, err := h.svc.GetTool(ctx, &catalogv1.GetToolRequest{Name: "fx_pid"})
+	if err != nil || r.GetTool().GetSessionScope() != catalogv1.SessionScope_SESSION_SCOPE_PER_THREAD || r.GetTool().GetStateful() {
+		t.Fatalf("GetTool: %v %v", r.GetTool(), err)
+	}
+	// Written through the API: kept, shown, and its tools marked stateful.
+	if _, err := h.admin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
+		{Name: "ev", Command: "node", Args: []string{npmJS(t, "server-everything")}, Stateful: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := h.admin.GetServer(ctx, &catalogv1.GetServerRequest{Name: "ev"})
+	if err != nil || !g.GetServer().GetConfig().GetStateful() {
+		t.Fatalf("GetServer after writing stateful: %v %v", g, err)
+	}
+	eventually(t, 30*time.Second, "ev_echo stateful", func() bool {
+		r, err := h.svc.GetTool(ctx, &catalogv1.GetToolRequest{Name: "ev_echo"})
+		return err == nil && r.GetTool().GetStateful() && r.GetTool().GetSessionScope() == catalogv1.SessionScope_SESSION_SCOPE_SHARED
+	})
+	// On sqlite a stateful server runs here (no placement): calls work.
+	if _, err := h.call(ctx, h.svc, "ev_echo", `{"message": "hi"}`); err != nil {
+		t.Fatal(err)
+	}
+}
