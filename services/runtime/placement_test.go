@@ -19,6 +19,7 @@ import (
 	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/internal/hashring"
 	"github.com/toolplane/toolplane/services/runtime/runtimetest"
+	"github.com/toolplane/toolplane/services/runtime/runtimetools"
 )
 
 const placementServiceToken = "placement-service-token-0123"
@@ -143,6 +144,7 @@ func TestRuntimePlacesScopedSessions(t *testing.T) {
 		return runtimev1.NewRuntimeServiceClient(c)
 	}
 	addrs := []string{addrA, addrB}
+	label := runtimetools.ReplicaLabel
 	stops := map[string]func(){addrA: stopA, addrB: stopB}
 	type user struct {
 		name   string
@@ -179,7 +181,7 @@ func TestRuntimePlacesScopedSessions(t *testing.T) {
 			if r.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS || !strings.Contains(text(r), fmt.Sprintf("%s %d", u.name, n)) {
 				t.Fatalf("%s call %d: %v", u.name, n, r)
 			}
-			if pl.GetReplica() != u.owner || pl.GetOwner() != u.owner || pl.GetSessionCreated() != (n == 0) || pl.GetPreviousReplica() != "" || pl.GetNote() != "" {
+			if pl.GetReplica() != label(u.owner) || pl.GetOwner() != label(u.owner) || pl.GetSessionCreated() != (n == 0) || pl.GetPreviousReplica() != "" || pl.GetNote() != "" {
 				t.Fatalf("%s call %d: placement %v; want replica and owner %s, session created on the first call only", u.name, n, pl, u.owner)
 			}
 		}
@@ -209,12 +211,12 @@ func TestRuntimePlacesScopedSessions(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	pl := r.GetPlacement()
-	wantNote := fmt.Sprintf("session re-created on replica %s; the previous replica %s was unavailable", other, alice.owner)
-	if pl.GetReplica() != other || pl.GetOwner() != alice.owner || pl.GetPreviousReplica() != alice.owner || !pl.GetSessionCreated() || pl.GetNote() != wantNote {
+	wantNote := fmt.Sprintf("session re-created on replica %s; the previous replica %s was unavailable", label(other), label(alice.owner))
+	if pl.GetReplica() != label(other) || pl.GetOwner() != label(alice.owner) || pl.GetPreviousReplica() != label(alice.owner) || !pl.GetSessionCreated() || pl.GetNote() != wantNote {
 		t.Fatalf("after the stop: placement %v; want note %q", pl, wantNote)
 	}
 	t.Logf("placement after the owner stopped: %v", pl)
-	if r := echo(alice, 99); r.GetPlacement().GetReplica() != other || r.GetPlacement().GetSessionCreated() || r.GetPlacement().GetNote() != "" {
+	if r := echo(alice, 99); r.GetPlacement().GetReplica() != label(other) || r.GetPlacement().GetSessionCreated() || r.GetPlacement().GetNote() != "" {
 		t.Fatalf("the call after: %v", r.GetPlacement())
 	}
 }

@@ -247,5 +247,5 @@ func (s *Dispatcher) catalogCall(ctx context.Context, ec *runtimechain.Call) (*c
 			}
 		}
 	}
-	return resp, s.placed.report(pl.Key, pl.Addr(), pl.Owner(), trailer), nil
+	return resp, s.placed.report(pl.Key, pl.Addr(), pl.Owner(), trailer, revealsAddresses(ctx)), nil
 }

@@ -2,6 +2,8 @@ package runtimetools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sync"
 
@@ -70,26 +72,51 @@ func (p *placements) get() *lru.Cache[string, string] {
 	return p.cache
 }
 
+// ReplicaLabel is how a catalog replica is named to a caller that may not
+// see the deployment's addresses (a user credential): "catalog-" and the
+// first 8 hex digits of the SHA-256 of its address, stable across calls
+// and processes, so a user can tell that the replica changed and an
+// operator can match it (sha256sum of the address).
+func ReplicaLabel(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(addr))
+	return "catalog-" + hex.EncodeToString(h[:4])
+}
+
+// revealsAddresses reports whether the caller of ctx may see catalog
+// replica addresses: a service credential or an admin. Users see labels.
+func revealsAddresses(ctx context.Context) bool {
+	id, ok := auth.Caller(ctx)
+	return ok && (id.Kind == auth.KindService || id.Admin())
+}
+
 // report builds the ToolPlacement of a finished call: the replica the
 // balancer picked, its owner, the previous replica of the key when it
 // moved, and whether the catalog said it created the session (trailer).
-func (p *placements) report(key, addr, owner string, trailer metadata.MD) *runtimev1.ToolPlacement {
+// Unless reveal, replicas are named by ReplicaLabel.
+func (p *placements) report(key, addr, owner string, trailer metadata.MD, reveal bool) *runtimev1.ToolPlacement {
 	if key == "" || addr == "" {
 		return nil
+	}
+	name := func(a string) string { return a }
+	if !reveal {
+		name = ReplicaLabel
 	}
 	created := false
 	for _, v := range trailer.Get(grpcx.SessionHeader) {
 		created = created || v == grpcx.SessionCreated
 	}
-	out := &runtimev1.ToolPlacement{Replica: addr, Owner: owner, SessionCreated: created}
+	out := &runtimev1.ToolPlacement{Replica: name(addr), Owner: name(owner), SessionCreated: created}
 	prev, seen := p.get().Get(key)
 	p.get().Add(key, addr)
 	if seen && prev != addr {
-		out.PreviousReplica = prev
+		out.PreviousReplica = name(prev)
 		if created {
-			out.Note = fmt.Sprintf("session re-created on replica %s; the previous replica %s was unavailable", addr, prev)
-			if addr == out.Owner {
-				out.Note = fmt.Sprintf("session re-created on replica %s (the key's owner, available again); the previous replica %s served it while the owner was unavailable", addr, prev)
+			out.Note = fmt.Sprintf("session re-created on replica %s; the previous replica %s was unavailable", name(addr), name(prev))
+			if addr == owner {
+				out.Note = fmt.Sprintf("session re-created on replica %s (the key's owner, available again); the previous replica %s served it while the owner was unavailable", name(addr), name(prev))
 			}
 		}
 	}

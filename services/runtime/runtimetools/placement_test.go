@@ -56,23 +56,45 @@ func TestPlacementKeyFollowsScope(t *testing.T) {
 func TestPlacementReport(t *testing.T) {
 	var p placements
 	created := metadata.Pairs("toolplane-session", "created")
-	r := p.report("k", "a:1", "a:1", created)
+	r := p.report("k", "a:1", "a:1", created, true)
 	if r.GetReplica() != "a:1" || !r.GetSessionCreated() || r.GetPreviousReplica() != "" || r.GetNote() != "" {
 		t.Fatalf("first call: %v", r)
 	}
-	if r := p.report("k", "a:1", "a:1", nil); r.GetSessionCreated() || r.GetPreviousReplica() != "" || r.GetNote() != "" {
+	if r := p.report("k", "a:1", "a:1", nil, true); r.GetSessionCreated() || r.GetPreviousReplica() != "" || r.GetNote() != "" {
 		t.Fatalf("second call on the same replica: %v", r)
 	}
-	r = p.report("k", "b:1", "a:1", created)
+	r = p.report("k", "b:1", "a:1", created, true)
 	if r.GetReplica() != "b:1" || r.GetOwner() != "a:1" || r.GetPreviousReplica() != "a:1" ||
 		r.GetNote() != "session re-created on replica b:1; the previous replica a:1 was unavailable" {
 		t.Fatalf("moved call: %v", r)
 	}
-	r = p.report("k", "a:1", "a:1", created)
+	r = p.report("k", "a:1", "a:1", created, true)
 	if r.GetPreviousReplica() != "b:1" || !strings.Contains(r.GetNote(), "available again") {
 		t.Fatalf("call back on the owner: %v", r)
 	}
-	if r := p.report("", "a:1", "a:1", created); r != nil {
+	if r := p.report("", "a:1", "a:1", created, true); r != nil {
 		t.Fatalf("a call without a key got a placement: %v", r)
+	}
+}
+
+// A user credential sees replica labels, never addresses; labels are
+// stable and differ per address.
+func TestPlacementReportHidesAddressesFromUsers(t *testing.T) {
+	var p placements
+	created := metadata.Pairs("toolplane-session", "created")
+	p.report("k", "10.0.0.1:7420", "10.0.0.1:7420", created, false)
+	r := p.report("k", "10.0.0.2:7420", "10.0.0.1:7420", created, false)
+	a, b := ReplicaLabel("10.0.0.1:7420"), ReplicaLabel("10.0.0.2:7420")
+	if a == b || !strings.HasPrefix(a, "catalog-") || len(a) != len("catalog-")+8 || ReplicaLabel("10.0.0.1:7420") != a {
+		t.Fatalf("labels %q %q", a, b)
+	}
+	if r.GetReplica() != b || r.GetOwner() != a || r.GetPreviousReplica() != a || strings.Contains(r.GetNote(), "10.0.0") ||
+		r.GetNote() != "session re-created on replica "+b+"; the previous replica "+a+" was unavailable" {
+		t.Fatalf("user's placement: %v", r)
+	}
+	user := auth.WithIdentity(context.Background(), auth.Identity{Kind: auth.KindUser, Principal: &typev1.Principal{Subject: "u", Roles: []string{"user"}}})
+	svc := auth.WithIdentity(context.Background(), auth.Identity{Kind: auth.KindService, Principal: &typev1.Principal{Subject: "svc", Roles: []string{"service"}}})
+	if revealsAddresses(user) || !revealsAddresses(svc) || revealsAddresses(context.Background()) {
+		t.Fatal("revealsAddresses: a user sees addresses, a service does not, or an anonymous context does")
 	}
 }

@@ -1307,7 +1307,10 @@ func (x *Message) GetProviderOutput() *structpb.Struct {
 type ToolPlacement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Address of the catalog replica that served the call, as the runtime
-	// dials it (one entry of runtime.upstreams.catalog.address).
+	// dials it (one entry of runtime.upstreams.catalog.address), for service
+	// and admin callers; for a user credential a label instead,
+	// "catalog-" and the first 8 hex digits of the SHA-256 of the address
+	// (the same for owner and previous_replica, and in note).
 	Replica string `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
 	// The replica that owns the call's placement key by rendezvous hashing
 	// over every configured address; differs from replica while the owner is

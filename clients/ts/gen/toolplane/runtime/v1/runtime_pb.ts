@@ -522,7 +522,10 @@ export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
 export type ToolPlacement = Message$1<"toolplane.runtime.v1.ToolPlacement"> & {
   /**
    * Address of the catalog replica that served the call, as the runtime
-   * dials it (one entry of runtime.upstreams.catalog.address).
+   * dials it (one entry of runtime.upstreams.catalog.address), for service
+   * and admin callers; for a user credential a label instead,
+   * "catalog-" and the first 8 hex digits of the SHA-256 of the address
+   * (the same for owner and previous_replica, and in note).
    *
    * @generated from field: string replica = 1;
    */
