@@ -167,10 +167,14 @@ func Dial(target string, o DialOptions) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.MaxMessageBytes), grpc.MaxCallSendMsgSize(o.MaxMessageBytes)))
 	}
 	// Client-side load balancing (docs/decisions/0083-client-side-load-balancing.md):
-	// round_robin over every address the target resolves to — a
-	// `dns:///name` (a Kubernetes headless Service: one address per pod,
-	// re-resolved when connections fail) or a comma-separated list.
-	sc := `{"loadBalancingConfig":[{"round_robin":{}}]`
+	// over every address the target resolves to — a `dns:///name` (a
+	// Kubernetes headless Service: one address per pod, re-resolved when
+	// connections fail) or a comma-separated list — round-robin, and calls
+	// with a placement key on the replica owning it (placement.go,
+	// docs/decisions/0086-session-placement.md). With HealthService set,
+	// only replicas reporting it SERVING take calls
+	// (docs/decisions/0170-health-checked-upstream-balancing.md).
+	sc := `{"loadBalancingConfig":[{"` + PlacementPolicy + `":{}}]`
 	if o.HealthService != "" {
 		sc += fmt.Sprintf(`,"healthCheckConfig":{"serviceName":%q}`, o.HealthService)
 	}

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -105,6 +106,28 @@ type Config struct {
 	ACPAgents map[string]catalogacp.Agent `yaml:"acp_agents"`
 	// Workspaces locates the runtime's thread folders.
 	Workspaces WorkspacesConfig `yaml:"workspaces"`
+	// Placement places `stateful: true` servers on one replica among
+	// several on one PostgreSQL database (placement.go).
+	Placement PlacementConfig `yaml:"placement"`
+}
+
+// PlacementConfig configures the replica membership that places
+// `stateful: true` servers (docs/decisions/0086-session-placement.md).
+// Used only with storage.dsn; on sqlite every server runs in the process.
+type PlacementConfig struct {
+	// AdvertiseAddress is this replica's gRPC address as the runtime dials
+	// it: exactly one entry of runtime.upstreams.catalog.address (or the
+	// pod's address:port of a headless Service), since both sides hash
+	// the same strings. "" = no placement: this replica runs every
+	// stateful server itself (one catalog replica). Default "".
+	AdvertiseAddress string `yaml:"advertise_address"`
+	// Heartbeat is how often the replica refreshes its membership and
+	// re-evaluates which stateful servers it runs. Default 2s.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// MemberTimeout is how long a silent replica stays a member: its
+	// stateful servers move to the next replica this long (plus a
+	// heartbeat) after it died. Default 10s; at least 3 heartbeats.
+	MemberTimeout time.Duration `yaml:"member_timeout"`
 }
 
 // WorkspacesConfig locates the runtime's thread folders on the catalog's
@@ -223,6 +246,12 @@ func (c *Config) SetDefaults() {
 	if c.Search.DefaultLimit == 0 {
 		c.Search.DefaultLimit = 5
 	}
+	if c.Placement.Heartbeat == 0 {
+		c.Placement.Heartbeat = 2 * time.Second
+	}
+	if c.Placement.MemberTimeout == 0 {
+		c.Placement.MemberTimeout = 10 * time.Second
+	}
 	if c.Search.MaxLimitNonService == 0 {
 		c.Search.MaxLimitNonService = 5
 	}
@@ -274,10 +303,17 @@ func (c *Config) Validate() error {
 		{c.Search.DefaultLimit >= 1, "catalog.search.default_limit", "must be >= 1"},
 		{c.Search.MaxLimitNonService >= 1, "catalog.search.max_limit_non_service", "must be >= 1"},
 		{c.Search.ViewCacheBytes >= 1<<16, "catalog.search.view_cache_bytes", "must be >= 65536"},
+		{c.Placement.Heartbeat >= 50*time.Millisecond, "catalog.placement.heartbeat", "must be >= 50ms"},
+		{c.Placement.MemberTimeout >= 3*c.Placement.Heartbeat, "catalog.placement.member_timeout", "must be at least 3 heartbeats"},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
 			return fmt.Errorf("%s: %s", ch.path, ch.msg)
+		}
+	}
+	if a := c.Placement.AdvertiseAddress; a != "" {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" || strings.Contains(a, "://") {
+			return fmt.Errorf("catalog.placement.advertise_address: %q is not host:port", a)
 		}
 	}
 	switch c.ReadyRequires {

@@ -196,7 +196,7 @@ func configProto(s catalogconfig.Server) *catalogv1.ServerConfig {
 		ToolNamePrefix: s.ToolNamePrefix, ToolCallTimeout: durSeconds(s.ToolCallTimeout),
 		SessionInitTimeout: durSeconds(s.SessionInitTimeout), SessionScope: scopeEnum(s.Scope()),
 		Routing: routingFromConfig(s.Routing), Path: s.Path, Pin: s.Pin, PinNewTools: s.PinNewTools,
-		Tenants: slices.Clone(s.Tenants), WorkingDir: s.WorkingDir,
+		Tenants: slices.Clone(s.Tenants), WorkingDir: s.WorkingDir, Stateful: s.Stateful,
 	}
 	tools := make([]string, 0, len(s.Tools))
 	for k := range s.Tools {
@@ -218,7 +218,7 @@ func configFromProto(c *catalogv1.ServerConfig, prev *catalogconfig.Server) (cat
 		ToolNamePrefix: c.ToolNamePrefix, ToolCallTimeout: secondsPtr(c.GetToolCallTimeout()),
 		SessionInitTimeout: secondsPtr(c.GetSessionInitTimeout()), SessionScope: scopeString(c.GetSessionScope()),
 		Routing: routingToConfig(c.GetRouting()), Path: c.GetPath(), Pin: c.Pin, PinNewTools: c.GetPinNewTools(),
-		Tenants: slices.Clone(c.GetTenants()), WorkingDir: c.GetWorkingDir()}
+		Tenants: slices.Clone(c.GetTenants()), WorkingDir: c.GetWorkingDir(), Stateful: c.GetStateful()}
 	if c.Enabled != nil && !c.GetEnabled() {
 		f := false
 		s.Enabled = &f

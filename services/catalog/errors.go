@@ -82,6 +82,7 @@ func callError(ctx context.Context, tool string, timedOut bool, err error) error
 	var nr *catalogmcp.NotReadyError
 	var rpc *catalogmcp.RPCError
 	var na *catalogmcp.NeedsAuthError
+	var no *catalogmcp.NotOwnerError
 	switch {
 	case errors.As(err, &na):
 		// docs/architecture.md §10.6: a clear "connect it" answer, not a
@@ -94,6 +95,13 @@ func callError(ctx context.Context, tool string, timedOut bool, err error) error
 		return grpcx.WithCause(grpcx.Status(codes.Unavailable, errorDomain, catalogv1.ErrorReason_ERROR_REASON_SERVER_UNAVAILABLE.String(),
 			map[string]string{"server": nr.Server, "state": "SERVER_STATE_" + nr.State.String()},
 			fmt.Sprintf("tool %q: server %s is %s", tool, nr.Server, nr.State)), err)
+	case errors.As(err, &no):
+		// A stateful server runs on one replica (placement.go); the
+		// runtime's balancer sends its calls there, so this is a caller
+		// without it, or the short window of a hand-over: retryable.
+		return grpcx.Status(codes.Unavailable, errorDomain, catalogv1.ErrorReason_ERROR_REASON_SERVER_UNAVAILABLE.String(),
+			map[string]string{"server": no.Server, "owner": no.Owner},
+			fmt.Sprintf("tool %q: %v", tool, no)).Err()
 	case errors.Is(err, catalogmcp.ErrNoThreadWorkspace):
 		return statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE, map[string]string{"tool": tool},
 			"tool %q: %v", tool, err)

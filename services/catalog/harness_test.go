@@ -112,6 +112,9 @@ type harness struct {
 	// acmeAdmin, betaAdmin: tenant admins; acmeUser: a user of tenant acme.
 	acmeAdmin, betaAdmin, acmeUser catalogv1.CatalogServiceClient
 	closed                         bool
+	// gs serves the catalog at addr.
+	gs   *grpc.Server
+	addr string
 }
 
 // start runs the catalog over a real loopback gRPC server with the shared
@@ -125,6 +128,13 @@ func start(t testing.TB, ext string, mut func(*Config, *svckit.Env)) *harness {
 // in dir, so a test can restart the catalog on the same catalog.db. An empty
 // ext leaves the file as it is.
 func startDir(t testing.TB, dir, ext string, mut func(*Config, *svckit.Env)) *harness {
+	t.Helper()
+	return startOn(t, nil, dir, ext, mut)
+}
+
+// startOn is startDir serving on lis (nil = a new loopback listener), for
+// tests that need the address before the catalog starts.
+func startOn(t testing.TB, lis net.Listener, dir, ext string, mut func(*Config, *svckit.Env)) *harness {
 	t.Helper()
 	path := filepath.Join(dir, "extensions_config.json")
 	if ext != "" {
@@ -157,12 +167,13 @@ func startDir(t testing.TB, dir, ext string, mut func(*Config, *svckit.Env)) *ha
 	opts = append(opts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
 	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if lis == nil {
+		if lis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	go gs.Serve(lis)
-	h := &harness{t: t, srv: srv, path: path}
+	h := &harness{t: t, srv: srv, path: path, gs: gs, addr: lis.Addr().String()}
 	dial := func(tok string) catalogv1.CatalogServiceClient {
 		cc, err := grpcx.Dial(lis.Addr().String(), grpcx.DialOptions{Token: tok, MaxMessageBytes: 64 << 20})
 		if err != nil {

@@ -95,6 +95,8 @@ type Server struct {
 
 	readyOnce atomic.Bool // catalog.ready_requires was met once (latched)
 	storeDown atomic.Bool // the last store ping of Ready failed
+
+	place *placer // stateful servers over replicas (placement.go); nil = off
 }
 
 var (
@@ -159,7 +161,12 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		return nil, err
 	}
 	s.oauthClose = oclose
+	if s.place, err = s.newPlacer(ctx); err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	s.mgr = catalogmcp.NewManager(catalogmcp.ManagerOptions{
+		Placement: s.placement(),
 		Options: catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), ThreadsDir: threadsDir(cfg, env), HTTPClient: cfg.Egress.policy().StreamingClient(), OAuth: oopts,
 			ScopeDirRoot: scopeDirRoot(env.DataDir)},
 		PoolCap:     cfg.Sessions.MaxScoped,
@@ -195,6 +202,7 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 	}
 	s.wg.Add(1)
 	go s.reloadLoop()
+	s.startPlacement()
 	return s, nil
 }
 
@@ -320,6 +328,7 @@ func (s *Server) Close() error {
 		s.stopDB()
 		s.wg.Wait()
 		s.mgr.Close()
+		s.closePlacement() // after every stateful server stopped
 		if s.acp != nil {
 			_ = s.acp.Close()
 		}

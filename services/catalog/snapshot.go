@@ -204,7 +204,8 @@ func (e *entry) full() *catalogv1.Tool {
 		e.fullTool = &catalogv1.Tool{Name: t.Name, OriginalName: t.OriginalName, Server: t.Server, Title: t.Title,
 			Description: t.Description, InputSchema: in, OutputSchema: out, Annotations: ann, Routing: t.Routing,
 			Source: t.Source, Available: t.Available, Renamed: t.Renamed, Problems: t.Problems, Meta: meta,
-			DefinitionHash: t.DefinitionHash, State: t.State, NameHeldBy: t.NameHeldBy, Tenants: t.Tenants}
+			DefinitionHash: t.DefinitionHash, State: t.State, NameHeldBy: t.NameHeldBy, Tenants: t.Tenants,
+			SessionScope: t.SessionScope, Stateful: t.Stateful}
 	})
 	return e.fullTool
 }
@@ -490,6 +491,9 @@ func (s *Server) rebuild() {
 			Description: b.def.Description, Routing: b.routing, Source: source,
 			Available: it.st.State == catalogmcp.StateReady, Renamed: a.Suffixed, Problems: b.problems,
 			DefinitionHash: b.defHash, State: states[i], Tenants: it.st.Config.Tenants}
+		if !static {
+			t.SessionScope, t.Stateful = scopeEnum(it.st.Config.Scope()), it.st.Config.Stateful
+		}
 		if b.def.Origin != it.st.Name {
 			snap.serverTenants[b.def.Origin] = it.st.Config.Tenants
 		}

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -323,6 +324,11 @@ func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.
 		return nil, err
 	}
 	s.met.observeCall(e.server, start, nil)
+	if res.SessionCreated {
+		// Said to the caller, which reports a session re-created on
+		// another replica (docs/decisions/0086-session-placement.md).
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(grpcx.SessionHeader, grpcx.SessionCreated))
+	}
 	// Cheap pre-check on the raw size, then the exact check on the message.
 	if res.Size > s.maxMsg {
 		return nil, tooLarge(p.name, res.Size, s.maxMsg)

@@ -81,6 +81,20 @@ func TestKustomizePostgres(t *testing.T) {
 		if !dsn {
 			t.Errorf("%s: TOOLPLANE_STORAGE_DSN is not from Secret %s key dsn", svc, storageSecret)
 		}
+		if svc == "catalog" {
+			// Stateful servers are placed by the pod's address, as the
+			// runtime's dns:/// upstream resolves it (decision 0086).
+			podIP, advertise := false, ""
+			for _, e := range get(c, "env").([]any) {
+				podIP = podIP || (str(e, "name") == "POD_IP" && str(e, "valueFrom", "fieldRef", "fieldPath") == "status.podIP")
+				if str(e, "name") == "TOOLPLANE_CATALOG_PLACEMENT_ADVERTISE_ADDRESS" {
+					advertise = str(e, "value")
+				}
+			}
+			if !podIP || advertise != "$(POD_IP):7420" {
+				t.Errorf("catalog: POD_IP %v, advertise address %q; want status.podIP and $(POD_IP):7420", podIP, advertise)
+			}
+		}
 		if str(c, "readinessProbe", "httpGet", "path") != "/readyz" {
 			t.Errorf("%s: readiness is not /readyz (which pings the store)", svc)
 		}

@@ -152,6 +152,12 @@ type Server struct {
 	// Tenants lists the tenants that see the server and its tools; empty =
 	// every tenant (docs/decisions/0105-tenant-scoped-servers.md).
 	Tenants []string `json:"tenants,omitempty"`
+	// Stateful marks a server that keeps state between calls outside its
+	// sessions (files on the catalog's disk): with several catalog replicas
+	// on PostgreSQL it runs on exactly one of them, by rendezvous hashing of
+	// its name over the live replicas (docs/decisions/0086-session-placement.md).
+	// Not allowed for static servers.
+	Stateful bool `json:"stateful,omitempty"`
 	// Extra holds unknown per-server keys, raw, written back unchanged.
 	Extra []RawField `json:"-"`
 }
@@ -184,7 +190,7 @@ type EffectiveRouting struct {
 var knownServerKeys = map[string]bool{
 	"enabled": true, "disabled": true, "serverUrl": true, "type": true, "transport": true, "command": true, "args": true, "env": true,
 	"cwd": true, "url": true, "headers": true, "description": true, "tool_name_prefix": true, "pin": true, "pin_new_tools": true, "tenants": true,
-	"tool_call_timeout": true, "session_init_timeout": true, "session_scope": true, "working_dir": true,
+	"tool_call_timeout": true, "session_init_timeout": true, "session_scope": true, "working_dir": true, "stateful": true,
 	"routing": true, "tools": true, "path": true,
 }
 
@@ -397,6 +403,9 @@ func (s *Server) Validate() error {
 	}
 	if err := s.validateScopeDir(p); err != nil {
 		return err
+	}
+	if s.Stateful && s.EffectiveType() == TypeStatic {
+		return fmt.Errorf("%s.stateful: a static server keeps no state (it runs nowhere)", p)
 	}
 	switch {
 	case s.WorkingDir == "":

@@ -268,3 +268,41 @@ func TestWorkingDirThread(t *testing.T) {
 		}
 	}
 }
+
+// stateful is a known key (no warning, written back), allowed on stdio and
+// http servers, refused on a static server naming the field; a non-boolean
+// value is a parse error.
+func TestStatefulKey(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {
+		"files": {"command": "node", "args": ["s.js"], "stateful": true},
+		"remote": {"type": "http", "url": "https://x.example/mcp", "stateful": true, "session_scope": "per_user"},
+		"plain": {"command": "node"},
+		"table": {"type": "static", "path": "t.jsonl", "stateful": true}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range f.Servers {
+		err := s.Validate()
+		switch s.Name {
+		case "files", "remote":
+			if err != nil || !s.Stateful || len(s.Warnings()) != 0 {
+				t.Errorf("%s: %v, stateful %v, warnings %v", s.Name, err, s.Stateful, s.Warnings())
+			}
+		case "plain":
+			if err != nil || s.Stateful {
+				t.Errorf("plain: %v, stateful %v", err, s.Stateful)
+			}
+		case "table":
+			if err == nil || !strings.Contains(err.Error(), "mcpServers.table.stateful: ") {
+				t.Errorf("static + stateful: %v, want an error naming mcpServers.table.stateful", err)
+			}
+		}
+	}
+	out, err := f.Marshal()
+	if err != nil || strings.Count(string(out), `"stateful": true`) != 3 {
+		t.Fatalf("written back: %s %v", out, err)
+	}
+	if _, err := Parse([]byte(`{"mcpServers": {"x": {"command": "node", "stateful": "yes"}}}`)); err == nil {
+		t.Fatal(`"stateful": "yes" was accepted`)
+	}
+}

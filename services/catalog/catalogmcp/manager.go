@@ -26,6 +26,10 @@ type ManagerOptions struct {
 	// OnFeaturesChange runs after a server's resources, templates or
 	// prompts changed (features.go); it must not block.
 	OnFeaturesChange func()
+	// Placement, when set, says where each `stateful: true` server runs
+	// (placement.go); nil = every server runs in this process. It is
+	// consulted by Apply and Reapply and must not block.
+	Placement func(server string) Placement
 }
 
 // Manager reconciles the configured servers with running supervisors and
@@ -34,10 +38,11 @@ type Manager struct {
 	opts ManagerOptions
 	pool *Pool
 
-	mu     sync.RWMutex
-	order  []*Supervisor
-	byName map[string]*Supervisor
-	closed bool
+	applyMu sync.Mutex // serialises Apply and Reapply
+	mu      sync.RWMutex
+	order   []*Supervisor
+	byName  map[string]*Supervisor
+	closed  bool
 
 	changed chan struct{}
 	stopN   chan struct{}
@@ -108,6 +113,17 @@ func (m *Manager) emit() {
 // its own init timeout); removed ones stop. It returns without waiting for
 // discovery (see WaitSettled).
 func (m *Manager) Apply(servers []catalogconfig.Server) {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	m.applyLocked(servers)
+}
+
+func (m *Manager) applyLocked(servers []catalogconfig.Server) {
+	// Placement may ask the database (a lock): before m.mu, which calls take.
+	places := make([]Placement, len(servers))
+	for i := range servers {
+		places[i] = m.placementOf(&servers[i])
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -116,13 +132,14 @@ func (m *Manager) Apply(servers []catalogconfig.Server) {
 	next := make([]*Supervisor, 0, len(servers))
 	byName := make(map[string]*Supervisor, len(servers))
 	var stale []*Supervisor
-	for _, raw := range servers {
-		if old, ok := m.byName[raw.Name]; ok && old.raw.Equal(&raw) {
+	for i, raw := range servers {
+		place := places[i]
+		if old, ok := m.byName[raw.Name]; ok && old.raw.Equal(&raw) && old.place.same(place) {
 			next = append(next, old)
 			byName[raw.Name] = old
 			continue
 		}
-		sup := newSupervisor(raw.Clone(), m.opts.Lookup, m.opts.Options, m.emit)
+		sup := newSupervisor(raw.Clone(), m.opts.Lookup, m.opts.Options, m.emit, place)
 		next = append(next, sup)
 		byName[raw.Name] = sup
 	}
@@ -133,11 +150,20 @@ func (m *Manager) Apply(servers []catalogconfig.Server) {
 	}
 	m.order, m.byName = next, byName
 	m.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, old := range stale {
 		m.pool.RemoveServer(old.raw.Name)
+		if old.raw.Stateful && !old.place.Remote && m.opts.Placement != nil {
+			// It may start on another replica once its lock is released
+			// (placement.go): wait until it is gone.
+			wg.Add(1)
+			go func() { defer wg.Done(); old.stop() }()
+			continue
+		}
 		go old.stop()
 	}
 	m.emit()
+	wg.Wait()
 }
 
 // WaitSettled waits until every server's first connection attempt ended or
@@ -200,6 +226,9 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 	if sup.st.Type == catalogconfig.TypeStatic {
 		return nil, ErrStatic
 	}
+	if sup.place.Remote {
+		return nil, &NotOwnerError{Server: server, Owner: sup.place.Owner}
+	}
 	cfg := sup.Expanded()
 	if cfg.Scope() == catalogconfig.ScopeShared {
 		sess, err := sup.Session()
@@ -261,7 +290,11 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		return Connect(ictx, scoped, opts, nil)
 	}
 	for attempt := 0; ; attempt++ {
-		sess, release, err := m.pool.Acquire(ctx, key, dial)
+		created := false
+		sess, release, err := m.pool.Acquire(ctx, key, func(dctx context.Context) (*Session, error) {
+			created = true
+			return dial(dctx)
+		})
 		if na := asNeedsAuth(server, err); na != nil {
 			return nil, na
 		}
@@ -271,7 +304,7 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args []byte, ke
 		res, err := sess.CallTool(ctx, tool, args, notify)
 		release()
 		if res != nil {
-			res.WorkDir = wd
+			res.WorkDir, res.SessionCreated = wd, created
 		}
 		if na := asNeedsAuth(server, err); na != nil {
 			m.pool.Drop(key, sess)

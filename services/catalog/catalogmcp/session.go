@@ -64,6 +64,10 @@ type Result struct {
 	Size int
 	// WorkDir is set for a workspace-bound server (working_dir: thread).
 	WorkDir *WorkDir
+	// SessionCreated: the call started the per-scope session it ran in
+	// (the scope's first call in this process, or the previous session had
+	// ended; docs/decisions/0086-session-placement.md).
+	SessionCreated bool
 }
 
 // WorkDir is where a workspace-bound child ran, as the catalog sees it.

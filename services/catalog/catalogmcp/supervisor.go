@@ -98,6 +98,7 @@ type Supervisor struct {
 	log   *slog.Logger
 	mask  *masker     // secrets of cfg, for LastError and log lines
 	oauth *oauthState // nil: no OAuth (oauth.go)
+	place Placement   // a stateful server's replica (placement.go)
 	feat  featState   // resources and prompts (features.go)
 
 	mu       sync.Mutex
@@ -115,8 +116,8 @@ type Supervisor struct {
 }
 
 // newSupervisor prepares the supervisor; start launches it.
-func newSupervisor(raw catalogconfig.Server, lookup func(string) (string, bool), opts Options, emit func()) *Supervisor {
-	s := &Supervisor{raw: raw, opts: opts, emit: emit, settled: make(chan struct{}), ready: make(chan struct{}),
+func newSupervisor(raw catalogconfig.Server, lookup func(string) (string, bool), opts Options, emit func(), place Placement) *Supervisor {
+	s := &Supervisor{raw: raw, opts: opts, emit: emit, place: place, settled: make(chan struct{}), ready: make(chan struct{}),
 		relist: make(chan struct{}, 1), reconnect: make(chan *Session, 1), done: make(chan struct{})}
 	s.st = Status{Name: raw.Name, Config: raw, Type: raw.EffectiveType(), State: StateConnecting, ChangedAt: time.Now(),
 		Instance: instances.Add(1)}
@@ -161,6 +162,18 @@ func (s *Supervisor) init(lookup func(string) (string, bool)) *Supervisor {
 		return fail(err)
 	}
 	s.cfg = cfg
+	if s.place.Remote {
+		// Another replica runs it (placement.go): list its tools, start
+		// nothing. CONNECTING until the owner has published them.
+		s.st.Tools, s.st.Listed = s.place.Tools, s.place.Listed
+		if s.place.Listed {
+			s.st.State = StateReady
+		}
+		s.log.Info("catalog: stateful MCP server runs on another replica", "owner", s.place.Owner, "tools", len(s.st.Tools))
+		s.settle()
+		close(s.done)
+		return s
+	}
 	s.oauth, err = newOAuthState(s.raw, cfg, record, s.opts.OAuth)
 	if s.oauth != nil {
 		s.setMasker(cfg, vars) // with the OAuth values read

@@ -2,6 +2,7 @@ package runtimeassembly
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
 	"github.com/toolplane/toolplane/internal/auth"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
 	"github.com/toolplane/toolplane/services/runtime/runtimeschema"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
@@ -157,6 +159,13 @@ type Deps struct {
 type Builder struct {
 	cfg     Settings
 	catalog catalogv1.CatalogServiceClient
+	// viewKey places the catalog reads that must agree with each other —
+	// WatchCatalog, ListTools and the deferred-set hash — on one catalog
+	// replica (random per process, so runtime replicas spread over the
+	// catalogs; docs/decisions/0086-session-placement.md): replicas
+	// converge, but a list read from one must not be cached under the
+	// generation of another's watch stream.
+	viewKey string
 	authz   authzv1.AuthzServiceClient
 	skills  skillsv1.SkillsServiceClient
 	store   runtimestore.Store
@@ -177,7 +186,9 @@ func NewBuilder(cfg Settings, d Deps) *Builder {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Builder{cfg: cfg, catalog: d.Catalog, authz: d.Authz, skills: d.Skills, store: d.Store, agents: d.Agents, log: d.Log, now: d.Now,
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	return &Builder{cfg: cfg, catalog: d.Catalog, viewKey: "catalog-view\x00" + hex.EncodeToString(rnd[:]), authz: d.Authz, skills: d.Skills, store: d.Store, agents: d.Agents, log: d.Log, now: d.Now,
 		metrics: d.Metrics, watch: &watchState{}, cache: newAssemblyCache(cfg.CacheEntries, cfg.CacheBytes)}
 }
 
@@ -262,6 +273,12 @@ func (s *Builder) base(ctx context.Context, th *runtimestore.Thread) (*Base, err
 	return b, nil
 }
 
+// onViewReplica places a catalog read on the replica of the watch stream.
+func (s *Builder) onViewReplica(ctx context.Context) context.Context {
+	ctx, _ = grpcx.WithPlacementKey(ctx, s.viewKey)
+	return ctx
+}
+
 // catalogTools returns every catalog tool (cached per catalog generation).
 func (s *Builder) catalogTools(ctx context.Context) ([]*catalogv1.Tool, error) {
 	s.watch.mu.Lock()
@@ -272,8 +289,9 @@ func (s *Builder) catalogTools(ctx context.Context) ([]*catalogv1.Tool, error) {
 	}
 	var all []*catalogv1.Tool
 	token := ""
+	lctx, pl := grpcx.WithPlacementKey(ctx, s.viewKey)
 	for {
-		resp, err := s.catalog.ListTools(ctx, &catalogv1.ListToolsRequest{PageSize: 1000, PageToken: token, IncludeHeld: true})
+		resp, err := s.catalog.ListTools(lctx, &catalogv1.ListToolsRequest{PageSize: 1000, PageToken: token, IncludeHeld: true})
 		if err != nil {
 			return nil, err
 		}
@@ -285,6 +303,11 @@ func (s *Builder) catalogTools(ctx context.Context) ([]*catalogv1.Tool, error) {
 	}
 	if all == nil {
 		all = []*catalogv1.Tool{}
+	}
+	if !s.watch.sameReplica(pl.Addr()) {
+		// Read from another catalog replica than the watch stream's (the
+		// view key moved): used, not cached; the stream follows.
+		return all, nil
 	}
 	s.watch.mu.Lock()
 	if s.watch.catalogGen == gen && s.watch.catalogLive {
@@ -585,7 +608,7 @@ func (s *Builder) buildBase(ctx context.Context, p *typev1.Principal, agent *run
 			s.watch.mu.Unlock()
 			// Acting for the principal: the catalog resolves the names in
 			// its tenant's namespace (docs/decisions/0106-per-tenant-name-namespaces.md).
-			resp, err := s.catalog.GetCatalog(runtimeident.ActingFor(ctx), &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: b.DeferredNames}})
+			resp, err := s.catalog.GetCatalog(s.onViewReplica(runtimeident.ActingFor(ctx)), &catalogv1.GetCatalogRequest{Candidates: &typev1.StringList{Values: b.DeferredNames}})
 			if err != nil {
 				return nil, assemblyFailed("catalog hash of the deferred set unavailable (fail closed): %s", ShortErr(err))
 			}

@@ -42,7 +42,8 @@ func (s *Builder) genCandidates(ctx context.Context) (tools []*catalogv1.Tool, c
 			continue
 		}
 		c := &Tool{Name: t.GetName(), Description: t.GetDescription(), Params: t.GetInputSchema(), Source: SourceMCP, Server: t.GetServer(),
-			Routing: t.GetRouting(), Annotations: t.GetAnnotations(), DefinitionHash: t.GetDefinitionHash()}
+			Routing: t.GetRouting(), Annotations: t.GetAnnotations(), DefinitionHash: t.GetDefinitionHash(),
+			Scope: t.GetSessionScope(), Stateful: t.GetStateful()}
 		boundTool(c, s.cfg.MaxDescriptionBytes, s.cfg.MaxSchemaBytes)
 		cands[i] = c
 	}

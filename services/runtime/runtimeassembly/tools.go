@@ -56,6 +56,11 @@ type Tool struct {
 	DefinitionHash string
 	// Truncated says what the runtime.tool_bounds cut ("" = nothing).
 	Truncated string
+	// Scope and Stateful are the session scope and the `stateful` key of
+	// an MCP tool's server: they decide the catalog replica its calls are
+	// placed on (docs/decisions/0086-session-placement.md).
+	Scope    catalogv1.SessionScope
+	Stateful bool
 }
 
 // ResourceAttributes are the tool's attributes for authz conditions (server

@@ -10,6 +10,7 @@ import (
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 )
 
 // watchState tracks the catalog and policy streams. Cached assembly results
@@ -39,6 +40,26 @@ type watchState struct {
 	// (key: SHA-256 of the sorted names), so a policy change that leaves
 	// the deferred set unchanged needs no GetCatalog call.
 	hashes map[string]string
+	// streamAddr is the catalog replica of the watch stream ("" = none or
+	// a connection without placement); restream ends that stream, so that
+	// it reconnects on the replica the view key now goes to.
+	streamAddr string
+	restream   context.CancelFunc
+}
+
+// sameReplica reports whether addr, the replica that answered a view read,
+// is the watch stream's (or either is unknown); when not, it ends the
+// stream so it follows the view key to addr's replica.
+func (w *watchState) sameReplica(addr string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if addr == "" || w.streamAddr == "" || addr == w.streamAddr {
+		return true
+	}
+	if w.restream != nil {
+		w.restream()
+	}
+	return false
 }
 
 // memoHash returns the memoised hash of a deferred set at the current
@@ -115,8 +136,15 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (s *Builder) WatchCatalog(ctx context.Context) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		stream, err := s.catalog.WatchCatalog(ctx, &catalogv1.WatchCatalogRequest{})
+		sctx, cancel := context.WithCancel(ctx)
+		sctx, pl := grpcx.WithPlacementKey(sctx, s.viewKey)
+		stream, err := s.catalog.WatchCatalog(sctx, &catalogv1.WatchCatalogRequest{})
 		if err == nil {
+			if _, err := stream.Header(); err == nil { // picked and answered
+				s.watch.mu.Lock()
+				s.watch.streamAddr, s.watch.restream = pl.Addr(), cancel
+				s.watch.mu.Unlock()
+			}
 			for {
 				ev, rerr := stream.Recv()
 				if rerr != nil {
@@ -128,6 +156,10 @@ func (s *Builder) WatchCatalog(ctx context.Context) {
 				}
 			}
 		}
+		cancel()
+		s.watch.mu.Lock()
+		s.watch.streamAddr, s.watch.restream = "", nil
+		s.watch.mu.Unlock()
 		s.watch.catalogChanged(false)
 		if !sleepCtx(ctx, delay) {
 			return

@@ -107,6 +107,9 @@ type Outcome struct {
 	// ProviderOutput is the result's provider-native form (tool_search's
 	// tool_reference blocks for anthropic_messages).
 	ProviderOutput *structpb.Struct
+	// Placement is where the catalog ran a placed MCP tool
+	// (docs/decisions/0086-session-placement.md); nil for other tools.
+	Placement *runtimev1.ToolPlacement
 }
 
 // RecoverySentence ends RUNTIME and some POLICY failures.
@@ -161,7 +164,8 @@ func TextOf(blocks []*typev1.ContentBlock) string {
 // Result renders the outcome as the call's ToolResult.
 func (o *Outcome) Result(c *Call) *runtimev1.ToolResult {
 	res := &runtimev1.ToolResult{ToolCallId: c.CallID, Name: c.Name, Status: runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS,
-		ErrorKind: o.Kind, ReasonCode: o.Reason, Artifacts: o.Artifacts, Promoted: o.Promoted, StructuredContent: o.Structured, Content: o.Content, ProviderOutput: o.ProviderOutput}
+		ErrorKind: o.Kind, ReasonCode: o.Reason, Artifacts: o.Artifacts, Promoted: o.Promoted, StructuredContent: o.Structured, Content: o.Content, ProviderOutput: o.ProviderOutput,
+		Placement: o.Placement}
 	if o.Kind != runtimev1.ErrorKind_ERROR_KIND_UNSPECIFIED {
 		res.Status = runtimev1.ToolCallStatus_TOOL_CALL_STATUS_ERROR
 	}

@@ -9,7 +9,9 @@ package runtimetools
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -17,11 +19,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	skillsv1 "github.com/toolplane/toolplane/gen/go/toolplane/skills/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
+	"github.com/toolplane/toolplane/internal/grpcx"
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
 	"github.com/toolplane/toolplane/services/runtime/runtimeident"
@@ -96,8 +100,9 @@ type Dispatcher struct {
 	now        func() time.Time
 	promotions *prometheus.CounterVec
 	agents     Agents
-	views      viewMemo // candidate view ids of deferred sets (views.go)
-	wsBound    sync.Map // server name → boundEntry: runs in the thread's workspace (pathtranslate.go)
+	views      viewMemo   // candidate view ids of deferred sets (views.go)
+	wsBound    sync.Map   // server name → boundEntry: runs in the thread's workspace (pathtranslate.go)
+	placed     placements // replica of recent placement keys (placement.go)
 }
 
 var _ runtimechain.ToolCaller = (*Dispatcher)(nil)
@@ -182,13 +187,16 @@ func (s *Dispatcher) CallTool(ctx context.Context, ec *runtimechain.Call) (*runt
 // callMCP calls a catalog tool with the thread's CallContext, relaying
 // notifications when streaming.
 func (s *Dispatcher) callMCP(ctx context.Context, ec *runtimechain.Call) (*runtimechain.Outcome, error) {
+	var placed *runtimev1.ToolPlacement
 	resp, err := s.callWorkspaceAware(ctx, ec.ThreadID(), ec.Tool().Server, func(ctx context.Context) (*catalogv1.CallToolResponse, error) {
-		return s.catalogCall(ctx, ec)
+		r, pl, err := s.catalogCall(ctx, ec)
+		placed = pl
+		return r, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	o := &runtimechain.Outcome{Content: resp.GetContent(), Structured: resp.GetStructuredContent()}
+	o := &runtimechain.Outcome{Content: resp.GetContent(), Structured: resp.GetStructuredContent(), Placement: placed}
 	if resp.GetIsError() {
 		o.Kind = runtimev1.ErrorKind_ERROR_KIND_BUSINESS
 		txt := runtimechain.TextOf(resp.GetContent())
@@ -200,14 +208,17 @@ func (s *Dispatcher) callMCP(ctx context.Context, ec *runtimechain.Call) (*runti
 }
 
 // catalogCall is one catalog CallTool (CallToolStream when the call
-// relays notifications).
-func (s *Dispatcher) catalogCall(ctx context.Context, ec *runtimechain.Call) (*catalogv1.CallToolResponse, error) {
+// relays notifications), placed on the catalog replica of its scope
+// (placement.go); the placement is nil for a shared server's tool.
+func (s *Dispatcher) catalogCall(ctx context.Context, ec *runtimechain.Call) (*catalogv1.CallToolResponse, *runtimev1.ToolPlacement, error) {
 	cc := runtimeident.CallContext(ec.Thread, ec.View.Base.Agent, ec.RunID, ec.CallID)
+	ctx, pl := grpcx.WithPlacementKey(ctx, placementKey(ctx, ec.Tool(), ec.ThreadID()))
 	var resp *catalogv1.CallToolResponse
+	var trailer metadata.MD
 	if ec.Notify == nil {
-		r, err := s.catalog.CallTool(runtimeident.ActingFor(ctx), &catalogv1.CallToolRequest{Name: ec.Name, Arguments: ec.ArgsPB, CallContext: cc})
+		r, err := s.catalog.CallTool(runtimeident.ActingFor(ctx), &catalogv1.CallToolRequest{Name: ec.Name, Arguments: ec.ArgsPB, CallContext: cc}, grpc.Trailer(&trailer))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		resp = r
 	} else {
@@ -215,22 +226,26 @@ func (s *Dispatcher) catalogCall(ctx context.Context, ec *runtimechain.Call) (*c
 		defer cancel()
 		stream, err := s.catalog.CallToolStream(cctx, &catalogv1.CallToolStreamRequest{Name: ec.Name, Arguments: ec.ArgsPB, CallContext: cc})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		for {
+		for resp == nil {
 			m, err := stream.Recv()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if n := m.GetNotification(); n != nil {
 				ec.Notify(n)
 				continue
 			}
-			if r := m.GetResult(); r != nil {
-				resp = r
-				break
+			resp = m.GetResult()
+		}
+		if pl.Key != "" {
+			// The result is the last message: the end of the stream (and
+			// its trailer) follows at once.
+			if _, err := stream.Recv(); errors.Is(err, io.EOF) {
+				trailer = stream.Trailer()
 			}
 		}
 	}
-	return resp, nil
+	return resp, s.placed.report(pl.Key, pl.Addr(), pl.Owner(), trailer, revealsAddresses(ctx)), nil
 }

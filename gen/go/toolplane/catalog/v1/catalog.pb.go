@@ -788,7 +788,17 @@ type Tool struct {
 	// Tenants that see the tool (its server's `tenants`); empty = every tenant.
 	// A tool of a tenant-scoped server is listed, searched, bound and callable
 	// only for principals of those tenants.
-	Tenants       []string `protobuf:"bytes,18,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	Tenants []string `protobuf:"bytes,18,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	// Session scope of the tool's server. A caller balancing over several
+	// catalog replicas places calls of a PER_USER, PER_THREAD or PER_TENANT
+	// tool on the replica owning the scope key
+	// (docs/decisions/0086-session-placement.md); UNSPECIFIED from servers
+	// older than this field (read as SHARED).
+	SessionScope SessionScope `protobuf:"varint,19,opt,name=session_scope,json=sessionScope,proto3,enum=toolplane.catalog.v1.SessionScope" json:"session_scope,omitempty"`
+	// The tool's server is `stateful: true`: it runs on exactly one catalog
+	// replica, and a caller places its calls on the replica owning the
+	// server's name (docs/decisions/0086-session-placement.md).
+	Stateful      bool `protobuf:"varint,20,opt,name=stateful,proto3" json:"stateful,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +957,20 @@ func (x *Tool) GetTenants() []string {
 		return x.Tenants
 	}
 	return nil
+}
+
+func (x *Tool) GetSessionScope() SessionScope {
+	if x != nil {
+		return x.SessionScope
+	}
+	return SessionScope_SESSION_SCOPE_UNSPECIFIED
+}
+
+func (x *Tool) GetStateful() bool {
+	if x != nil {
+		return x.Stateful
+	}
+	return false
 }
 
 // ToolRef names one tool by its original (server, tool) pair and exposed name.
@@ -1427,7 +1451,13 @@ type ServerConfig struct {
 	// workspace and paths in its results are rewritten; empty = the catalog's
 	// own working directory or cwd
 	// (docs/decisions/0150-where-acp-and-workspace-servers-run.md).
-	WorkingDir    string `protobuf:"bytes,21,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	WorkingDir string `protobuf:"bytes,21,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	// The server keeps state between calls outside its sessions (files):
+	// with several catalog replicas on one PostgreSQL database it runs on
+	// exactly one of them, chosen by rendezvous hashing of its name over the
+	// live replicas (docs/decisions/0086-session-placement.md). Not allowed
+	// for static servers.
+	Stateful      bool `protobuf:"varint,22,opt,name=stateful,proto3" json:"stateful,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1607,6 +1637,13 @@ func (x *ServerConfig) GetWorkingDir() string {
 		return x.WorkingDir
 	}
 	return ""
+}
+
+func (x *ServerConfig) GetStateful() bool {
+	if x != nil {
+		return x.Stateful
+	}
+	return false
 }
 
 // Server is a configured server with its live status.
@@ -2069,7 +2106,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\bkeywords\x18\x03 \x03(\tR\bkeywords\"Z\n" +
 	"\vToolRouting\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x127\n" +
-	"\arouting\x18\x02 \x01(\v2\x1d.toolplane.catalog.v1.RoutingR\arouting\"\xf3\x05\n" +
+	"\arouting\x18\x02 \x01(\v2\x1d.toolplane.catalog.v1.RoutingR\arouting\"\xd8\x06\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\roriginal_name\x18\x02 \x01(\tR\foriginalName\x12\x16\n" +
@@ -2090,7 +2127,9 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x05state\x18\x10 \x01(\x0e2\x1f.toolplane.catalog.v1.ToolStateR\x05state\x12?\n" +
 	"\fname_held_by\x18\x11 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\n" +
 	"nameHeldBy\x12\x18\n" +
-	"\atenants\x18\x12 \x03(\tR\atenants\"Z\n" +
+	"\atenants\x18\x12 \x03(\tR\atenants\x12G\n" +
+	"\rsession_scope\x18\x13 \x01(\x0e2\".toolplane.catalog.v1.SessionScopeR\fsessionScope\x12\x1a\n" +
+	"\bstateful\x18\x14 \x01(\bR\bstateful\"Z\n" +
 	"\aToolRef\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12#\n" +
 	"\roriginal_name\x18\x02 \x01(\tR\foriginalName\x12\x12\n" +
@@ -2119,7 +2158,7 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\x04tool\x18\x05 \x01(\v2\x1d.toolplane.catalog.v1.ToolRefR\x04tool\x12#\n" +
 	"\rprevious_hash\x18\x06 \x01(\tR\fpreviousHash\x12'\n" +
 	"\x0fdefinition_hash\x18\a \x01(\tR\x0edefinitionHash\x12:\n" +
-	"\x04diff\x18\b \x03(\v2&.toolplane.catalog.v1.DefinitionChangeR\x04diff\"\xa7\b\n" +
+	"\x04diff\x18\b \x03(\v2&.toolplane.catalog.v1.DefinitionChangeR\x04diff\"\xc3\b\n" +
 	"\fServerConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\aenabled\x18\x02 \x01(\bH\x00R\aenabled\x88\x01\x01\x124\n" +
@@ -2143,7 +2182,8 @@ const file_toolplane_catalog_v1_catalog_proto_rawDesc = "" +
 	"\rpin_new_tools\x18\x13 \x01(\tR\vpinNewTools\x12\x18\n" +
 	"\atenants\x18\x14 \x03(\tR\atenants\x12\x1f\n" +
 	"\vworking_dir\x18\x15 \x01(\tR\n" +
-	"workingDir\x1a6\n" +
+	"workingDir\x12\x1a\n" +
+	"\bstateful\x18\x16 \x01(\bR\bstateful\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -2326,39 +2366,40 @@ var file_toolplane_catalog_v1_catalog_proto_depIdxs = []int32{
 	26, // 7: toolplane.catalog.v1.Tool.meta:type_name -> google.protobuf.Struct
 	7,  // 8: toolplane.catalog.v1.Tool.state:type_name -> toolplane.catalog.v1.ToolState
 	12, // 9: toolplane.catalog.v1.Tool.name_held_by:type_name -> toolplane.catalog.v1.ToolRef
-	12, // 10: toolplane.catalog.v1.NameCollision.tool:type_name -> toolplane.catalog.v1.ToolRef
-	12, // 11: toolplane.catalog.v1.NameCollision.holder:type_name -> toolplane.catalog.v1.ToolRef
-	12, // 12: toolplane.catalog.v1.ToolRename.tool:type_name -> toolplane.catalog.v1.ToolRef
-	27, // 13: toolplane.catalog.v1.DefinitionChange.old_value:type_name -> google.protobuf.Value
-	27, // 14: toolplane.catalog.v1.DefinitionChange.new_value:type_name -> google.protobuf.Value
-	28, // 15: toolplane.catalog.v1.ToolAuditRecord.time:type_name -> google.protobuf.Timestamp
-	12, // 16: toolplane.catalog.v1.ToolAuditRecord.tool:type_name -> toolplane.catalog.v1.ToolRef
-	16, // 17: toolplane.catalog.v1.ToolAuditRecord.diff:type_name -> toolplane.catalog.v1.DefinitionChange
-	1,  // 18: toolplane.catalog.v1.ServerConfig.type:type_name -> toolplane.catalog.v1.ServerType
-	23, // 19: toolplane.catalog.v1.ServerConfig.env:type_name -> toolplane.catalog.v1.ServerConfig.EnvEntry
-	24, // 20: toolplane.catalog.v1.ServerConfig.headers:type_name -> toolplane.catalog.v1.ServerConfig.HeadersEntry
-	29, // 21: toolplane.catalog.v1.ServerConfig.tool_call_timeout:type_name -> google.protobuf.Duration
-	29, // 22: toolplane.catalog.v1.ServerConfig.session_init_timeout:type_name -> google.protobuf.Duration
-	2,  // 23: toolplane.catalog.v1.ServerConfig.session_scope:type_name -> toolplane.catalog.v1.SessionScope
-	9,  // 24: toolplane.catalog.v1.ServerConfig.routing:type_name -> toolplane.catalog.v1.Routing
-	10, // 25: toolplane.catalog.v1.ServerConfig.tool_routing:type_name -> toolplane.catalog.v1.ToolRouting
-	18, // 26: toolplane.catalog.v1.Server.config:type_name -> toolplane.catalog.v1.ServerConfig
-	0,  // 27: toolplane.catalog.v1.Server.state:type_name -> toolplane.catalog.v1.ServerState
-	28, // 28: toolplane.catalog.v1.Server.state_changed_at:type_name -> google.protobuf.Timestamp
-	13, // 29: toolplane.catalog.v1.Server.name_collisions:type_name -> toolplane.catalog.v1.NameCollision
-	15, // 30: toolplane.catalog.v1.Server.omitted_tools:type_name -> toolplane.catalog.v1.OmittedTool
-	0,  // 31: toolplane.catalog.v1.ServerCount.state:type_name -> toolplane.catalog.v1.ServerState
-	11, // 32: toolplane.catalog.v1.SearchHit.tool:type_name -> toolplane.catalog.v1.Tool
-	8,  // 33: toolplane.catalog.v1.CatalogEvent.type:type_name -> toolplane.catalog.v1.CatalogEventType
-	28, // 34: toolplane.catalog.v1.CatalogEvent.time:type_name -> google.protobuf.Timestamp
-	25, // 35: toolplane.catalog.v1.CatalogEvent.definition_hashes:type_name -> toolplane.catalog.v1.CatalogEvent.DefinitionHashesEntry
-	13, // 36: toolplane.catalog.v1.CatalogEvent.name_collisions:type_name -> toolplane.catalog.v1.NameCollision
-	14, // 37: toolplane.catalog.v1.CatalogEvent.renames:type_name -> toolplane.catalog.v1.ToolRename
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	2,  // 10: toolplane.catalog.v1.Tool.session_scope:type_name -> toolplane.catalog.v1.SessionScope
+	12, // 11: toolplane.catalog.v1.NameCollision.tool:type_name -> toolplane.catalog.v1.ToolRef
+	12, // 12: toolplane.catalog.v1.NameCollision.holder:type_name -> toolplane.catalog.v1.ToolRef
+	12, // 13: toolplane.catalog.v1.ToolRename.tool:type_name -> toolplane.catalog.v1.ToolRef
+	27, // 14: toolplane.catalog.v1.DefinitionChange.old_value:type_name -> google.protobuf.Value
+	27, // 15: toolplane.catalog.v1.DefinitionChange.new_value:type_name -> google.protobuf.Value
+	28, // 16: toolplane.catalog.v1.ToolAuditRecord.time:type_name -> google.protobuf.Timestamp
+	12, // 17: toolplane.catalog.v1.ToolAuditRecord.tool:type_name -> toolplane.catalog.v1.ToolRef
+	16, // 18: toolplane.catalog.v1.ToolAuditRecord.diff:type_name -> toolplane.catalog.v1.DefinitionChange
+	1,  // 19: toolplane.catalog.v1.ServerConfig.type:type_name -> toolplane.catalog.v1.ServerType
+	23, // 20: toolplane.catalog.v1.ServerConfig.env:type_name -> toolplane.catalog.v1.ServerConfig.EnvEntry
+	24, // 21: toolplane.catalog.v1.ServerConfig.headers:type_name -> toolplane.catalog.v1.ServerConfig.HeadersEntry
+	29, // 22: toolplane.catalog.v1.ServerConfig.tool_call_timeout:type_name -> google.protobuf.Duration
+	29, // 23: toolplane.catalog.v1.ServerConfig.session_init_timeout:type_name -> google.protobuf.Duration
+	2,  // 24: toolplane.catalog.v1.ServerConfig.session_scope:type_name -> toolplane.catalog.v1.SessionScope
+	9,  // 25: toolplane.catalog.v1.ServerConfig.routing:type_name -> toolplane.catalog.v1.Routing
+	10, // 26: toolplane.catalog.v1.ServerConfig.tool_routing:type_name -> toolplane.catalog.v1.ToolRouting
+	18, // 27: toolplane.catalog.v1.Server.config:type_name -> toolplane.catalog.v1.ServerConfig
+	0,  // 28: toolplane.catalog.v1.Server.state:type_name -> toolplane.catalog.v1.ServerState
+	28, // 29: toolplane.catalog.v1.Server.state_changed_at:type_name -> google.protobuf.Timestamp
+	13, // 30: toolplane.catalog.v1.Server.name_collisions:type_name -> toolplane.catalog.v1.NameCollision
+	15, // 31: toolplane.catalog.v1.Server.omitted_tools:type_name -> toolplane.catalog.v1.OmittedTool
+	0,  // 32: toolplane.catalog.v1.ServerCount.state:type_name -> toolplane.catalog.v1.ServerState
+	11, // 33: toolplane.catalog.v1.SearchHit.tool:type_name -> toolplane.catalog.v1.Tool
+	8,  // 34: toolplane.catalog.v1.CatalogEvent.type:type_name -> toolplane.catalog.v1.CatalogEventType
+	28, // 35: toolplane.catalog.v1.CatalogEvent.time:type_name -> google.protobuf.Timestamp
+	25, // 36: toolplane.catalog.v1.CatalogEvent.definition_hashes:type_name -> toolplane.catalog.v1.CatalogEvent.DefinitionHashesEntry
+	13, // 37: toolplane.catalog.v1.CatalogEvent.name_collisions:type_name -> toolplane.catalog.v1.NameCollision
+	14, // 38: toolplane.catalog.v1.CatalogEvent.renames:type_name -> toolplane.catalog.v1.ToolRename
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_catalog_v1_catalog_proto_init() }

@@ -1302,6 +1302,100 @@ func (x *Message) GetProviderOutput() *structpb.Struct {
 	return nil
 }
 
+// ToolPlacement says which catalog replica served a placed tool call and
+// whether its MCP session had to be re-created there.
+type ToolPlacement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Address of the catalog replica that served the call, as the runtime
+	// dials it (one entry of runtime.upstreams.catalog.address), for service
+	// and admin callers; for a user credential a label instead,
+	// "catalog-" and the first 8 hex digits of the SHA-256 of the address
+	// (the same for owner and previous_replica, and in note).
+	Replica string `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The replica that owns the call's placement key by rendezvous hashing
+	// over every configured address; differs from replica while the owner is
+	// unavailable.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The replica that served the previous call of the same key when it was
+	// another one (this runtime process's memory of recent keys); "" when
+	// the key stayed where it was or was not seen before.
+	PreviousReplica string `protobuf:"bytes,3,opt,name=previous_replica,json=previousReplica,proto3" json:"previous_replica,omitempty"`
+	// The catalog started a new MCP session for this call (the scope's
+	// first call on that replica, or the previous session had ended).
+	SessionCreated bool `protobuf:"varint,4,opt,name=session_created,json=sessionCreated,proto3" json:"session_created,omitempty"`
+	// One line for people, set when the session was re-created on another
+	// replica: "session re-created on replica X; the previous replica Y was
+	// unavailable".
+	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolPlacement) Reset() {
+	*x = ToolPlacement{}
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolPlacement) ProtoMessage() {}
+
+func (x *ToolPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolPlacement.ProtoReflect.Descriptor instead.
+func (*ToolPlacement) Descriptor() ([]byte, []int) {
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ToolPlacement) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *ToolPlacement) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ToolPlacement) GetPreviousReplica() string {
+	if x != nil {
+		return x.PreviousReplica
+	}
+	return ""
+}
+
+func (x *ToolPlacement) GetSessionCreated() bool {
+	if x != nil {
+		return x.SessionCreated
+	}
+	return false
+}
+
+func (x *ToolPlacement) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // ToolSearchSettings configures deferral for an agent.
 type ToolSearchSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1315,7 +1409,7 @@ type ToolSearchSettings struct {
 
 func (x *ToolSearchSettings) Reset() {
 	*x = ToolSearchSettings{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[10]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1421,7 @@ func (x *ToolSearchSettings) String() string {
 func (*ToolSearchSettings) ProtoMessage() {}
 
 func (x *ToolSearchSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[10]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1434,7 @@ func (x *ToolSearchSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSearchSettings.ProtoReflect.Descriptor instead.
 func (*ToolSearchSettings) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{10}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolSearchSettings) GetEnabled() bool {
@@ -1390,7 +1484,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[11]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1496,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[11]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1509,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{11}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Agent) GetName() string {
@@ -1501,7 +1595,7 @@ type AgentOwner struct {
 
 func (x *AgentOwner) Reset() {
 	*x = AgentOwner{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1607,7 @@ func (x *AgentOwner) String() string {
 func (*AgentOwner) ProtoMessage() {}
 
 func (x *AgentOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1620,7 @@ func (x *AgentOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentOwner.ProtoReflect.Descriptor instead.
 func (*AgentOwner) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AgentOwner) GetTenant() string {
@@ -1566,7 +1660,7 @@ type ToolSchema struct {
 
 func (x *ToolSchema) Reset() {
 	*x = ToolSchema{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1672,7 @@ func (x *ToolSchema) String() string {
 func (*ToolSchema) ProtoMessage() {}
 
 func (x *ToolSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[13]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1685,7 @@ func (x *ToolSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSchema.ProtoReflect.Descriptor instead.
 func (*ToolSchema) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolSchema) GetName() string {
@@ -1642,7 +1736,7 @@ type PromptSection struct {
 
 func (x *PromptSection) Reset() {
 	*x = PromptSection{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1748,7 @@ func (x *PromptSection) String() string {
 func (*PromptSection) ProtoMessage() {}
 
 func (x *PromptSection) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[14]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1761,7 @@ func (x *PromptSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptSection.ProtoReflect.Descriptor instead.
 func (*PromptSection) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PromptSection) GetName() string {
@@ -1719,7 +1813,7 @@ type AssemblyReport struct {
 
 func (x *AssemblyReport) Reset() {
 	*x = AssemblyReport{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1825,7 @@ func (x *AssemblyReport) String() string {
 func (*AssemblyReport) ProtoMessage() {}
 
 func (x *AssemblyReport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[15]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1838,7 @@ func (x *AssemblyReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssemblyReport.ProtoReflect.Descriptor instead.
 func (*AssemblyReport) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AssemblyReport) GetDroppedDuplicates() []string {
@@ -1852,13 +1946,18 @@ type ToolResult struct {
 	// tool_search_output input item ({"type": "tool_search_output",
 	// "call_id", "execution": "client", "status", "tools"}); unset otherwise.
 	ProviderOutput *structpb.Struct `protobuf:"bytes,10,opt,name=provider_output,json=providerOutput,proto3" json:"provider_output,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Where the catalog ran an MCP tool whose session is placed on one
+	// catalog replica (a per_user, per_thread or per_tenant server, or a
+	// stateful one; docs/decisions/0086-session-placement.md); unset for
+	// every other tool.
+	Placement     *ToolPlacement `protobuf:"bytes,11,opt,name=placement,proto3" json:"placement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1969,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[16]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1982,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{16}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolResult) GetToolCallId() string {
@@ -1956,6 +2055,13 @@ func (x *ToolResult) GetProviderOutput() *structpb.Struct {
 	return nil
 }
 
+func (x *ToolResult) GetPlacement() *ToolPlacement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
 // Run is one agent-loop turn.
 type Run struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1983,7 +2089,7 @@ type Run struct {
 
 func (x *Run) Reset() {
 	*x = Run{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2101,7 @@ func (x *Run) String() string {
 func (*Run) ProtoMessage() {}
 
 func (x *Run) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[17]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2114,7 @@ func (x *Run) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Run.ProtoReflect.Descriptor instead.
 func (*Run) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{17}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Run) GetRunId() string {
@@ -2102,7 +2208,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[18]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2220,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[18]
+	mi := &file_toolplane_runtime_v1_runtime_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2233,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{18}
+	return file_toolplane_runtime_v1_runtime_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RunEvent) GetRunId() string {
@@ -2393,7 +2499,13 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\vcreate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12@\n" +
 	"\x0fprovider_output\x18\n" +
-	" \x01(\v2\x17.google.protobuf.StructR\x0eproviderOutput\"U\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\x0eproviderOutput\"\xa7\x01\n" +
+	"\rToolPlacement\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\tR\areplica\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12)\n" +
+	"\x10previous_replica\x18\x03 \x01(\tR\x0fpreviousReplica\x12'\n" +
+	"\x0fsession_created\x18\x04 \x01(\bR\x0esessionCreated\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"U\n" +
 	"\x12ToolSearchSettings\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12%\n" +
 	"\x0eexempt_servers\x18\x02 \x03(\tR\rexemptServers\"\xdc\x03\n" +
@@ -2438,7 +2550,7 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x12dropped_promotions\x18\t \x03(\v2&.toolplane.runtime.v1.DroppedPromotionR\x11droppedPromotions\x121\n" +
 	"\x14promoted_unavailable\x18\n" +
 	" \x03(\tR\x13promotedUnavailable\x12\x1c\n" +
-	"\ttruncated\x18\v \x03(\tR\ttruncated\"\xa0\x04\n" +
+	"\ttruncated\x18\v \x03(\tR\ttruncated\"\xe3\x04\n" +
 	"\n" +
 	"ToolResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -2454,7 +2566,8 @@ const file_toolplane_runtime_v1_runtime_proto_rawDesc = "" +
 	"reasonCode\x12F\n" +
 	"\x12structured_content\x18\t \x01(\v2\x17.google.protobuf.StructR\x11structuredContent\x12@\n" +
 	"\x0fprovider_output\x18\n" +
-	" \x01(\v2\x17.google.protobuf.StructR\x0eproviderOutput\"\xf5\x02\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\x0eproviderOutput\x12A\n" +
+	"\tplacement\x18\v \x01(\v2#.toolplane.runtime.v1.ToolPlacementR\tplacement\"\xf5\x02\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x127\n" +
@@ -2544,7 +2657,7 @@ func file_toolplane_runtime_v1_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_toolplane_runtime_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_toolplane_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_toolplane_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_toolplane_runtime_v1_runtime_proto_goTypes = []any{
 	(ErrorKind)(0),                // 0: toolplane.runtime.v1.ErrorKind
 	(ToolProfile)(0),              // 1: toolplane.runtime.v1.ToolProfile
@@ -2563,72 +2676,74 @@ var file_toolplane_runtime_v1_runtime_proto_goTypes = []any{
 	(*Thread)(nil),                // 14: toolplane.runtime.v1.Thread
 	(*ToolCall)(nil),              // 15: toolplane.runtime.v1.ToolCall
 	(*Message)(nil),               // 16: toolplane.runtime.v1.Message
-	(*ToolSearchSettings)(nil),    // 17: toolplane.runtime.v1.ToolSearchSettings
-	(*Agent)(nil),                 // 18: toolplane.runtime.v1.Agent
-	(*AgentOwner)(nil),            // 19: toolplane.runtime.v1.AgentOwner
-	(*ToolSchema)(nil),            // 20: toolplane.runtime.v1.ToolSchema
-	(*PromptSection)(nil),         // 21: toolplane.runtime.v1.PromptSection
-	(*AssemblyReport)(nil),        // 22: toolplane.runtime.v1.AssemblyReport
-	(*ToolResult)(nil),            // 23: toolplane.runtime.v1.ToolResult
-	(*Run)(nil),                   // 24: toolplane.runtime.v1.Run
-	(*RunEvent)(nil),              // 25: toolplane.runtime.v1.RunEvent
-	nil,                           // 26: toolplane.runtime.v1.Thread.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 29: toolplane.type.v1.StringList
-	(*v1.ContentBlock)(nil),       // 30: toolplane.type.v1.ContentBlock
-	(*v1.Notification)(nil),       // 31: toolplane.type.v1.Notification
+	(*ToolPlacement)(nil),         // 17: toolplane.runtime.v1.ToolPlacement
+	(*ToolSearchSettings)(nil),    // 18: toolplane.runtime.v1.ToolSearchSettings
+	(*Agent)(nil),                 // 19: toolplane.runtime.v1.Agent
+	(*AgentOwner)(nil),            // 20: toolplane.runtime.v1.AgentOwner
+	(*ToolSchema)(nil),            // 21: toolplane.runtime.v1.ToolSchema
+	(*PromptSection)(nil),         // 22: toolplane.runtime.v1.PromptSection
+	(*AssemblyReport)(nil),        // 23: toolplane.runtime.v1.AssemblyReport
+	(*ToolResult)(nil),            // 24: toolplane.runtime.v1.ToolResult
+	(*Run)(nil),                   // 25: toolplane.runtime.v1.Run
+	(*RunEvent)(nil),              // 26: toolplane.runtime.v1.RunEvent
+	nil,                           // 27: toolplane.runtime.v1.Thread.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 30: toolplane.type.v1.StringList
+	(*v1.ContentBlock)(nil),       // 31: toolplane.type.v1.ContentBlock
+	(*v1.Notification)(nil),       // 32: toolplane.type.v1.Notification
 }
 var file_toolplane_runtime_v1_runtime_proto_depIdxs = []int32{
 	8,  // 0: toolplane.runtime.v1.Promoted.tools:type_name -> toolplane.runtime.v1.PromotedTool
 	5,  // 1: toolplane.runtime.v1.ActiveSkill.source:type_name -> toolplane.runtime.v1.SkillActivationSource
-	27, // 2: toolplane.runtime.v1.ActiveSkill.time:type_name -> google.protobuf.Timestamp
+	28, // 2: toolplane.runtime.v1.ActiveSkill.time:type_name -> google.protobuf.Timestamp
 	7,  // 3: toolplane.runtime.v1.Thread.promoted:type_name -> toolplane.runtime.v1.Promoted
 	10, // 4: toolplane.runtime.v1.Thread.active_skills:type_name -> toolplane.runtime.v1.ActiveSkill
 	11, // 5: toolplane.runtime.v1.Thread.artifacts:type_name -> toolplane.runtime.v1.Artifact
 	12, // 6: toolplane.runtime.v1.Thread.todos:type_name -> toolplane.runtime.v1.Todo
 	13, // 7: toolplane.runtime.v1.Thread.token_usage:type_name -> toolplane.runtime.v1.TokenUsage
-	27, // 8: toolplane.runtime.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
-	27, // 9: toolplane.runtime.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	26, // 10: toolplane.runtime.v1.Thread.metadata:type_name -> toolplane.runtime.v1.Thread.MetadataEntry
-	28, // 11: toolplane.runtime.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	28, // 8: toolplane.runtime.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	28, // 9: toolplane.runtime.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
+	27, // 10: toolplane.runtime.v1.Thread.metadata:type_name -> toolplane.runtime.v1.Thread.MetadataEntry
+	29, // 11: toolplane.runtime.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
 	4,  // 12: toolplane.runtime.v1.Message.role:type_name -> toolplane.runtime.v1.MessageRole
 	15, // 13: toolplane.runtime.v1.Message.tool_calls:type_name -> toolplane.runtime.v1.ToolCall
 	2,  // 14: toolplane.runtime.v1.Message.status:type_name -> toolplane.runtime.v1.ToolCallStatus
-	27, // 15: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
-	28, // 16: toolplane.runtime.v1.Message.provider_output:type_name -> google.protobuf.Struct
-	29, // 17: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
-	29, // 18: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
-	17, // 19: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
-	27, // 20: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
-	19, // 21: toolplane.runtime.v1.Agent.owner:type_name -> toolplane.runtime.v1.AgentOwner
-	28, // 22: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
-	28, // 23: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
-	28, // 24: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
+	28, // 15: toolplane.runtime.v1.Message.create_time:type_name -> google.protobuf.Timestamp
+	29, // 16: toolplane.runtime.v1.Message.provider_output:type_name -> google.protobuf.Struct
+	30, // 17: toolplane.runtime.v1.Agent.tool_groups:type_name -> toolplane.type.v1.StringList
+	30, // 18: toolplane.runtime.v1.Agent.skills:type_name -> toolplane.type.v1.StringList
+	18, // 19: toolplane.runtime.v1.Agent.tool_search:type_name -> toolplane.runtime.v1.ToolSearchSettings
+	28, // 20: toolplane.runtime.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
+	20, // 21: toolplane.runtime.v1.Agent.owner:type_name -> toolplane.runtime.v1.AgentOwner
+	29, // 22: toolplane.runtime.v1.ToolSchema.openai:type_name -> google.protobuf.Struct
+	29, // 23: toolplane.runtime.v1.ToolSchema.anthropic:type_name -> google.protobuf.Struct
+	29, // 24: toolplane.runtime.v1.ToolSchema.bound:type_name -> google.protobuf.Struct
 	9,  // 25: toolplane.runtime.v1.AssemblyReport.dropped_promotions:type_name -> toolplane.runtime.v1.DroppedPromotion
 	2,  // 26: toolplane.runtime.v1.ToolResult.status:type_name -> toolplane.runtime.v1.ToolCallStatus
 	0,  // 27: toolplane.runtime.v1.ToolResult.error_kind:type_name -> toolplane.runtime.v1.ErrorKind
-	30, // 28: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
+	31, // 28: toolplane.runtime.v1.ToolResult.content:type_name -> toolplane.type.v1.ContentBlock
 	11, // 29: toolplane.runtime.v1.ToolResult.artifacts:type_name -> toolplane.runtime.v1.Artifact
 	7,  // 30: toolplane.runtime.v1.ToolResult.promoted:type_name -> toolplane.runtime.v1.Promoted
-	28, // 31: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
-	28, // 32: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
-	3,  // 33: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
-	27, // 34: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
-	27, // 35: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
-	13, // 36: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	15, // 37: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
-	23, // 38: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
-	7,  // 39: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
-	16, // 40: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
-	13, // 41: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
-	31, // 42: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
-	3,  // 43: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	29, // 31: toolplane.runtime.v1.ToolResult.structured_content:type_name -> google.protobuf.Struct
+	29, // 32: toolplane.runtime.v1.ToolResult.provider_output:type_name -> google.protobuf.Struct
+	17, // 33: toolplane.runtime.v1.ToolResult.placement:type_name -> toolplane.runtime.v1.ToolPlacement
+	3,  // 34: toolplane.runtime.v1.Run.status:type_name -> toolplane.runtime.v1.RunStatus
+	28, // 35: toolplane.runtime.v1.Run.start_time:type_name -> google.protobuf.Timestamp
+	28, // 36: toolplane.runtime.v1.Run.end_time:type_name -> google.protobuf.Timestamp
+	13, // 37: toolplane.runtime.v1.Run.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	15, // 38: toolplane.runtime.v1.RunEvent.tool_call_started:type_name -> toolplane.runtime.v1.ToolCall
+	24, // 39: toolplane.runtime.v1.RunEvent.tool_call_finished:type_name -> toolplane.runtime.v1.ToolResult
+	7,  // 40: toolplane.runtime.v1.RunEvent.promoted:type_name -> toolplane.runtime.v1.Promoted
+	16, // 41: toolplane.runtime.v1.RunEvent.final_message:type_name -> toolplane.runtime.v1.Message
+	13, // 42: toolplane.runtime.v1.RunEvent.usage:type_name -> toolplane.runtime.v1.TokenUsage
+	32, // 43: toolplane.runtime.v1.RunEvent.notification:type_name -> toolplane.type.v1.Notification
+	3,  // 44: toolplane.runtime.v1.RunEvent.status:type_name -> toolplane.runtime.v1.RunStatus
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_toolplane_runtime_v1_runtime_proto_init() }
@@ -2636,7 +2751,7 @@ func file_toolplane_runtime_v1_runtime_proto_init() {
 	if File_toolplane_runtime_v1_runtime_proto != nil {
 		return
 	}
-	file_toolplane_runtime_v1_runtime_proto_msgTypes[18].OneofWrappers = []any{
+	file_toolplane_runtime_v1_runtime_proto_msgTypes[19].OneofWrappers = []any{
 		(*RunEvent_TextDelta)(nil),
 		(*RunEvent_ToolCallStarted)(nil),
 		(*RunEvent_ToolCallFinished)(nil),
@@ -2654,7 +2769,7 @@ func file_toolplane_runtime_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolplane_runtime_v1_runtime_proto_rawDesc), len(file_toolplane_runtime_v1_runtime_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
