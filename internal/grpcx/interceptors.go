@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -70,7 +69,7 @@ func withRequestID(ctx context.Context) (context.Context, string) {
 		id = v[0]
 	}
 	if id == "" {
-		id = uuid.NewString()
+		id = newRequestID()
 	}
 	return observability.WithRequestID(ctx, id), id
 }
