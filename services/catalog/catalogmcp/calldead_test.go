@@ -46,6 +46,7 @@ func TestCallEndsWhenSessionDies(t *testing.T) {
 		if !errors.As(o.err, &se) {
 			t.Fatalf("call ended with %v, want a SessionError", o.err)
 		}
+		t.Logf("the call ended %v after the child was killed", o.at.Sub(killed))
 		if d := o.at.Sub(killed); d > 10*time.Second {
 			t.Fatalf("call ended %v after the child died", d)
 		}

@@ -567,7 +567,7 @@ func (s *Store) PutAgent(ctx context.Context, a *runtimev1.Agent) error {
 // GetAgent implements runtimestore.Store.
 func (s *Store) GetAgent(ctx context.Context, name string) (*runtimev1.Agent, error) {
 	var b []byte
-	err := s.db.QueryRowContext(ctx, `SELECT body FROM agents WHERE name = ?`, name).Scan(&b)
+	err := prepared{db: s.db}.QueryRowContext(ctx, `SELECT body FROM agents WHERE name = ?`, name).Scan(&b) // on every tool call
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, runtimestore.ErrNotFound
 	}
