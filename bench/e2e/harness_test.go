@@ -256,7 +256,7 @@ func startBenchConfig(t testing.TB, n int, echo bool, extraYAML string) *bench {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	b.p = testkit.Start(t, testkit.Options{Config: authYAML() + extraYAML, Args: []string{"--extensions-config", ext}, StartTimeout: 5 * time.Minute})
+	b.p = testkit.Start(t, testkit.Options{Config: authYAML() + extraYAML, Args: []string{"--extensions-config", ext}, Env: processEnv(), StartTimeout: 5 * time.Minute})
 	b.user = runtimev1.NewRuntimeServiceClient(b.dial(userToken))
 	svc := b.dial(serviceToken)
 	b.svcCat, b.svcAuth = catalogv1.NewCatalogServiceClient(svc), authzv1.NewAuthzServiceClient(svc)
@@ -295,6 +295,17 @@ func startBenchConfig(t testing.TB, n int, echo bool, extraYAML string) *bench {
 		b.exec(ctx, "tool_search", map[string]any{"query": "select:everything_echo"})
 	}
 	return b
+}
+
+// processEnv are extra KEY=VALUE variables for the benchmarked process,
+// from TOOLPLANE_BENCH_E2E_ENV (comma-separated; testkit clears every other
+// TOOLPLANE_* variable), e.g. to turn on a profiling listener.
+func processEnv() []string {
+	v := os.Getenv("TOOLPLANE_BENCH_E2E_ENV")
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }
 
 func everythingJS(t testing.TB) string {

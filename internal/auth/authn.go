@@ -76,11 +76,16 @@ type Authenticator struct {
 	jwt     *JWTSpec
 	parser  *jwt.Parser
 	global  []string // auth.global_admin_tenants
+	// verified caches JWTs whose signature and claims were verified
+	// (jwtcache.go): a repeat of the same token skips the signature check
+	// until the token expires.
+	verified *jwtCache
+	now      func() time.Time
 }
 
 // NewAuthenticator builds an Authenticator. Token hashes must be 64 hex characters.
 func NewAuthenticator(o Options) (*Authenticator, error) {
-	a := &Authenticator{enabled: o.Enabled, tokens: map[[32]byte]TokenSpec{}, jwt: o.JWT, global: o.GlobalAdminTenants}
+	a := &Authenticator{enabled: o.Enabled, tokens: map[[32]byte]TokenSpec{}, jwt: o.JWT, global: o.GlobalAdminTenants, now: time.Now}
 	if a.global == nil {
 		a.global = []string{"default"}
 	}
@@ -114,7 +119,8 @@ func NewAuthenticator(o Options) (*Authenticator, error) {
 		if o.JWT.Audience != "" {
 			opts = append(opts, jwt.WithAudience(o.JWT.Audience))
 		}
-		a.parser = jwt.NewParser(opts...)
+		a.parser = jwt.NewParser(append(opts, jwt.WithTimeFunc(func() time.Time { return a.now() }))...)
+		a.verified = newJWTCache(jwtCacheEntries)
 	}
 	return a, nil
 }
@@ -181,8 +187,7 @@ func (a *Authenticator) Credential(ctx context.Context) (Identity, error) {
 	if !a.enabled {
 		return Identity{Principal: DefaultPrincipal(), Kind: KindService}, nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	authz := md.Get("authorization")
+	authz := metadata.ValueFromIncomingContext(ctx, "authorization") // no copy of the whole map
 	if len(authz) == 0 {
 		return Identity{}, unauthenticated(ReasonCredentialMissing, "missing credential: send `authorization: Bearer <token>`")
 	}
@@ -206,9 +211,8 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 			return Identity{}, err
 		}
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
 	id.GlobalAdmin = id.Admin() && slices.Contains(a.global, tenantOf(id.Principal))
-	bin, acting := md.Get(PrincipalHeader), md.Get(ActingForHeader)
+	bin, acting := metadata.ValueFromIncomingContext(ctx, PrincipalHeader), metadata.ValueFromIncomingContext(ctx, ActingForHeader)
 	if len(bin) == 0 && len(acting) == 0 {
 		return id, nil
 	}
@@ -255,14 +259,23 @@ func (a *Authenticator) credential(cred string) (Identity, error) {
 		return Identity{Principal: clonePrincipal(found.Principal), Kind: found.Kind}, nil
 	}
 	if a.parser != nil && strings.Count(cred, ".") == 2 {
-		return a.verifyJWT(cred)
+		if id, ok := a.verified.get(sum, a.now()); ok {
+			return id, nil
+		}
+		id, until, err := a.verifyJWT(cred)
+		if err == nil {
+			a.verified.put(sum, id, until)
+		}
+		return id, err
 	}
 	return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid credential")
 }
 
-func (a *Authenticator) verifyJWT(raw string) (Identity, error) {
+// verifyJWT checks a JWT's signature and claims; until is when the
+// verification stops holding (its exp claim plus the leeway).
+func (a *Authenticator) verifyJWT(raw string) (id Identity, until time.Time, err error) {
 	claims := jwt.MapClaims{}
-	_, err := a.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+	_, err = a.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
 		if a.jwt.HMACSecret != nil {
 			return a.jwt.HMACSecret, nil
 		}
@@ -271,15 +284,15 @@ func (a *Authenticator) verifyJWT(raw string) (Identity, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, jwt.ErrTokenExpired):
-			return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: token is expired")
+			return Identity{}, time.Time{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: token is expired")
 		case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-			return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: signature is invalid")
+			return Identity{}, time.Time{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: signature is invalid")
 		}
-		return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: "+err.Error())
+		return Identity{}, time.Time{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: "+err.Error())
 	}
 	sub, _ := claims.GetSubject()
 	if sub == "" {
-		return Identity{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: missing sub claim")
+		return Identity{}, time.Time{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: missing sub claim")
 	}
 	p := &typev1.Principal{Subject: sub, Tenant: "default"}
 	if t, ok := claims[a.jwt.TenantClaim].(string); ok && t != "" {
@@ -306,10 +319,14 @@ func (a *Authenticator) verifyJWT(raw string) (Identity, error) {
 		case KindUser, KindService:
 			kind = Kind(k)
 		default:
-			return Identity{}, unauthenticated(ReasonCredentialInvalid, fmt.Sprintf("invalid JWT: claim %s must be user or service", a.jwt.KindClaim))
+			return Identity{}, time.Time{}, unauthenticated(ReasonCredentialInvalid, fmt.Sprintf("invalid JWT: claim %s must be user or service", a.jwt.KindClaim))
 		}
 	}
-	return Identity{Principal: p, Kind: kind}, nil
+	exp, err := claims.GetExpirationTime()
+	if err != nil || exp == nil { // the parser requires exp: not reached
+		return Identity{}, time.Time{}, unauthenticated(ReasonCredentialInvalid, "invalid JWT: missing exp claim")
+	}
+	return Identity{Principal: p, Kind: kind}, exp.Add(a.jwt.Leeway), nil
 }
 
 func clonePrincipal(p *typev1.Principal) *typev1.Principal {

@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -62,13 +62,14 @@ func withRequestID(ctx context.Context) (context.Context, string) {
 	if id := RequestID(ctx); id != "" {
 		return ctx, id // set by the recovery interceptor
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
+	// ValueFromIncomingContext reads one key without copying the whole
+	// metadata map, as FromIncomingContext does on every call.
 	id := ""
-	if v := md.Get(RequestIDHeader); len(v) > 0 && len(v[0]) <= 128 {
+	if v := metadata.ValueFromIncomingContext(ctx, RequestIDHeader); len(v) > 0 && len(v[0]) <= 128 {
 		id = v[0]
 	}
 	if id == "" {
-		id = uuid.NewString()
+		id = newRequestID()
 	}
 	return observability.WithRequestID(ctx, id), id
 }
@@ -215,8 +216,18 @@ func ServerOptions(o ChainOptions) []grpc.ServerOption {
 			return h(srv, &validatingStream{ServerStream: ss, ctx: ctx, method: info.FullMethod, policy: o.Policy})
 		},
 	}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...), grpc.InTapHandle(credentialTap(o))}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...), grpc.InTapHandle(credentialTap(o)),
+		grpc.NumStreamWorkers(streamWorkers())}
 }
+
+// streamWorkers is the number of goroutines kept to serve RPCs
+// (grpc.NumStreamWorkers). Without them grpc-go starts a goroutine per RPC
+// whose stack grows through the interceptor chain and the handler on every
+// call (runtime.newstack/copystack were 8-10% of the process's CPU under
+// the bench/e2e load, docs/performance.md); a kept worker keeps its grown
+// stack. An RPC that finds every worker busy still gets its own goroutine,
+// so the count bounds nothing.
+func streamWorkers() uint32 { return uint32(max(16, 8*runtime.GOMAXPROCS(0))) }
 
 // EndWatchesOn returns a server option that ends every running Watch*
 // server stream (subscriptions without an end by contract: WatchCatalog,

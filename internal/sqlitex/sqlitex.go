@@ -26,6 +26,8 @@ type DB struct {
 	*sql.DB
 	writer *sql.DB
 	path   string
+	// Prepared statements (stmts.go) of the readers and of the writer.
+	readStmts, writeStmts stmtCache
 }
 
 // Open opens (creating if needed) the sqlite file at path and applies the
@@ -74,6 +76,8 @@ func (db *DB) Path() string { return db.path }
 
 // Close closes both pools.
 func (db *DB) Close() error {
+	db.readStmts.close()
+	db.writeStmts.close()
 	return errors.Join(db.DB.Close(), db.writer.Close())
 }
 

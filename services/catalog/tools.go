@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -297,7 +296,7 @@ func (s *Server) call(ctx context.Context, p callParams, notify func(catalogmcp.
 	}
 	args := []byte(`{}`)
 	if p.args != nil {
-		b, err := json.Marshal(p.args.AsMap())
+		b, err := argsJSON(p.args)
 		if err != nil {
 			return nil, invalid("arguments", grpcx.ViolationInvalid, "%v", err)
 		}

@@ -176,9 +176,14 @@ type Session struct {
 	// ListChangedCapable reports the tools.listChanged capability.
 	ListChangedCapable bool
 
-	dead     chan struct{}
-	deadOnce sync.Once
-	deadErr  atomic.Value // error
+	dead chan struct{}
+	// deadCtx is done when dead is closed: a call in flight is cancelled
+	// by it (context.AfterFunc) instead of being waited for on a goroutine
+	// of its own.
+	deadCtx    context.Context
+	deadCancel context.CancelFunc
+	deadOnce   sync.Once
+	deadErr    atomic.Value // error
 
 	mu        sync.Mutex
 	progress  map[string]func(Notification)
@@ -264,6 +269,7 @@ func (t sseRaw) SendRequest(ctx context.Context, r transport.JSONRPCRequest) (*t
 func Connect(ctx context.Context, cfg catalogconfig.Server, opts Options, onListChanged func()) (*Session, error) {
 	s := &Session{server: cfg.Name, kind: cfg.EffectiveType(), dead: make(chan struct{}),
 		progress: map[string]func(Notification){}, listeners: map[int]func(Notification){}, onListChanged: onListChanged}
+	s.deadCtx, s.deadCancel = context.WithCancel(context.Background())
 	s.feat.onChange = opts.featureRelist
 	var tr transport.Interface
 	switch s.kind {
@@ -451,6 +457,7 @@ func (s *Session) markDead(err error) {
 		}
 		s.deadErr.Store(err)
 		close(s.dead)
+		s.deadCancel()
 	})
 }
 
@@ -553,19 +560,14 @@ func (s *Session) CallTool(ctx context.Context, tool string, args json.RawMessag
 		}()
 	}
 	ctx, sink := withSink(ctx)
-	type out struct {
-		err error
-	}
-	ch := make(chan out, 1)
-	go func() {
-		_, err := s.client.CallTool(ctx, req)
-		ch <- out{err}
-	}()
-	var err error
-	select {
-	case o := <-ch:
-		err = o.err
-	case <-s.dead:
+	// The call runs on the caller's goroutine; the session dying cancels
+	// it (a goroutine per call cost a stack and two hand-offs,
+	// docs/performance.md).
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.deadCtx, cancel)()
+	_, err := s.client.CallTool(cctx, req)
+	if err != nil && s.deadCtx.Err() != nil && ctx.Err() == nil {
 		return nil, &SessionError{Err: s.Err()}
 	}
 	sink.mu.Lock()

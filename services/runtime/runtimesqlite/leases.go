@@ -18,7 +18,8 @@ type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
 
-type sqlTx struct{ tx *sql.Tx }
+// sqlTx runs the shared SQL of runsql as prepared statements (prepared.go).
+type sqlTx struct{ tx prepared }
 
 func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	res, err := t.tx.ExecContext(ctx, q, args...)
@@ -37,7 +38,7 @@ func (t sqlTx) Query(ctx context.Context, q string, args ...any) (runsql.Rows, e
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(tx runsql.Tx) error) error {
-	return s.db.WithTx(ctx, func(tx *sql.Tx) error { return fn(sqlTx{tx}) })
+	return s.db.WithTx(ctx, func(tx *sql.Tx) error { return fn(sqlTx{prepared{s.db, tx}}) })
 }
 
 // StartRun implements runtimestore.RunLeases.

@@ -200,6 +200,10 @@ type querier interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
+
 func getThread(ctx context.Context, q querier, id string) (*runtimestore.Thread, error) {
 	var state []byte
 	var marks, child string
@@ -215,7 +219,7 @@ func getThread(ctx context.Context, q querier, id string) (*runtimestore.Thread,
 
 // GetThread implements runtimestore.Store.
 func (s *Store) GetThread(ctx context.Context, id string) (*runtimestore.Thread, error) {
-	return getThread(ctx, s.db.DB, id)
+	return getThread(ctx, prepared{db: s.db}, id)
 }
 
 // ListThreads implements runtimestore.Store. The page token is
@@ -269,7 +273,8 @@ func (s *Store) ListThreads(ctx context.Context, tenant, subject string, p runti
 // (with appended messages) happen in one immediate write transaction.
 func (s *Store) UpdateThread(ctx context.Context, id string, fn runtimestore.Update) (*runtimestore.Thread, error) {
 	var out *runtimestore.Thread
-	err := s.db.WithTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.WithTx(ctx, func(sqlTx *sql.Tx) error {
+		tx := prepared{s.db, sqlTx}
 		t, err := getThread(ctx, tx, id)
 		if err != nil {
 			return err
@@ -303,7 +308,7 @@ func (s *Store) UpdateThread(ctx context.Context, id string, fn runtimestore.Upd
 	return out, err
 }
 
-func appendMessages(ctx context.Context, tx *sql.Tx, threadID string, msgs []*runtimev1.Message) error {
+func appendMessages(ctx context.Context, tx execer, threadID string, msgs []*runtimev1.Message) error {
 	for _, m := range msgs {
 		c := proto.Clone(m).(*runtimev1.Message)
 		runtimestore.FillMessage(c)
@@ -562,7 +567,7 @@ func (s *Store) PutAgent(ctx context.Context, a *runtimev1.Agent) error {
 // GetAgent implements runtimestore.Store.
 func (s *Store) GetAgent(ctx context.Context, name string) (*runtimev1.Agent, error) {
 	var b []byte
-	err := s.db.QueryRowContext(ctx, `SELECT body FROM agents WHERE name = ?`, name).Scan(&b)
+	err := prepared{db: s.db}.QueryRowContext(ctx, `SELECT body FROM agents WHERE name = ?`, name).Scan(&b) // on every tool call
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, runtimestore.ErrNotFound
 	}
