@@ -282,7 +282,7 @@ func (s *Server) Ready(ctx context.Context) error {
 func (s *Server) serversReady() error {
 	var waiting []string
 	anyReady, enabled := false, 0
-	for _, st := range s.mgr.Statuses() {
+	for _, st := range s.publishedStatuses(s.snap.Load()) {
 		if st.State == catalogmcp.StateDisabled {
 			continue
 		}

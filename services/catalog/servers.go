@@ -11,6 +11,7 @@ import (
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
+	"github.com/toolplane/toolplane/services/catalog/catalogmcp"
 	"github.com/toolplane/toolplane/services/catalog/catalognames"
 )
 
@@ -21,8 +22,8 @@ func (s *Server) serverList(v viewer) []*catalogv1.Server {
 	for _, k := range s.mgr.Pool().Keys() {
 		scoped[k.Server]++
 	}
-	sts := s.mgr.Statuses()
 	snap := s.snap.Load()
+	sts := s.publishedStatuses(snap)
 	out := make([]*catalogv1.Server, 0, len(sts))
 	for _, st := range sts {
 		if !v.sees(st.Config.Tenants) || (v.owned && !st.Config.OwnedBy(v.tenant)) {
@@ -251,4 +252,30 @@ func (s *Server) checkEgress(srv *catalogconfig.Server) error {
 		return fmt.Errorf("mcpServers.%s.url: %w", srv.Name, err)
 	}
 	return nil
+}
+
+// publishedStatuses is the manager's live statuses, except that a server is
+// READY only once the served snapshot holds the tools of that READY state:
+// between a session's tools/list and the rebuild that publishes it, the
+// server is still CONNECTING. So ListServers, GetServer and /readyz never
+// report READY while GetTool, SearchTools or CallTool would still answer
+// "unknown tool" for the tools it just listed.
+func (s *Server) publishedStatuses(snap *snapshot) []catalogmcp.Status {
+	sts := s.mgr.Statuses()
+	if snap == nil {
+		return sts
+	}
+	pub := make(map[string]*catalogmcp.Status, len(snap.statuses))
+	for i := range snap.statuses {
+		pub[snap.statuses[i].Name] = &snap.statuses[i]
+	}
+	for i := range sts {
+		if sts[i].State != catalogmcp.StateReady {
+			continue
+		}
+		if p := pub[sts[i].Name]; p == nil || p.State != catalogmcp.StateReady || p.ChangedAt.Before(sts[i].ChangedAt) {
+			sts[i].State = catalogmcp.StateConnecting
+		}
+	}
+	return sts
 }
