@@ -219,7 +219,10 @@ func callKey(c *runtimev1.ToolCall) string {
 	switch c.GetName() {
 	case "read_file":
 		start := int(f["start_line"].GetNumberValue())
-		return fmt.Sprintf("read_file|%s|%d", f["path"].GetStringValue(), start/200)
+		// Pages within one long line differ by start_char (a page is
+		// thousands of characters), so they are not repeats.
+		char := int(f["start_char"].GetNumberValue())
+		return fmt.Sprintf("read_file|%s|%d|%d", f["path"].GetStringValue(), start/200, char/2000)
 	case "write_file", "str_replace":
 		return c.GetName() + "|" + canonicalArgs(c)
 	}
