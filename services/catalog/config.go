@@ -139,7 +139,7 @@ type PlacementConfig struct {
 // (docs/decisions/0097-definition-churn-guard.md).
 type ChurnConfig struct {
 	// Changes is how many definition changes within Window make a tool
-	// churning. Default 3; -1 turns the guard off.
+	// churning. Default 2; -1 turns the guard off.
 	Changes int `yaml:"changes"`
 	// Window is the period the changes are counted over. Default 10m.
 	Window time.Duration `yaml:"window"`
@@ -253,7 +253,7 @@ func (c *Config) SetDefaults() {
 		c.MaxDefinitionBytes = 1 << 20
 	}
 	if c.DefinitionChurn.Changes == 0 {
-		c.DefinitionChurn.Changes = 3
+		c.DefinitionChurn.Changes = 2
 	}
 	if c.DefinitionChurn.Window == 0 {
 		c.DefinitionChurn.Window = 10 * time.Minute
