@@ -756,6 +756,12 @@ func (n *normaliser) wrap(why string) { n.wrapKind(KindRootUnionWrapped, why) }
 // the moved schema are rewritten.
 func (n *normaliser) wrapKind(k Kind, why string) {
 	old := n.root
+	// MCP arguments are objects: the wrapped value is one too, so a branch
+	// that accepts anything ({} or no type) does not offer "abc"
+	// (docs/decisions/0096-only-object-branches-at-the-root.md).
+	if _, typed := old["type"]; !typed && !objectish(old, n.resolveLocal) {
+		old["type"] = "object"
+	}
 	root := map[string]any{"type": "object"}
 	for _, d := range []string{"$defs", "definitions", "$schema", "$id"} {
 		if v, ok := old[d]; ok {

@@ -123,6 +123,21 @@ func TestRootNonObjectBranches(t *testing.T) {
 			}
 		}
 	}
+	// A branch that accepts anything stays, but the wrapped value is still
+	// an object: {"input": "abc"} is not offered.
+	for _, id := range []ID{OpenAIChat, OpenAIResponses, AnthropicMessages, Gemini} {
+		b := mustBind(t, id, "any", `{"anyOf": [{"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "minProperties": 1}, {"description": "anything"}]}`)
+		if b.WrapKey() == "" {
+			continue
+		}
+		if id == Gemini { // an object given as its JSON text: "abc" is not one
+			if _, err := b.MapArguments(map[string]any{"input": "abc"}); err == nil {
+				t.Errorf("%s: a string is taken for a wrapped union: %s", id, params(b))
+			}
+		} else if b.ValidateArguments(map[string]any{"input": "abc"}) == nil {
+			t.Errorf("%s: a string is offered for a wrapped union: %s", id, params(b))
+		}
+	}
 	// A $ref cycle at the root is not followed forever.
 	if _, err := Normalize(MCP, Tool{Name: "t", InputSchema: js(t, `{"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}], "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}]}}}`)}); err != nil {
 		t.Fatalf("cycle: %v", err)
