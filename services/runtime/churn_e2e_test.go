@@ -30,8 +30,9 @@ func TestChurningDescriptionKeepsTheBinding(t *testing.T) {
 	}
 	s := &loopSuite{t: t, dataDir: filepath.Join(dir, "data"), ext: filepath.Join(dir, "ext.json"),
 		mutate: func(c *app.Config) {
-			c.Catalog.FileCommandPolicy = "off" // the fixture runs by absolute path
-			c.Catalog.DefinitionChurn = catalog.ChurnConfig{Changes: 2, Window: time.Minute, Settle: time.Minute} // the default changes and window
+			// The fixture runs by absolute path; the default changes and window.
+			c.Catalog.FileCommandPolicy = "off"
+			c.Catalog.DefinitionChurn = catalog.ChurnConfig{Changes: 2, Window: time.Minute, Settle: time.Minute}
 		}}
 	ext, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"fl": map[string]any{
 		"command": fixture, "args": []string{"serve"}, "env": map[string]string{"TPFIXTURE_FLIP": "1"}}}})
