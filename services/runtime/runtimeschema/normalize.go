@@ -588,11 +588,25 @@ func (n *normaliser) dropNonObjectBranches() error {
 		}
 		n.note("", fmt.Sprintf("Only object arguments can be passed; the root %s alternatives %s were left out.", k, strings.Join(what, ", ")))
 		n.change(KindRootBranchDropped, "", "root %s: %d of %d branches can never be an object (MCP arguments are objects) and were dropped: %s", k, len(dropped), len(bs), strings.Join(what, ", "))
-		if len(keep) == 1 && len(keysOf(r, "anyOf", "oneOf", "allOf")) == 1 {
-			// One alternative left: it is the schema.
+		if bm, ok := keep[0].(map[string]any); ok && len(keep) == 1 && len(keysOf(r, "anyOf", "oneOf", "allOf")) == 1 {
+			// One alternative left: it is the schema — inlined into the root
+			// when their keywords don't overlap, else an allOf of one.
 			delete(r, k)
-			if bm, ok := keep[0].(map[string]any); ok {
+			overlap := bm["$ref"] != nil
+			for key := range bm {
+				if _, has := r[key]; has && key != "type" {
+					overlap = true
+				}
+			}
+			if overlap {
 				r["allOf"] = []any{bm}
+			} else {
+				for key, v := range bm {
+					r[key] = v
+				}
+				if tl, ok := r["type"].([]any); ok && slices.Contains(tl, any("object")) {
+					r["type"] = "object"
+				}
 			}
 		}
 	}

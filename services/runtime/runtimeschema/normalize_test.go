@@ -102,6 +102,11 @@ func TestRootNonObjectBranches(t *testing.T) {
 		if got, err := b.MapArguments(map[string]any{"id": "7"}); err != nil || !reflect.DeepEqual(got, map[string]any{"id": "7"}) {
 			t.Fatalf("%s: MapArguments = %v, %v", id, got, err)
 		}
+		// The one branch left has a type list: narrowed to object.
+		b = mustBind(t, id, "listed", `{"oneOf": [{"type": ["object", "null"], "properties": {"a": {"type": "string"}}}, {"type": "null"}]}`)
+		if b.WrapKey() != "" || b.Parameters["type"] != "object" || b.ValidateArguments(map[string]any{"a": "x"}) != nil {
+			t.Fatalf("%s: %v %s", id, b.Changes, params(b))
+		}
 		// Object branches that may be objects (no type, a type list) stay.
 		b = mustBind(t, id, "loose", `{"oneOf": [{"type": ["object", "null"], "properties": {"a": {"type": "string"}}}, {"properties": {"b": {"type": "string"}}, "minProperties": 1}, {"enum": ["x", "y"]}]}`)
 		if !hasKind(b, KindRootBranchDropped) || strings.Contains(params(b), `"x"`) {
