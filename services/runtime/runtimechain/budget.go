@@ -398,6 +398,11 @@ func readFilePage(args map[string]any, text string, keep, limit int) (page, note
 			what = fmt.Sprintf("%s through line %d", from, last)
 		}
 		next = fmt.Sprintf("start_line=%d", last+1)
+		if firstChar > 0 {
+			// Paging through a long line goes on with start_char, so the
+			// loop guard keys these pages by their exact line.
+			next += " and start_char=0"
+		}
 	} else {
 		last := first + nl
 		end := utf8.RuneCountInString(cut[strings.LastIndexByte(cut, '\n')+1:])

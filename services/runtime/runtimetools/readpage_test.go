@@ -190,6 +190,8 @@ func TestReadFileRanges(t *testing.T) {
 		{map[string]any{"start_line": 2.0, "end_line": 3.0}, "this is line 2, characters 0-11699. Call read_file with start_line=2 and start_char=11700 and end_line=3 to read on.]"},
 		{map[string]any{"start_line": 2.0, "start_char": 11700.0}, ""}, // the rest fits
 		{map[string]any{"start_line": 2.0, "start_char": 2.0}, "this is line 2, characters 2-11701. Call read_file with start_line=2 and start_char=11702 to read on.]"},
+		{map[string]any{"start_line": 1.0, "start_char": 1.0, "end_line": 1.0}, ""}, // "b\n" fits
+
 	} {
 		c.args["path"] = "/mnt/user-data/workspace/a.txt"
 		out, ok := f.readVia(t, ch, c.args)
