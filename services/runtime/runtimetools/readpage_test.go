@@ -121,8 +121,8 @@ func followPages(t *testing.T, f *searchFixture, path string, endLine int) (stri
 // (multi-byte characters included) and a 20 MiB multi-line file with some
 // lines longer than a page are read to their end by following the notes,
 // every page within the budget. The 20 MiB file is the long form
-// (TOOLPLANE_READ_FULL=1, make test-read-paging); go test reads 2 MiB of
-// the same shape.
+// (TOOLPLANE_READ_FULL=1, make test-read-paging); go test reads 3.3 MB and
+// 2 MiB, and 1 MB and 512 KiB under -race or -short.
 func TestReadFileFollowHintsToTheEnd(t *testing.T) {
 	f := newSearchFixture(t)
 	single := func(size int) string {
@@ -150,19 +150,24 @@ func TestReadFileFollowHintsToTheEnd(t *testing.T) {
 		}
 		t.Logf("%d bytes: %d pages in %v", len(content), pages, time.Since(start))
 	}
-	t.Run("single line 3.3 MB", func(t *testing.T) {
-		read(t, "outputs/.tool-results/report-0123456789ab.txt", single(3_300_000), true)
+	// Under -race (CI's make test) the sizes shrink: the race detector
+	// makes each page's character walk several times slower.
+	one, multi := 3_300_000, 2<<20
+	if raceEnabled || testing.Short() {
+		one, multi = 1_000_000, 512<<10
+	}
+	if os.Getenv("TOOLPLANE_READ_FULL") != "" {
+		one, multi = 3_300_000, 20<<20
+	}
+	t.Run("single line", func(t *testing.T) {
+		read(t, "outputs/.tool-results/report-0123456789ab.txt", single(one), true)
 	})
 	t.Run("single line, the budget's pager alone", func(t *testing.T) {
 		read(t, "outputs/.tool-results/report-0123456789ac.txt", single(200_000), false)
 	})
 	t.Run("multi-line with long lines", func(t *testing.T) {
-		size := 2 << 20
-		if os.Getenv("TOOLPLANE_READ_FULL") != "" {
-			size = 20 << 20
-		}
 		var big strings.Builder
-		for i := 1; big.Len() < size; i++ {
+		for i := 1; big.Len() < multi; i++ {
 			fmt.Fprintf(&big, "line %07d of a twenty mebibyte file, ünïcödé ✓\n", i)
 			if i%5000 == 0 { // some lines longer than a page
 				big.WriteString(strings.Repeat("é", 30000) + "\n")
