@@ -87,6 +87,11 @@ func (s *Server) bindStable(st *catalogmcp.Status, b *base, pinned bool, now tim
 	if h != c.hash {
 		c.hash, c.since = h, now
 		c.changes = append(c.changes, now)
+		if len(c.changes) > cfg.Changes {
+			// Only the last `changes` matter: memory stays bounded for a
+			// server flipping thousands of tools every second.
+			c.changes = c.changes[len(c.changes)-cfg.Changes:]
+		}
 	}
 	kept := c.changes[:0]
 	for _, t := range c.changes {

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -133,6 +134,15 @@ func TestDefinitionChurnRules(t *testing.T) {
 	}
 	if got := bind(def("d"), 34*time.Second, false); got.def.Description != "d" || len(got.problems) != 0 {
 		t.Fatalf("after settle: %q %v", got.def.Description, got.problems)
+	}
+	// Flipping every second for ten minutes keeps at most `changes` times.
+	for i := range 600 {
+		bind(def(fmt.Sprint(i)), 40*time.Second+time.Duration(i)*time.Second, false)
+	}
+	for _, c := range s.churn.tools {
+		if len(c.changes) > 3 || c.held == nil {
+			t.Fatalf("after 600 flips: %d change times kept, held %v", len(c.changes), c.held != nil)
+		}
 	}
 	// Pinned servers and static catalogs: never held; off: never held.
 	s.churn = churnGuard{}
