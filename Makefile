@@ -57,6 +57,10 @@ test: deps ## unit, handler, store and contract tests with -race
 test-corpus: deps ## the provider profiles over the whole real schema corpus (go test runs a stratified sample under -race)
 	TOOLPLANE_CORPUS_FULL=1 $(GO) test -count=1 -run 'TestCorpus' -v ./services/runtime/runtimeschema/ | grep -v '^=== RUN'
 
+.PHONY: test-read-paging
+test-read-paging: deps ## read_file followed page by page to the end of a 20 MiB file (go test reads 2 MiB of the same shape)
+	TOOLPLANE_READ_FULL=1 $(GO) test -count=1 -timeout 30m -run 'TestReadFileFollowHintsToTheEnd' -v ./services/runtime/runtimetools/
+
 .PHONY: test-e2e
 test-e2e: deps ## end-to-end tests: the real binary on loopback ports, both topologies
 	CGO_ENABLED=1 $(GO) test -race -count=1 -tags e2e -timeout 20m ./tests/e2e/...

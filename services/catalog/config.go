@@ -87,6 +87,9 @@ type Config struct {
 	// allow (a new tool of a pinned server is pinned as first seen) or
 	// review (it is PENDING until approved). Default allow.
 	PinNewTools string `yaml:"pin_new_tools"`
+	// DefinitionChurn is the stability guard for tool definitions that
+	// change on every list (churn.go).
+	DefinitionChurn ChurnConfig `yaml:"definition_churn"`
 	// Sessions configures per_user / per_thread children.
 	Sessions SessionsConfig `yaml:"sessions"`
 	// Egress is the network policy of sse/http MCP servers (internal/egress):
@@ -128,6 +131,21 @@ type PlacementConfig struct {
 	// stateful servers move to the next replica this long (plus a
 	// heartbeat) after it died. Default 10s; at least 3 heartbeats.
 	MemberTimeout time.Duration `yaml:"member_timeout"`
+}
+
+// ChurnConfig is catalog.definition_churn: a tool of an unpinned server
+// whose definition changed Changes times within Window is bound with its
+// last stable definition until it stays unchanged for Settle
+// (docs/decisions/0097-definition-churn-guard.md).
+type ChurnConfig struct {
+	// Changes is how many definition changes within Window make a tool
+	// churning. Default 2; -1 turns the guard off.
+	Changes int `yaml:"changes"`
+	// Window is the period the changes are counted over. Default 10m.
+	Window time.Duration `yaml:"window"`
+	// Settle is how long a churning tool's definition must stay unchanged
+	// before it is bound. Default 2m.
+	Settle time.Duration `yaml:"settle"`
 }
 
 // WorkspacesConfig locates the runtime's thread folders on the catalog's
@@ -234,6 +252,15 @@ func (c *Config) SetDefaults() {
 	if c.MaxDefinitionBytes == 0 {
 		c.MaxDefinitionBytes = 1 << 20
 	}
+	if c.DefinitionChurn.Changes == 0 {
+		c.DefinitionChurn.Changes = 2
+	}
+	if c.DefinitionChurn.Window == 0 {
+		c.DefinitionChurn.Window = 10 * time.Minute
+	}
+	if c.DefinitionChurn.Settle == 0 {
+		c.DefinitionChurn.Settle = 2 * time.Minute
+	}
 	if c.PinNewTools == "" {
 		c.PinNewTools = catalogconfig.PinNewAllow
 	}
@@ -297,6 +324,9 @@ func (c *Config) Validate() error {
 		{c.NameRetention >= time.Hour, "catalog.name_retention", "must be >= 1h"},
 		{c.MaxNamesPerServer >= 1, "catalog.max_names_per_server", "must be >= 1"},
 		{c.MaxDefinitionBytes >= 1024, "catalog.max_definition_bytes", "must be >= 1024"},
+		{c.DefinitionChurn.Changes == -1 || c.DefinitionChurn.Changes >= 2, "catalog.definition_churn.changes", "must be >= 2, or -1 (off)"},
+		{c.DefinitionChurn.Window > 0, "catalog.definition_churn.window", "must be > 0"},
+		{c.DefinitionChurn.Settle > 0, "catalog.definition_churn.settle", "must be > 0"},
 		{c.PinNewTools == catalogconfig.PinNewAllow || c.PinNewTools == catalogconfig.PinNewReview, "catalog.pin_new_tools", "must be allow or review"},
 		{c.Sessions.MaxScoped >= 1, "catalog.sessions.max_scoped", "must be >= 1"},
 		{c.Sessions.IdleTTL > 0, "catalog.sessions.idle_ttl", "must be > 0"},

@@ -19,10 +19,12 @@ import (
 //	toolplane_catalog_tool_calls_total{server,code}  counter: calls by gRPC code
 //	toolplane_catalog_tool_call_seconds{server}      histogram: call latency
 //	toolplane_catalog_names_evicted_total{server}    counter: retained names evicted by catalog.max_names_per_server
+//	toolplane_catalog_definition_churn_total{server} counter: tools found changing their definition on every list (churn.go)
 type metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	evicted  *prometheus.CounterVec
+	churned  *prometheus.CounterVec
 	// views counts SearchTools requests by candidate view outcome
 	// (views.go): "sent" (names given, the view stored or found), "hit" (an
 	// id stood for the names), "unknown" (an id the catalog did not know).
@@ -65,13 +67,15 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 			Help: "Tool call latency by server.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"server"}),
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_names_evicted_total",
 			Help: "Retained tool name assignments evicted because the server was over catalog.max_names_per_server."}, []string{"server"}),
+		churned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_definition_churn_total",
+			Help: "Tools whose definition changed catalog.definition_churn.changes times within its window; their last stable definition stays bound."}, []string{"server"}),
 		views: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_search_views_total",
 			Help: "SearchTools requests of service callers by candidate view outcome: sent (names given), hit (id known), unknown (id not known)."}, []string{"outcome"}),
 	}
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration, m.evicted, m.views, stateCollector{s}} {
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.evicted, m.churned, m.views, stateCollector{s}} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -88,6 +88,7 @@ type Server struct {
 	remote     *remoteEmbedder // catalog.search.embedder; nil without one
 	oauthClose func() error    // the OAuth token store (oauth.go)
 	met        *metrics
+	churn      churnGuard // churn.go; used under buildMu
 
 	stop     chan struct{}
 	wg       sync.WaitGroup

@@ -225,6 +225,9 @@ type base struct {
 
 	once                           sync.Once
 	input, output, annotations, md *structpb.Struct
+
+	churnOnce sync.Once // churn.go
+	churnSum  string
 }
 
 // definition returns the canonical definition and its hash under the exposed name n.
@@ -392,6 +395,8 @@ func (s *Server) rebuild() {
 	omitted := map[string][]*catalogv1.OmittedTool{}
 	pinnedSrv := map[string]bool{}
 	reviewSrv := map[string]bool{}
+	s.churn.begin()
+	defer s.churn.end()
 	for i := range statuses {
 		st := &statuses[i]
 		live[st.Name] = true
@@ -404,6 +409,7 @@ func (s *Server) rebuild() {
 			omitted[st.Name] = om
 		}
 		for _, b := range bs {
+			b = s.bindStable(st, b, pinnedSrv[st.Name], now) // churn.go
 			items = append(items, item{st, b})
 			origs = append(origs, catalognames.Original{Server: b.def.Origin, Tool: b.def.Name, Prefixed: st.Config.Prefixed()})
 			scopes = append(scopes, st.Config.NameScope())

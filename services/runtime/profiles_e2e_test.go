@@ -40,7 +40,10 @@ func awkwardMCP(t *testing.T) string {
 		return mcp.NewToolResultText("args=" + string(b)), nil
 	}
 	for name, schema := range map[string]string{
-		"lookup":  `{"anyOf": [{"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}, {"type": "string"}]}`,
+		// lookup's object branches cannot be merged (minProperties), so it is
+		// wrapped into "input"; its string branch can never be MCP
+		// arguments and is dropped.
+		"lookup":  `{"anyOf": [{"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}, {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "minProperties": 1}, {"type": "string"}]}`,
 		"anyargs": `{}`,
 		"noprops": `{"type": "object"}`,
 	} {
@@ -240,6 +243,14 @@ func TestRunTurnAwkwardSchemasPerProvider(t *testing.T) {
 		ToolCall: &runtimev1.ToolCall{Id: "c1", Name: "fx_lookup", RawArguments: `{"input":{"id":"7"}}`}})
 	if err != nil || res.GetResult().GetContent()[0].GetText() != `args={"id":"7"}` {
 		t.Fatalf("gemini call: %v %v", res, err)
+	}
+	// The string branch is not offered, so {"input": "abc"} (which MCP
+	// could never carry unwrapped) is refused by the argument check, the
+	// tool not run.
+	res, err = c.ExecuteToolCall(ctx, &runtimev1.ExecuteToolCallRequest{ThreadId: th, Profile: runtimev1.ToolProfile_TOOL_PROFILE_ANTHROPIC_MESSAGES,
+		ToolCall: &runtimev1.ToolCall{Id: "c2", Name: "fx_lookup", RawArguments: `{"input":"abc"}`}})
+	if err != nil || !strings.Contains(res.GetResult().GetContent()[0].GetText(), "at /input") || strings.Contains(res.GetResult().GetContent()[0].GetText(), "args=") {
+		t.Fatalf("a string for the union: %v %v", res, err)
 	}
 	if _, err := c.AssembleTools(ctx, &runtimev1.AssembleToolsRequest{ThreadId: th, Profile: 99}); err == nil || !strings.Contains(err.Error(), "profile") {
 		t.Fatalf("unknown profile: %v", err)
@@ -466,20 +477,29 @@ func TestArgumentsCheckedAgainstBoundSchema(t *testing.T) {
 	}
 }
 
-var nextPage = regexp.MustCompile(`\n\[read_file returns at most (\d+) characters per call: this is lines (\d+)-(\d+)\. Call read_file with start_line=(\d+) to read on\.\]$`)
+var nextPage = regexp.MustCompile(`\n\[read_file returns at most (\d+) characters per call: this is [^\]]+\. Call read_file with start_line=(\d+)(?: and start_char=(\d+))? to read on\.\]$`)
 
 // readPaged reads a file with read_file page by page, as a model would,
-// checking that no page is over the budget, and returns the whole text.
+// following each page's note (start_line, and start_char inside a long
+// line), checking that no page is over the budget, and returns the whole
+// text.
 func readPaged(t testing.TB, c runtimev1.RuntimeServiceClient, thread, path string, budget int) (string, int) {
 	t.Helper()
 	var all strings.Builder
-	start, pages := 1, 0
+	start, char, pages := 1, 0, 0
 	for {
 		pages++
 		if pages > 10000 {
 			t.Fatal("read_file paging does not end")
 		}
-		r := call(t, c, thread, "read_file", map[string]any{"path": path, "start_line": start})
+		args := map[string]any{"path": path, "start_line": start}
+		if char > 0 {
+			args["start_char"] = char
+		}
+		r := call(t, c, thread, "read_file", args)
+		if r.GetStatus() != runtimev1.ToolCallStatus_TOOL_CALL_STATUS_SUCCESS {
+			t.Fatalf("page %d (start_line=%d start_char=%d) refused: %s", pages, start, char, text(r))
+		}
 		page := text(r)
 		if n := utf8.RuneCountInString(page); n > budget {
 			t.Fatalf("page %d is %d characters, over the budget %d", pages, n, budget)
@@ -490,11 +510,12 @@ func readPaged(t testing.TB, c runtimev1.RuntimeServiceClient, thread, path stri
 			return all.String(), pages
 		}
 		all.WriteString(strings.TrimSuffix(page, m[0]))
-		next, _ := strconv.Atoi(m[4])
-		if next <= start {
-			t.Fatalf("next page %d does not advance from %d", next, start)
+		next, _ := strconv.Atoi(m[2])
+		nextChar, _ := strconv.Atoi(m[3])
+		if next < start || next == start && nextChar <= char {
+			t.Fatalf("next page %d/%d does not advance from %d/%d", next, nextChar, start, char)
 		}
-		start = next
+		start, char = next, nextChar
 	}
 }
 
@@ -591,7 +612,7 @@ const before = await client.listTools();
 await client.callTool({ name: "tool_search", arguments: { query: "select:fx_lookup,fx_anyargs,fx_noprops" } });
 const after = await client.listTools();
 const lookup = after.tools.find((t) => t.name === "fx_lookup");
-const res = await client.callTool({ name: "fx_lookup", arguments: { input: { id: "9" } } });
+const res = await client.callTool({ name: "fx_lookup", arguments: { id: "9" } });
 console.log(JSON.stringify({ before: before.tools.map((t) => t.name), after: after.tools.map((t) => t.name), lookup: lookup.inputSchema, result: res.content[0].text }));
 await client.close();
 `
@@ -639,7 +660,9 @@ func TestFrontDoorOfficialSDK(t *testing.T) {
 			t.Fatalf("after promotion %v lacks %s", got.After, n)
 		}
 	}
-	if got.Lookup["type"] != "object" || got.Lookup["properties"].(map[string]any)["input"] == nil {
+	// mcp fixes only the root: the union's object branches stay as they
+	// are under type object, not wrapped; the string branch is gone.
+	if bs, _ := got.Lookup["anyOf"].([]any); got.Lookup["type"] != "object" || got.Lookup["properties"].(map[string]any)["input"] != nil || len(bs) != 2 {
 		t.Fatalf("fx_lookup listed as %v", got.Lookup)
 	}
 	if got.Result != `args={"id":"9"}` {

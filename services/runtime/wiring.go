@@ -5,6 +5,7 @@ import (
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 	"github.com/toolplane/toolplane/services/runtime/runtimetools"
+	"slices"
 )
 
 // wire builds the runtime's parts from the configuration once, at start:
@@ -32,7 +33,7 @@ func (s *Server) wire() {
 	dispatcher := runtimetools.NewDispatcher(runtimetools.Settings{
 		AllowBash: c.AllowBash, ToolCallTimeout: c.ToolCallTimeout, SearchLimit: c.ToolSearch.SearchLimit, MaxMessageBytes: s.env.MaxMessageBytes,
 		FileMaxBytes: c.limits().Workspace.FileMaxBytes, ThreadQuotaBytes: c.limits().Workspace.ThreadQuotaBytes,
-		Web: c.webSettings(),
+		Web: c.webSettings(), ReadPageChars: c.readPageChars(),
 	}, runtimetools.Deps{Workspace: s.ws, Catalog: s.catalog, Skills: s.skills, Assembly: s.assembly, Now: s.now, Log: s.log, Promotions: s.metrics.promotions,
 		Agents: &ownedAgents{store: s.store, now: s.now, reserved: s.agents.reserved}})
 	s.chain = runtimechain.Standard(runtimechain.Deps{
@@ -51,4 +52,13 @@ func (s *Server) chainWorkspace() chainWorkspace {
 		w.shared = l
 	}
 	return w
+}
+
+// readPageChars is the budget read_file's reads are cut near when read_file
+// is exempt from externalisation (then the budget pages it); 0 otherwise.
+func (c *Config) readPageChars() int {
+	if slices.Contains(c.ToolOutput.ExemptTools, "read_file") {
+		return max(c.ToolOutput.ExternalizeMinChars, 0)
+	}
+	return 0
 }

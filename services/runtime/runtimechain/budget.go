@@ -1,6 +1,7 @@
 package runtimechain
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -37,8 +38,9 @@ type BudgetSettings struct {
 // the path; binary and resource blocks that do not fit are saved as
 // artifacts and replaced by a line naming theirs. An exempt tool
 // (read_file by default) is not externalised but its result is cut to the
-// budget: read_file returns whole lines and says which start_line reads
-// on. It applies to every result of an assembled call, denials included.
+// budget: read_file returns a page (whole lines, or a cut inside a line
+// longer than a page) and says exactly which range it is and which
+// start_line/start_char reads on. It applies to every result of an assembled call, denials included.
 type OutputBudget struct {
 	Saver    ResultSaver
 	Settings BudgetSettings
@@ -157,9 +159,9 @@ func (s OutputBudget) externalise(c *Call, o *Outcome, structured string, limit 
 		name = name[:40]
 	}
 	text := TextOf(o.Content)
-	full := text
+	full := pageableJSON(text, limit)
 	if structured != "" {
-		full = strings.TrimRight(text, "\n") + "\n--- structuredContent ---\n" + structured
+		full = strings.TrimRight(full, "\n") + "\n--- structuredContent ---\n" + pageableJSON(structured, limit)
 	}
 	var others []*typev1.ContentBlock
 	for _, b := range o.Content {
@@ -217,8 +219,27 @@ func (s OutputBudget) synopsis(c *Call, o *Outcome, name, full string) string {
 	}
 	o.Artifacts = append(o.Artifacts, a)
 	lines := strings.Count(full, "\n") + 1
-	return fmt.Sprintf("[The output of %s was %d characters (%d lines), over the output budget. The full text is saved at %s. Read it with read_file, using start_line/end_line to page through it.]\n--- head ---\n%s\n... [%d characters omitted] ...\n--- tail ---\n%s",
-		c.Name, n, lines, a.Path, headText, omitted, tailText)
+	return fmt.Sprintf("[The output of %s is over the output budget: %d characters (%d lines) as saved. The full text is saved at %s. Read it with read_file: each call returns at most %d characters and ends with the exact call that reads on (start_line, and start_char within a long line).]\n--- head ---\n%s\n... [%d characters omitted] ...\n--- tail ---\n%s",
+		c.Name, n, lines, a.Path, s.Settings.ExternalizeMinChars, headText, omitted, tailText)
+}
+
+// pageableJSON returns s indented, one member or element per line, when s
+// is a single JSON value on one line longer than the budget (a
+// structuredContent folded into the text is such a line), so that the
+// saved file pages by lines and can be searched by line; json.Indent keeps
+// the value's bytes (key order, numbers) as they came. Anything else is
+// returned unchanged (docs/decisions/0095-read-file-pages-within-a-line.md).
+func pageableJSON(s string, limit int) string {
+	t := strings.TrimSpace(s)
+	if len(t) <= limit || strings.Contains(t, "\n") || (t[0] != '{' && t[0] != '[') {
+		return s
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, []byte(t), "", " "); err != nil {
+		return s
+	}
+	b.WriteByte('\n')
+	return b.String()
 }
 
 // saveBlock saves a block that does not fit and returns the line the
@@ -284,36 +305,20 @@ func extOf(mime string) string {
 // capExempt cuts an exempt tool's result to the budget without saving it:
 // whole lines where it can, a pointer to the next page for read_file.
 func capExempt(c *Call, o *Outcome, limit int) {
-	text := TextOf(o.Content)
-	r := []rune(text)
 	const reserve = 300 // room for the note
 	keep := max(limit-reserve, limit/2)
-	var cut string
+	text := TextOf(o.Content)
+	cut, total := prefixRunes(text, keep)
 	var note string
-	if len(r) > keep {
-		cut = string(r[:keep])
+	switch {
+	case len(cut) == len(text):
+	case c.Name == "read_file":
+		cut, note = readFilePage(c.Args, text, keep, limit)
+	default:
 		if i := strings.LastIndexByte(cut, '\n'); i > 0 {
 			cut = cut[:i+1]
 		}
-	} else {
-		cut = text
-	}
-	if c.Name == "read_file" {
-		first := 1
-		if v, ok := c.Args["start_line"].(float64); ok && v >= 1 {
-			first = int(v)
-		}
-		lines := strings.Count(cut, "\n")
-		if !strings.HasSuffix(cut, "\n") {
-			lines++ // one line longer than the budget, cut inside
-		}
-		last := first + lines - 1
-		note = fmt.Sprintf("\n[read_file returns at most %d characters per call: this is lines %d-%d. Call read_file with start_line=%d to read on.]", limit, first, last, last+1)
-		if len(r) <= keep {
-			note = ""
-		}
-	} else if len(r) > keep {
-		note = fmt.Sprintf("\n[Output cut at %d of %d characters: over the output budget.]", utf8.RuneCountInString(cut), len(r))
+		note = fmt.Sprintf("\n[Output cut at %d of %d characters: over the output budget.]", utf8.RuneCountInString(cut), total)
 	}
 	out := []*typev1.ContentBlock{{Type: typev1.ContentBlockType_CONTENT_BLOCK_TYPE_TEXT, Text: cut + note}}
 	used := utf8.RuneCountInString(cut + note)
@@ -333,4 +338,84 @@ func capExempt(c *Call, o *Outcome, limit int) {
 	}
 	o.Structured = nil
 	o.Content = out
+}
+
+// prefixRunes returns the first n characters of s and the number of
+// characters in s, without converting the whole of s to runes.
+func prefixRunes(s string, n int) (string, int) {
+	i, k := 0, 0
+	for i < len(s) && k < n {
+		_, sz := utf8.DecodeRuneInString(s[i:])
+		i += sz
+		k++
+	}
+	if i == len(s) {
+		return s, k
+	}
+	return s[:i], k + utf8.RuneCountInString(s[i:])
+}
+
+// readFilePage cuts one read_file page of at most keep characters (plus
+// one newline) from text, the result of read_file with args, and returns
+// it with the note that names exactly what the page holds and the call
+// that reads on. Whole lines are kept when the last newline falls in the
+// second half of the page; otherwise the page ends inside a line, at a
+// character boundary, and the note gives start_char. Positions are
+// 1-based lines and 0-based characters (Unicode code points) within a
+// line, as read_file takes them, so following the notes from the start
+// reads the file to its end and a note never points outside it.
+func readFilePage(args map[string]any, text string, keep, limit int) (page, note string) {
+	first, firstChar := 1, 0
+	if v, ok := args["start_line"].(float64); ok && v >= 1 {
+		first = int(v)
+	}
+	if v, ok := args["start_char"].(float64); ok && v >= 1 {
+		firstChar = int(v)
+	}
+	cut, _ := prefixRunes(text, keep)
+	if len(cut) == len(text) {
+		return text, ""
+	}
+	if text[len(cut)] == '\n' {
+		cut = text[:len(cut)+1] // the line ends here: keep its newline
+	} else if i := strings.LastIndexByte(cut, '\n'); i >= len(cut)/2 {
+		cut = cut[:i+1]
+	}
+	nl := strings.Count(cut, "\n")
+	from := fmt.Sprintf("line %d", first)
+	if firstChar > 0 {
+		from += fmt.Sprintf(" from character %d", firstChar)
+	}
+	var what, next string
+	if strings.HasSuffix(cut, "\n") {
+		last := first + nl - 1
+		switch {
+		case firstChar == 0:
+			what = fmt.Sprintf("lines %d-%d", first, last)
+		case last == first:
+			what = from + " to its end"
+		default:
+			what = fmt.Sprintf("%s through line %d", from, last)
+		}
+		next = fmt.Sprintf("start_line=%d", last+1)
+		if firstChar > 0 {
+			// Paging through a long line goes on with start_char, so the
+			// loop guard keys these pages by their exact line.
+			next += " and start_char=0"
+		}
+	} else {
+		last := first + nl
+		end := utf8.RuneCountInString(cut[strings.LastIndexByte(cut, '\n')+1:])
+		if nl == 0 {
+			end += firstChar
+			what = fmt.Sprintf("line %d, characters %d-%d", first, firstChar, end-1)
+		} else {
+			what = fmt.Sprintf("%s through line %d character %d", from, last, end-1)
+		}
+		next = fmt.Sprintf("start_line=%d and start_char=%d", last, end)
+	}
+	if v, ok := args["end_line"].(float64); ok {
+		next += fmt.Sprintf(" and end_line=%d", int(v))
+	}
+	return cut, fmt.Sprintf("\n[read_file returns at most %d characters per call: this is %s. Call read_file with %s to read on.]", limit, what, next)
 }

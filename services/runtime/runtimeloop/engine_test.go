@@ -485,6 +485,23 @@ func TestLoopDetectorUnit(t *testing.T) {
 			t.Fatalf("bucket %d flagged", i)
 		}
 	}
+	// Paging through long lines (start_char, as the page notes give it):
+	// every page is a different call, also at start_char 0 of the next line.
+	d3 := newLoopDetector(LoopDetection{WarnThreshold: 3, HardLimit: 5, Window: 20, ToolWarn: 30, ToolHard: 50})
+	for i := range 10 {
+		args := fmt.Sprintf(`{"path":"/a","start_line":%d,"start_char":%d}`, 1+i/2, (i%2)*11700)
+		if v, _ := d3.observe([]*runtimev1.ToolCall{call("read_file", args)}); v != loopOK {
+			t.Fatalf("page %d (%s) flagged", i, args)
+		}
+	}
+	// The same page again and again still is a loop.
+	var v loopVerdict
+	for range 5 {
+		v, _ = d3.observe([]*runtimev1.ToolCall{call("read_file", `{"path":"/a","start_line":3,"start_char":11700}`)})
+	}
+	if v != loopHard {
+		t.Fatalf("the same page five times: %v", v)
+	}
 }
 
 func TestCallerGoneCancelsRun(t *testing.T) {

@@ -219,6 +219,13 @@ func callKey(c *runtimev1.ToolCall) string {
 	switch c.GetName() {
 	case "read_file":
 		start := int(f["start_line"].GetNumberValue())
+		// Paging through lines longer than a page always carries start_char
+		// (runtimechain.readFilePage): those pages are keyed by their exact
+		// line, or every page of a long-lined file would look like the
+		// same 200-line window.
+		if c, ok := f["start_char"]; ok {
+			return fmt.Sprintf("read_file|%s|line %d|%d", f["path"].GetStringValue(), start, int(c.GetNumberValue())/2000)
+		}
 		return fmt.Sprintf("read_file|%s|%d", f["path"].GetStringValue(), start/200)
 	case "write_file", "str_replace":
 		return c.GetName() + "|" + canonicalArgs(c)

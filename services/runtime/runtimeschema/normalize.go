@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -25,12 +26,14 @@ type Kind string
 
 // The change kinds.
 const (
-	KindNameMapped          Kind = "name_mapped"
-	KindDescriptionCut      Kind = "description_truncated"
-	KindSchemaMissing       Kind = "schema_missing_replaced"
-	KindRootTypeAdded       Kind = "root_type_added"
-	KindRootUnionMerged     Kind = "root_union_merged"
-	KindRootUnionWrapped    Kind = "root_union_wrapped"
+	KindNameMapped       Kind = "name_mapped"
+	KindDescriptionCut   Kind = "description_truncated"
+	KindSchemaMissing    Kind = "schema_missing_replaced"
+	KindRootTypeAdded    Kind = "root_type_added"
+	KindRootUnionMerged  Kind = "root_union_merged"
+	KindRootUnionWrapped Kind = "root_union_wrapped"
+	// KindRootNonObjectWrap is no longer produced: a root no object can
+	// match is left out (docs/decisions/0096-only-object-branches-at-the-root.md).
 	KindRootNonObjectWrap   Kind = "root_non_object_wrapped"
 	KindPropertiesAdded     Kind = "properties_added"
 	KindRefInlined          Kind = "ref_inlined"
@@ -51,6 +54,7 @@ const (
 	KindBooleanSchema       Kind = "boolean_schema_replaced"
 	KindStrictUnavailable   Kind = "strict_unavailable"
 	KindNullableTypeRewrite Kind = "nullable_rewritten"
+	KindRootBranchDropped   Kind = "root_branch_dropped"
 )
 
 // Change is one change made to a tool for a profile.
@@ -306,18 +310,25 @@ func joinText(a, b string) string {
 // ---- root ----
 
 // objectish reports whether s describes only objects: type "object", or no
-// type with object keywords.
+// type with object keywords. A $ref cycle is not objectish (it is never
+// followed twice: a hostile schema must not exhaust the stack).
 func objectish(s any, defs func(string) (any, bool)) bool {
+	return objectishSeen(s, defs, map[string]bool{})
+}
+
+func objectishSeen(s any, defs func(string) (any, bool), seen map[string]bool) bool {
 	m, ok := s.(map[string]any)
 	if !ok {
 		return false
 	}
 	if ref, ok := m["$ref"].(string); ok {
 		t, ok := defs(ref)
-		if !ok {
+		if !ok || seen[ref] {
 			return false
 		}
-		return objectish(t, defs)
+		seen[ref] = true
+		defer delete(seen, ref)
+		return objectishSeen(t, defs, seen)
 	}
 	switch ty := m["type"].(type) {
 	case string:
@@ -331,7 +342,7 @@ func objectish(s any, defs func(string) (any, bool)) bool {
 		for _, k := range []string{"anyOf", "oneOf", "allOf"} {
 			if bs, ok := m[k].([]any); ok && len(bs) > 0 {
 				for _, b := range bs {
-					if !objectish(b, defs) {
+					if !objectishSeen(b, defs, seen) {
 						return false
 					}
 				}
@@ -381,6 +392,10 @@ func (n *normaliser) fixRoot() error {
 			ty = "object"
 		}
 	}
+	if err := n.dropNonObjectBranches(); err != nil {
+		return err
+	}
+	ty = r["type"]
 	combos := []string{}
 	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
 		if _, ok := r[k]; ok {
@@ -426,7 +441,9 @@ func (n *normaliser) fixRoot() error {
 			n.change(KindRootTypeAdded, "", "type object added at the root")
 		}
 	default:
-		n.wrapKind(KindRootNonObjectWrap, fmt.Sprintf("root type %s is not object", compact(ty)))
+		// Unreachable: dropNonObjectBranches left out a root whose type
+		// excludes object.
+		return fmt.Errorf("root type %s is not object", compact(ty))
 	}
 	r = n.root
 	if !n.p.RootOnly {
@@ -466,6 +483,158 @@ func (n *normaliser) fixRoot() error {
 			} else {
 				r["required"] = clean
 			}
+		}
+	}
+	return nil
+}
+
+// canBeObject reports whether some JSON object can validate against s (as
+// far as the root's type, const, enum and combinators tell; a $ref that
+// does not resolve locally is given the benefit of the doubt). seen cuts
+// $ref cycles.
+func canBeObject(s any, defs func(string) (any, bool), seen map[string]bool) bool {
+	switch v := s.(type) {
+	case bool:
+		return v
+	case map[string]any:
+		if ref, ok := v["$ref"].(string); ok {
+			if seen[ref] {
+				return true
+			}
+			t, ok := defs(ref)
+			if !ok {
+				return true
+			}
+			seen[ref] = true
+			if !canBeObject(t, defs, seen) {
+				return false
+			}
+			delete(seen, ref)
+		}
+		switch ty := v["type"].(type) {
+		case string:
+			if ty != "object" {
+				return false
+			}
+		case []any:
+			if !slices.Contains(ty, any("object")) {
+				return false
+			}
+		}
+		if c, ok := v["const"]; ok {
+			if _, isObj := c.(map[string]any); !isObj {
+				return false
+			}
+		}
+		if e, ok := v["enum"].([]any); ok && !slices.ContainsFunc(e, func(x any) bool { _, isObj := x.(map[string]any); return isObj }) {
+			return false
+		}
+		for _, k := range []string{"anyOf", "oneOf"} {
+			if bs, ok := v[k].([]any); ok && len(bs) > 0 && !slices.ContainsFunc(bs, func(b any) bool { return canBeObject(b, defs, seen) }) {
+				return false
+			}
+		}
+		if bs, ok := v["allOf"].([]any); ok {
+			for _, b := range bs {
+				if !canBeObject(b, defs, seen) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// dropNonObjectBranches applies what MCP requires of every tools/call,
+// that its arguments are an object (docs/decisions/0096-only-object-branches-at-the-root.md):
+// root anyOf/oneOf branches and root enum values that can never be an
+// object are dropped (a wrapped {"input": "abc"} would be offered but its
+// unwrapped call refused), the dropped branches named in the description;
+// a root type list keeps only object; a root that no object can match
+// leaves the tool out.
+func (n *normaliser) dropNonObjectBranches() error {
+	r := n.root
+	defs := n.resolveLocal
+	if tl, ok := r["type"].([]any); ok && !slices.Contains(tl, any("object")) {
+		return fmt.Errorf("root type %s: MCP tools/call arguments are always an object, so no call could match", compact(tl))
+	}
+	if ty, ok := r["type"].(string); ok && ty != "object" {
+		return fmt.Errorf("root type %q: MCP tools/call arguments are always an object, so no call could match", ty)
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		bs, ok := r[k].([]any)
+		if !ok || len(bs) == 0 {
+			continue
+		}
+		var keep, dropped []any
+		for _, b := range bs {
+			if canBeObject(b, defs, map[string]bool{}) {
+				keep = append(keep, b)
+			} else {
+				dropped = append(dropped, b)
+			}
+		}
+		if len(keep) == 0 {
+			return fmt.Errorf("no branch of the root %s can be an object, and MCP tools/call arguments are always an object", k)
+		}
+		if len(dropped) == 0 {
+			continue
+		}
+		r[k] = keep
+		var what []string
+		for _, d := range dropped {
+			what = append(what, clip(compact(d), 120))
+		}
+		n.note("", fmt.Sprintf("Only object arguments can be passed; the root %s alternatives %s were left out.", k, strings.Join(what, ", ")))
+		n.change(KindRootBranchDropped, "", "root %s: %d of %d branches can never be an object (MCP arguments are objects) and were dropped: %s", k, len(dropped), len(bs), strings.Join(what, ", "))
+		if bm, ok := keep[0].(map[string]any); ok && len(keep) == 1 && len(keysOf(r, "anyOf", "oneOf", "allOf")) == 1 {
+			// One alternative left: it is the schema — inlined into the root
+			// when their keywords don't overlap, else an allOf of one.
+			delete(r, k)
+			overlap := bm["$ref"] != nil
+			for key := range bm {
+				if _, has := r[key]; has && key != "type" {
+					overlap = true
+				}
+			}
+			if overlap {
+				r["allOf"] = []any{bm}
+			} else {
+				for key, v := range bm {
+					r[key] = v
+				}
+				if tl, ok := r["type"].([]any); ok && slices.Contains(tl, any("object")) {
+					r["type"] = "object"
+				}
+			}
+		}
+	}
+	if bs, ok := r["allOf"].([]any); ok {
+		for _, b := range bs {
+			if !canBeObject(b, defs, map[string]bool{}) {
+				return fmt.Errorf("a branch of the root allOf (%s) can never be an object, and MCP tools/call arguments are always an object", clip(compact(b), 120))
+			}
+		}
+	}
+	if e, ok := r["enum"].([]any); ok {
+		var objs []any
+		for _, x := range e {
+			if _, isObj := x.(map[string]any); isObj {
+				objs = append(objs, x)
+			}
+		}
+		if len(objs) == 0 {
+			return fmt.Errorf("no value of the root enum is an object, and MCP tools/call arguments are always an object")
+		}
+		if len(objs) < len(e) {
+			r["enum"] = objs
+			n.change(KindRootBranchDropped, "", "root enum: %d of %d values are not objects and were dropped", len(e)-len(objs), len(e))
+		}
+	}
+	if c, ok := r["const"]; ok {
+		if _, isObj := c.(map[string]any); !isObj {
+			return fmt.Errorf("root const %s is not an object, and MCP tools/call arguments are always an object", clip(compact(c), 80))
 		}
 	}
 	return nil
@@ -601,6 +770,12 @@ func (n *normaliser) wrap(why string) { n.wrapKind(KindRootUnionWrapped, why) }
 // the moved schema are rewritten.
 func (n *normaliser) wrapKind(k Kind, why string) {
 	old := n.root
+	// MCP arguments are objects: the wrapped value is one too, so a branch
+	// that accepts anything ({} or no type) does not offer "abc"
+	// (docs/decisions/0096-only-object-branches-at-the-root.md).
+	if _, typed := old["type"]; !typed && !objectish(old, n.resolveLocal) {
+		old["type"] = "object"
+	}
 	root := map[string]any{"type": "object"}
 	for _, d := range []string{"$defs", "definitions", "$schema", "$id"} {
 		if v, ok := old[d]; ok {

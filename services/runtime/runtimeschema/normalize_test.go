@@ -45,22 +45,38 @@ func hasKind(b *Bound, k Kind) bool {
 
 func params(b *Bound) string { return compact(b.Parameters) }
 
-// Root unions: wrapped into {"input": ...} where branches are not all plain
-// objects; the arguments are unwrapped on the way back.
+// Root unions: wrapped into {"input": ...} where the object branches
+// cannot be merged; the arguments are unwrapped on the way back. A branch
+// that can never be an object is dropped first, so {"input": "go"} is not
+// offered (MCP arguments are objects: its unwrapped call would be refused).
 func TestRootUnionWrapped(t *testing.T) {
-	schema := `{"anyOf": [{"type": "string"}, {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}]}`
-	for _, id := range []ID{OpenAIChat, OpenAIResponses, AnthropicMessages, Gemini, MCP} {
+	schema := `{"anyOf": [{"type": "string"}, {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}, {"type": "object", "properties": {"q": {"type": "integer"}}, "required": ["q"]}]}`
+	// mcp keeps an all-object root union as it is, with type object added.
+	if b := mustBind(t, MCP, "search", schema); hasKind(b, KindRootUnionWrapped) || !hasKind(b, KindRootBranchDropped) ||
+		len(b.Parameters["anyOf"].([]any)) != 2 || b.Parameters["type"] != "object" {
+		t.Fatalf("mcp: %v %s", b.Changes, params(b))
+	}
+	for _, id := range []ID{OpenAIChat, OpenAIResponses, AnthropicMessages, Gemini} {
 		b := mustBind(t, id, "search", schema)
-		if !hasKind(b, KindRootUnionWrapped) {
-			t.Fatalf("%s: changes %v, want root_union_wrapped", id, b.Changes)
+		if !hasKind(b, KindRootUnionWrapped) || !hasKind(b, KindRootBranchDropped) {
+			t.Fatalf("%s: changes %v, want root_branch_dropped and root_union_wrapped", id, b.Changes)
 		}
 		props := b.Parameters["properties"].(map[string]any)
 		if _, ok := props[wrapKey]; !ok || len(props) != 1 {
 			t.Fatalf("%s: wrapped root properties = %s", id, compact(props))
 		}
+		if strings.Contains(compact(props), `"string"}`) && !strings.Contains(compact(props), `"q":{"type":"string"`) {
+			t.Fatalf("%s: the string branch is still offered: %s", id, compact(props))
+		}
+		if !strings.Contains(b.Description, `alternatives {"type":"string"} were left out`) {
+			t.Fatalf("%s: the description does not say what was dropped: %q", id, b.Description)
+		}
 		got, err := b.MapArguments(map[string]any{"input": map[string]any{"q": "go"}})
 		if err != nil || !reflect.DeepEqual(got, map[string]any{"q": "go"}) {
 			t.Fatalf("%s: MapArguments = %v, %v; want the object unwrapped", id, got, err)
+		}
+		if err := b.ValidateArguments(map[string]any{"input": "go"}); err == nil {
+			t.Fatalf("%s: a string is still valid for the bound schema", id)
 		}
 		if _, err := b.MapArguments(map[string]any{"input": "go"}); err == nil || !strings.Contains(err.Error(), "arguments.input") {
 			t.Fatalf("%s: a non-object inner value: err = %v, want it named", id, err)
@@ -68,6 +84,68 @@ func TestRootUnionWrapped(t *testing.T) {
 		if _, err := b.MapArguments(map[string]any{}); err == nil {
 			t.Fatalf("%s: missing input accepted", id)
 		}
+	}
+}
+
+// Branches and roots no object can match: dropped, or the tool left out
+// with the reason, in every profile.
+func TestRootNonObjectBranches(t *testing.T) {
+	for _, id := range []ID{OpenAIChat, OpenAIResponses, AnthropicMessages, Gemini, MCP} {
+		// One object branch left: it is the schema, nothing wrapped.
+		b := mustBind(t, id, "lookup", `{"anyOf": [{"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}, {"type": "string"}, {"$ref": "#/$defs/n"}], "$defs": {"n": {"type": "integer"}}}`)
+		if hasKind(b, KindRootUnionWrapped) || !hasKind(b, KindRootBranchDropped) || b.WrapKey() != "" {
+			t.Fatalf("%s: changes %v", id, b.Changes)
+		}
+		if err := b.ValidateArguments(map[string]any{"id": "7"}); err != nil {
+			t.Fatalf("%s: the object branch refused: %v (%s)", id, err, params(b))
+		}
+		if got, err := b.MapArguments(map[string]any{"id": "7"}); err != nil || !reflect.DeepEqual(got, map[string]any{"id": "7"}) {
+			t.Fatalf("%s: MapArguments = %v, %v", id, got, err)
+		}
+		// The one branch left has a type list: narrowed to object.
+		b = mustBind(t, id, "listed", `{"oneOf": [{"type": ["object", "null"], "properties": {"a": {"type": "string"}}}, {"type": "null"}]}`)
+		if b.WrapKey() != "" || b.Parameters["type"] != "object" || b.ValidateArguments(map[string]any{"a": "x"}) != nil {
+			t.Fatalf("%s: %v %s", id, b.Changes, params(b))
+		}
+		// Object branches that may be objects (no type, a type list) stay.
+		b = mustBind(t, id, "loose", `{"oneOf": [{"type": ["object", "null"], "properties": {"a": {"type": "string"}}}, {"properties": {"b": {"type": "string"}}, "minProperties": 1}, {"enum": ["x", "y"]}]}`)
+		if !hasKind(b, KindRootBranchDropped) || strings.Contains(params(b), `"x"`) {
+			t.Fatalf("%s: enum branch not dropped: %v %s", id, b.Changes, params(b))
+		}
+		for schema, want := range map[string]string{
+			`{"type": "string"}`:                                   `root type "string"`,
+			`{"type": ["string", "null"]}`:                         `root type ["string","null"]`,
+			`{"anyOf": [{"type": "string"}, {"type": "integer"}]}`: "no branch of the root anyOf can be an object",
+			`{"oneOf": [{"const": 1}, {"enum": ["a", null]}]}`:     "no branch of the root oneOf can be an object",
+			`{"enum": ["a", "b"]}`:                                 "no value of the root enum is an object",
+			`{"const": "x"}`:                                       "root const \"x\" is not an object",
+			`{"allOf": [{"$ref": "#/$defs/s"}], "$defs": {"s": {"type": "string"}}}`: "a branch of the root allOf",
+		} {
+			_, err := Normalize(id, Tool{Name: "t", InputSchema: js(t, schema)})
+			var lo *LeftOut
+			if !errors.As(err, &lo) || !strings.Contains(lo.Reason, want) || !strings.Contains(lo.Reason, "object") {
+				t.Errorf("%s %s: %v, want left out: %s", id, schema, err, want)
+			}
+		}
+	}
+	// A branch that accepts anything stays, but the wrapped value is still
+	// an object: {"input": "abc"} is not offered.
+	for _, id := range []ID{OpenAIChat, OpenAIResponses, AnthropicMessages, Gemini} {
+		b := mustBind(t, id, "any", `{"anyOf": [{"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "minProperties": 1}, {"description": "anything"}]}`)
+		if b.WrapKey() == "" {
+			continue
+		}
+		if id == Gemini { // an object given as its JSON text: "abc" is not one
+			if _, err := b.MapArguments(map[string]any{"input": "abc"}); err == nil {
+				t.Errorf("%s: a string is taken for a wrapped union: %s", id, params(b))
+			}
+		} else if b.ValidateArguments(map[string]any{"input": "abc"}) == nil {
+			t.Errorf("%s: a string is offered for a wrapped union: %s", id, params(b))
+		}
+	}
+	// A $ref cycle at the root is not followed forever.
+	if _, err := Normalize(MCP, Tool{Name: "t", InputSchema: js(t, `{"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}], "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}]}}}`)}); err != nil {
+		t.Fatalf("cycle: %v", err)
 	}
 }
 

@@ -31,8 +31,11 @@ func TestValidateArguments(t *testing.T) {
 		// null is what the model sends for "absent".
 		{"strict nullable", OpenAIResponses, schema, map[string]any{"id": "a", "tags": nil, "mode": nil}, ""},
 		{"strict requires every property", OpenAIResponses, schema, map[string]any{"id": "a"}, "missing properties"},
-		{"wrapped union", AnthropicMessages, union, map[string]any{"input": "plain"}, ""},
-		{"wrapped union, bad branch", AnthropicMessages, union, map[string]any{"input": map[string]any{"id": 3.0}}, "at /input/id: got number, want string"},
+		// The string branch can never be MCP arguments: dropped, the object
+		// branch left is the root.
+		{"union, object branch", AnthropicMessages, union, map[string]any{"id": "a"}, ""},
+		{"union, the string branch is not offered", AnthropicMessages, union, map[string]any{"input": "plain"}, "at /: missing property 'id'"},
+		{"union, bad branch", AnthropicMessages, union, map[string]any{"id": 3.0}, "at /id: got number, want string"},
 		{"external $ref is not loaded", OpenAIChat, map[string]any{"type": "object", "properties": map[string]any{"x": map[string]any{"$ref": "https://example.com/x.json"}}}, map[string]any{"x": 1.0}, ""},
 	} {
 		b, err := Normalize(c.profile, Tool{Name: "t", InputSchema: c.schema})

@@ -45,7 +45,7 @@ func (w *Workspace) acpWorkspace(threadID string) (*os.Root, error) {
 
 // readACPFile is read_file under /mnt/acp-workspace (no read mark: the
 // folder is read-only to the file tools).
-func (s *Dispatcher) readACPFile(threadID, clean, rel string, start, end int, hasStart, hasEnd bool) (*runtimechain.Outcome, error) {
+func (s *Dispatcher) readACPFile(threadID, clean, rel string, rg readRange) (*runtimechain.Outcome, error) {
 	r, err := s.ws.acpWorkspace(threadID)
 	if err != nil {
 		return nil, err
@@ -62,11 +62,11 @@ func (s *Dispatcher) readACPFile(threadID, clean, rel string, start, end int, ha
 	if err != nil {
 		return nil, fsErr(clean, err)
 	}
-	text, err := sliceLines(string(b), start, end, hasStart, hasEnd)
+	text, err := sliceLines(string(b), rg)
 	if err != nil {
 		return nil, err
 	}
-	return &runtimechain.Outcome{Text: text}, nil
+	return &runtimechain.Outcome{Text: s.pageCap(text)}, nil
 }
 
 // lsACP is ls under /mnt/acp-workspace.

@@ -74,6 +74,12 @@ type Settings struct {
 	ThreadQuotaBytes int64
 	// Web configures web_fetch and web_search (runtime.web; nil: off).
 	Web *WebSettings
+	// ReadPageChars is the output budget when read_file is exempt from
+	// externalisation (runtime.tool_output; 0: no cap here). read_file
+	// returns at most one character more than it: the budget's pager
+	// (runtimechain.OutputBudget) cuts that to a page and writes the note,
+	// and nothing past it would reach the model anyway.
+	ReadPageChars int
 }
 
 // Deps are the Dispatcher's narrow dependencies.

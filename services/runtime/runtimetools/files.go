@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -183,28 +184,96 @@ func strArg(args map[string]any, key string) string {
 	return v
 }
 
-// sliceLines returns lines start..end (1-based, inclusive) of text.
-func sliceLines(text string, start, end int, hasStart, hasEnd bool) (string, error) {
-	if !hasStart && !hasEnd {
+// readRange is read_file's page: lines Start..End (1-based, inclusive),
+// the first of them from character Char (0-based, in Unicode code points,
+// so a page never starts inside a UTF-8 sequence). start_line/end_line keep
+// DeerFlow's meaning; start_char is Toolplane's, for lines longer than a
+// page (docs/deerflow.md §6.2). The output budget's pager
+// (runtimechain.capExempt) writes the hint that continues a cut page.
+type readRange struct {
+	Start, End, Char int
+	HasStart, HasEnd bool
+}
+
+// rangeArgs reads start_line, end_line and start_char.
+func rangeArgs(args map[string]any) (readRange, error) {
+	var r readRange
+	r.Start, r.HasStart = intArg(args, "start_line")
+	r.End, r.HasEnd = intArg(args, "end_line")
+	if v, ok := args["start_char"]; ok && v != nil {
+		f, isNum := v.(float64)
+		if !isNum || f < 0 || f != float64(int(f)) {
+			return r, runtimechain.Business("start_char must be an integer >= 0 (a character offset within start_line), got %v", v)
+		}
+		r.Char = int(f)
+	}
+	return r, nil
+}
+
+// sliceLines returns the page r of text. It scans for line ends instead of
+// splitting, so a page of a 20 MiB file costs one pass over its bytes.
+func sliceLines(text string, r readRange) (string, error) {
+	if !r.HasStart && !r.HasEnd && r.Char == 0 {
 		return text, nil
 	}
-	lines := strings.SplitAfter(text, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
+	n := strings.Count(text, "\n")
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		n++
 	}
-	if !hasStart {
+	start, end := r.Start, r.End
+	if !r.HasStart {
 		start = 1
 	}
-	if !hasEnd || end > len(lines) {
-		end = len(lines)
+	if !r.HasEnd || end > n {
+		end = n
 	}
-	if start < 1 || start > max(len(lines), 1) || end < start {
-		return "", runtimechain.Business("line range %d-%d is outside the file (%d lines)", start, end, len(lines))
+	if start < 1 || start > max(n, 1) || (r.HasEnd && r.End < start) {
+		return "", runtimechain.Business("line range %d-%d is outside the file (%d lines)", start, end, n)
 	}
-	if len(lines) == 0 {
-		return "", nil
+	off := 0
+	for l := 1; l < start; l++ {
+		off += strings.IndexByte(text[off:], '\n') + 1
 	}
-	return strings.Join(lines[start-1:end], ""), nil
+	stop := len(text)
+	if end < n {
+		stop = off
+		for l := start; l <= end; l++ {
+			stop += strings.IndexByte(text[stop:], '\n') + 1
+		}
+	}
+	if r.Char > 0 {
+		line := text[off:stop]
+		if i := strings.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i+1]
+		}
+		skip, k := 0, 0
+		for k < r.Char && skip < len(line) {
+			_, sz := utf8.DecodeRuneInString(line[skip:])
+			skip += sz
+			k++
+		}
+		if skip >= len(line) {
+			return "", runtimechain.Business("start_char %d is past the end of line %d (%d characters, counting its newline)", r.Char, start, utf8.RuneCountInString(line))
+		}
+		off += skip
+	}
+	return text[off:stop], nil
+}
+
+// pageCap keeps the first ReadPageChars+1 characters of a read: enough for
+// the output budget to see the read is over it and cut the page there.
+func (s *Dispatcher) pageCap(text string) string {
+	n := s.cfg.ReadPageChars
+	if n <= 0 || len(text) <= n {
+		return text
+	}
+	i, k := 0, 0
+	for i < len(text) && k <= n {
+		_, sz := utf8.DecodeRuneInString(text[i:])
+		i += sz
+		k++
+	}
+	return text[:i]
 }
 
 // readFile implements read_file. For workspace files it records the read
@@ -212,13 +281,15 @@ func sliceLines(text string, start, end int, hasStart, hasEnd bool) (string, err
 // reading a SKILL.md activates the skill (docs/deerflow.md §4.8).
 func (s *Dispatcher) readFile(ctx context.Context, ec *runtimechain.Call, args map[string]any) (*runtimechain.Outcome, error) {
 	p := strArg(args, "path")
-	start, hasStart := intArg(args, "start_line")
-	end, hasEnd := intArg(args, "end_line")
+	rg, err := rangeArgs(args)
+	if err != nil {
+		return nil, err
+	}
 	if strings.HasPrefix(path.Clean(p)+"/", skillsRoot) {
-		return s.readSkillFile(ctx, ec, path.Clean(p), start, end, hasStart, hasEnd)
+		return s.readSkillFile(ctx, ec, path.Clean(p), rg)
 	}
 	if clean, rel, ok := acpRel(p); ok {
-		return s.readACPFile(ec.ThreadID(), clean, rel, start, end, hasStart, hasEnd)
+		return s.readACPFile(ec.ThreadID(), clean, rel, rg)
 	}
 	clean, rel, err := CleanVirtual(p, false)
 	if err != nil {
@@ -240,14 +311,15 @@ func (s *Dispatcher) readFile(ctx context.Context, ec *runtimechain.Call, args m
 	if err != nil {
 		return nil, fsErr(clean, err)
 	}
-	text, err := sliceLines(string(b), start, end, hasStart, hasEnd)
+	text, err := sliceLines(string(b), rg)
 	if err != nil {
 		return nil, err
 	}
+	text = s.pageCap(text)
 	return &runtimechain.Outcome{Text: text, ReadMark: &runtimechain.ReadMark{Path: clean, Digest: digest(b)}}, nil
 }
 
-func (s *Dispatcher) readSkillFile(ctx context.Context, ec *runtimechain.Call, clean string, start, end int, hasStart, hasEnd bool) (*runtimechain.Outcome, error) {
+func (s *Dispatcher) readSkillFile(ctx context.Context, ec *runtimechain.Call, clean string, rg readRange) (*runtimechain.Outcome, error) {
 	parts := strings.SplitN(strings.TrimPrefix(clean, skillsRoot), "/", 3)
 	if len(parts) < 3 || parts[2] == "" {
 		return nil, runtimechain.Business("skill paths look like /mnt/skills/<category>/<name>/<file>, got %s", clean)
@@ -264,10 +336,11 @@ func (s *Dispatcher) readSkillFile(ctx context.Context, ec *runtimechain.Call, c
 	if err != nil {
 		return nil, runtimechain.UpstreamFailure("skills", err)
 	}
-	text, err := sliceLines(string(resp.GetContent()), start, end, hasStart, hasEnd)
+	text, err := sliceLines(string(resp.GetContent()), rg)
 	if err != nil {
 		return nil, err
 	}
+	text = s.pageCap(text)
 	o := &runtimechain.Outcome{Text: text}
 	if rel == "SKILL.md" && !strings.HasPrefix(text, "Error:") {
 		o.Activate = &runtimev1.ActiveSkill{Source: runtimev1.SkillActivationSource_SKILL_ACTIVATION_SOURCE_READ, Name: name, Path: clean,

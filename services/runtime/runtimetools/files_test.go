@@ -41,7 +41,7 @@ func TestSliceLines(t *testing.T) {
 		{5, 6, true, true, "", true},
 		{2, 1, true, true, "", true},
 	} {
-		got, err := sliceLines(text, c.s, c.e, c.hs, c.he)
+		got, err := sliceLines(text, readRange{Start: c.s, End: c.e, HasStart: c.hs, HasEnd: c.he})
 		if (err != nil) != c.shouldFail || got != c.want {
 			t.Errorf("sliceLines(%d,%d) = %q, %v", c.s, c.e, got, err)
 		}
