@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -187,10 +188,11 @@ func TestMemory10k(t *testing.T) {
 		}
 		return rss, heap, n
 	}
-	// The bound is 175 MiB, not issue 4's 150 MiB: the sqlite-backed
-	// identity store costs about 20 MiB of RSS at 10k tools
+	// Settled RSS (freed pages returned, see runMemHelper) is 112-117 MiB
+	// here; the bound is the 150 MiB target. Before the pages were returned
+	// the figure was the start-up peak and needed 175 MiB
 	// (docs/decisions/0103-memory-of-the-identity-store.md).
-	const bound = 175
+	const bound = 150
 	for _, run := range []string{"first start (writes every name)", "restart (reads them)"} {
 		rss, heap, n := measure()
 		t.Logf("%d tools, %s: process RSS %.1f MiB, heap in use %.1f MiB", n, run, rss, heap)
@@ -217,7 +219,11 @@ func runMemHelper() {
 	}
 	srv.WaitSettled(context.Background())
 	time.Sleep(300 * time.Millisecond) // the notifier's rebuild
-	runtime.GC()
+	// Settled memory: the start-up peak's freed pages go back to the OS, as
+	// the runtime's scavenger does within minutes in a running process.
+	// Without this the figure moved 150-190 MiB with the machine's load
+	// (how far the heap grew before a concurrent GC caught up).
+	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	if p := os.Getenv("TP_MEM_PROF"); p != "" {
