@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -290,8 +291,11 @@ func replicaRatio(t *testing.T, tools, clients, rounds int, d time.Duration) (fl
 const clockTicks = 100
 
 // cpuTicks returns the machine's busy CPU time (/proc/stat: all but idle
-// and iowait) and the CPU time of pids (/proc/<pid>/stat utime + stime),
-// in clock ticks.
+// and iowait) and the CPU time of pids and of every process descended from
+// one of them (/proc/<pid>/stat utime + stime), in clock ticks. The
+// descendants are the benchmark's too: the MCP servers the catalog runs and
+// the PostgreSQL server and its backends (started by this test process), so
+// only the CPU of unrelated processes counts as "others".
 func cpuTicks(pids []int) (busy, ours int64) {
 	raw, _ := os.ReadFile("/proc/stat")
 	line, _, _ := strings.Cut(string(raw), "\n")
@@ -302,20 +306,44 @@ func cpuTicks(pids []int) (busy, ours int64) {
 			busy += v
 		}
 	}
-	for _, pid := range pids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	type proc struct {
+		ppid  int
+		ticks int64
+	}
+	procs := map[int]proc{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		// Fields after the parenthesised command name: utime and stime are
-		// fields 14 and 15 of the line, 12 and 13 after the name.
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command name: ppid is the 2nd,
+		// utime and stime the 12th and 13th.
 		_, rest, _ := strings.Cut(string(raw), ") ")
 		f := strings.Fields(rest)
 		if len(f) > 12 {
+			var pp int
 			var u, st int64
+			fmt.Sscan(f[1], &pp)
 			fmt.Sscan(f[11], &u)
 			fmt.Sscan(f[12], &st)
-			ours += u + st
+			procs[pid] = proc{pp, u + st}
+		}
+	}
+	root := map[int]bool{}
+	for _, p := range pids {
+		root[p] = true
+	}
+	for pid, p := range procs {
+		for a, hops := pid, 0; a > 1 && hops < 64; a, hops = procs[a].ppid, hops+1 {
+			if root[a] {
+				ours += p.ticks
+				break
+			}
 		}
 	}
 	return busy, ours
@@ -345,8 +373,16 @@ func TestShortPostgres(t *testing.T) {
 		// the same cores; when other work takes a good part of the
 		// machine's CPU meanwhile it measures the others (0.81-0.98× on the
 		// shared 2 cores, docs/performance.md), so it is gated only when
-		// other processes used at most a quarter of the CPU (CI's own
-		// machine).
+		// other processes (not this test, the suite it started, their MCP
+		// servers or PostgreSQL) used at most a quarter of the CPU (CI's
+		// own machine).
+		if others <= 0.25 && r < 0.9 {
+			// One re-measure, as the ratio gates of TestShort do: a single
+			// 3 s round can halve on a scheduling hiccup (249/s vs 123/s
+			// seen in one round of four).
+			logf(t, "two runtimes vs one: %.2f× below 0.9×; measuring once more", r)
+			r, others = replicaRatio(t, 2000, 8, 4, 3*time.Second)
+		}
 		if others > 0.25 {
 			logf(t, "two runtimes vs one: %.2f×, not gated: other processes used %.0f%% of the CPU meanwhile", r, 100*others)
 		} else if r < 0.9 {
