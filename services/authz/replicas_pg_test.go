@@ -114,3 +114,68 @@ func TestPolicyAcrossReplicas(t *testing.T) {
 	}
 	t.Logf("policy change visible on the other replica after %s; after a killed listener %s", took.Round(time.Millisecond), took2.Round(time.Millisecond))
 }
+
+// TestPolicyFileImportedByOneReplica: two replicas on one database, each
+// with its own authz.policy_file (a rolling config change): only the holder
+// of authz.file_import imports its file, the other follows the database;
+// when the holder stops, the other takes the lock over and imports its own
+// file.
+func TestPolicyFileImportedByOneReplica(t *testing.T) {
+	ctx := ctxT(t)
+	dsn := pgtest.DSN(t)
+	replica := func(file string) *harness {
+		pool, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return startEnv(t, svckit.Env{DataDir: t.TempDir(), Logger: quietLogger(), Postgres: pool}, func(c *Config) { c.PolicyFile = file })
+	}
+	dir := t.TempDir()
+	fileA, fileB := dir+"/a.csv", dir+"/b.csv"
+	writeFile(t, fileA, "p, user, *, tool, only_a, call, deny\n")
+	writeFile(t, fileB, "p, user, *, tool, only_b, call, deny\n")
+	a := replica(fileA)
+	b := replica(fileB)
+	allowed := func(h *harness, target string) bool {
+		t.Helper()
+		r, err := h.svc.Authorize(ctx, &authzv1.AuthorizeRequest{Principal: alice, ResourceType: authzv1.ResourceType_RESOURCE_TYPE_TOOL,
+			Action: authzv1.Action_ACTION_CALL, Target: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetDecision().GetAllow()
+	}
+	// wait polls until b decides as want (bounded).
+	wait := func(what string, want map[string]bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ok := true
+			for target, allow := range want {
+				if allowed(b, target) != allow {
+					ok = false
+				}
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: replica b never decided %v", what, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wait("a's file imported, b's not", map[string]bool{"only_a": false, "only_b": true})
+	// Give b's reload loop many ticks: its own file must still not be imported.
+	time.Sleep(500 * time.Millisecond)
+	if !allowed(b, "only_b") || !allowed(a, "only_b") {
+		t.Fatal("the replica without authz.file_import imported its policy file")
+	}
+	// An edit of the importer's file reaches the other replica.
+	writeFile(t, fileA, "p, user, *, tool, only_a2, call, deny\n")
+	wait("a's edited file", map[string]bool{"only_a": true, "only_a2": false, "only_b": true})
+	// The importer stops: b takes the lock over and imports its own file.
+	a.srv.Close()
+	wait("b took the import over", map[string]bool{"only_a2": true, "only_b": false})
+}

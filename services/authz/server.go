@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc"
 
 	authzv1 "github.com/toolplane/toolplane/gen/go/toolplane/authz/v1"
+	"github.com/toolplane/toolplane/internal/pgstore"
 	"github.com/toolplane/toolplane/internal/svckit"
 	"github.com/toolplane/toolplane/services/authz/authzcasbin"
 	"github.com/toolplane/toolplane/services/authz/authzpg"
@@ -56,6 +57,13 @@ type Server struct {
 	loadFailed bool
 	fileHash   [32]byte
 	fileErr    string
+
+	// importLock is authz.file_import on PostgreSQL (nil on sqlite): only
+	// its holder imports the file-owned policy, so replicas whose files
+	// differ (a rolling config change) do not overwrite each other; the
+	// others follow through NOTIFY. importer: this replica holds it.
+	importLock *pgstore.SessionLock
+	importer   bool
 
 	decisions *prometheus.CounterVec
 
@@ -126,6 +134,9 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 // newWithStore finishes New over any authzstore.Store (the store is closed on error).
 func newWithStore(ctx context.Context, cfg Config, env svckit.Env, log *slog.Logger, engine *authzcasbin.Engine, store authzstore.Store) (*Server, error) {
 	s := &Server{cfg: cfg, env: env, log: log, store: store, engine: engine}
+	if l, ok := store.(fileImportLocker); ok {
+		s.importLock = l.NewFileImportLock()
+	}
 	s.setNow(time.Now)
 	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolplane_authz_decisions_total",
@@ -140,6 +151,9 @@ func newWithStore(ctx context.Context, cfg Config, env svckit.Env, log *slog.Log
 		}
 	}
 	if err := s.importAtStart(ctx); err != nil {
+		if s.importLock != nil {
+			s.importLock.Release()
+		}
 		store.Close()
 		return nil, err
 	}
@@ -197,6 +211,12 @@ func (s *Server) notifiedReloads(ctx context.Context, kick <-chan struct{}) {
 	}
 }
 
+// fileImportLocker is implemented by stores shared by several replicas
+// (authzpg): the lock that elects the one importing file-owned policy.
+type fileImportLocker interface {
+	NewFileImportLock() *pgstore.SessionLock
+}
+
 func (s *Server) importAtStart(ctx context.Context) error {
 	seeded, err := s.store.SeedDefault(ctx, authzcasbin.DefaultRules())
 	if err != nil {
@@ -205,8 +225,30 @@ func (s *Server) importAtStart(ctx context.Context) error {
 	if seeded {
 		s.log.Info("authz default policy imported into an empty store")
 	}
+	if s.importLock != nil {
+		held, err := s.importLock.TryLock(ctx)
+		if err != nil {
+			return fmt.Errorf("authz: storage.dsn: take %s: %w", authzpg.FileImportLock, err)
+		}
+		s.importer = held
+		if !held {
+			// authz.policy_file was parsed by Validate; another replica
+			// imports it, and this one follows the database.
+			s.log.Info("authz: another replica imports the file-owned policy into the database", "lock", authzpg.FileImportLock)
+			return nil
+		}
+		s.log.Info("authz: this replica imports the file-owned policy into the database", "lock", authzpg.FileImportLock)
+	}
+	return s.importFileOwned(ctx, true)
+}
+
+// importFileOwned imports the authz.authorization section and the policy
+// file (atStart: an invalid file is an error, and the file is read even
+// when its content is unchanged).
+func (s *Server) importFileOwned(ctx context.Context, atStart bool) error {
 	var rules []authzcasbin.Rule
 	var roles []string
+	var err error
 	if s.cfg.Authorization != nil {
 		rules, roles, err = authzcasbin.TranslateDeerFlow(s.cfg.Authorization, "authz.authorization")
 		if err != nil {
@@ -214,14 +256,41 @@ func (s *Server) importAtStart(ctx context.Context) error {
 		}
 	}
 	if _, changed, err := s.store.ReplaceSource(ctx, authzcasbin.SourceDeerFlow, rules, nil, roles); err != nil {
+		if !atStart {
+			s.log.Error("authz authorization section not imported", "err", err)
+			return nil
+		}
 		return fmt.Errorf("authz: import authz.authorization: %w", err)
 	} else if changed {
 		s.log.Info("authz DeerFlow authorization section imported", "lines", len(rules), "roles", len(roles))
 	}
-	if err := s.syncPolicyFile(ctx, true); err != nil {
-		return err
+	return s.syncPolicyFile(ctx, atStart)
+}
+
+// mayImport reports whether this replica imports file-owned policy now:
+// always on sqlite; on PostgreSQL while it holds authz.file_import, which
+// it tries to take on every tick (a holder that died released it). A
+// replica that just took it over imports at once, whatever its file's
+// hash.
+func (s *Server) mayImport(ctx context.Context) bool {
+	if s.importLock == nil {
+		return true
 	}
-	return nil
+	held, err := s.importLock.TryLock(ctx)
+	if err != nil {
+		s.log.Warn("authz: file import lock", "lock", authzpg.FileImportLock, "err", err)
+	}
+	if held && !s.importer {
+		s.log.Info("authz: this replica took over importing the file-owned policy", "lock", authzpg.FileImportLock)
+		s.reloadMu.Lock()
+		s.fileHash = [32]byte{}
+		s.reloadMu.Unlock()
+		_ = s.importFileOwned(ctx, false)
+	} else if !held && s.importer {
+		s.log.Warn("authz: this replica lost the file import lock; another replica imports the file-owned policy", "lock", authzpg.FileImportLock)
+	}
+	s.importer = held
+	return held
 }
 
 // syncPolicyFile replaces the file-owned lines when the file's content
@@ -314,7 +383,7 @@ func (s *Server) reloadLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.cfg.PolicyFile != "" {
+		if s.mayImport(ctx) && s.cfg.PolicyFile != "" {
 			_ = s.syncPolicyFile(ctx, false)
 		}
 		v, err := s.store.Version(ctx)
@@ -393,6 +462,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.stop()
 		s.wg.Wait()
+		if s.importLock != nil {
+			s.importLock.Release()
+		}
 		err = errors.Join(s.dlog.Close(), s.store.Close())
 	})
 	return err

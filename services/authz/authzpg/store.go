@@ -406,3 +406,15 @@ func sourceLines(ctx context.Context, tx pgx.Tx, source string) ([]string, error
 	}
 	return out, rows.Err()
 }
+
+// FileImportLock is the advisory lock whose holder imports the file-owned
+// policy (authz.policy_file and the authz.authorization section) into the
+// database; the other replicas follow through NOTIFY
+// (docs/decisions/0085-policy-propagation.md).
+const FileImportLock = "authz.file_import"
+
+// NewFileImportLock returns FileImportLock on a connection of its own (not
+// yet taken).
+func (s *Store) NewFileImportLock() *pgstore.SessionLock {
+	return pgstore.NewSessionLock(s.pool, FileImportLock, "toolplane-authz-file-import")
+}
