@@ -65,7 +65,7 @@ func TestOAuthLoginAcrossReplicas(t *testing.T) {
 		t.Fatalf("callback on the other replica: %d %q %v", st, body, err)
 	}
 	for name, h := range map[string]*harness{"A": a, "B": b} {
-		eventually(t, 15*time.Second, "docs READY on "+name, func() bool { return h.server("docs").GetState() == catalogv1.ServerState_SERVER_STATE_READY })
+		eventually(t, 45*time.Second, "docs READY on "+name, func() bool { return h.server("docs").GetState() == catalogv1.ServerState_SERVER_STATE_READY })
 		eventually(t, 10*time.Second, "docs_whoami as root@example on "+name, func() bool {
 			res, err := h.call(ctx, h.svc, "docs_whoami", `{}`)
 			return err == nil && textOf(res) == "root@example"
