@@ -164,10 +164,18 @@ const (
 	ReadyAll  = "all"
 )
 
-// SessionsConfig configures the LRU of per-scope MCP children.
+// SessionsConfig configures the pool of per-scope MCP children
+// (docs/architecture.md §10.3, docs/decisions/0138-fair-scoped-session-eviction.md).
 type SessionsConfig struct {
-	// MaxScoped is the LRU cap of per-user/per-thread children. Default 32.
+	// MaxScoped caps the per-tenant/per-user/per-thread children of every
+	// server and tenant together. Beyond it the least recently used idle
+	// child of the tenant holding the most is closed. Default 32.
 	MaxScoped int `yaml:"max_scoped"`
+	// MaxScopedPerTenant caps one tenant's children: at the cap a tenant's
+	// new child replaces its own least recently used idle one, and is
+	// refused (RESOURCE_EXHAUSTED) when all are in use. Default 0 = no
+	// per-tenant cap (fair eviction only).
+	MaxScopedPerTenant int `yaml:"max_scoped_per_tenant"`
 	// IdleTTL closes a per-scope child idle this long. Default 10m.
 	IdleTTL time.Duration `yaml:"idle_ttl"`
 }
@@ -329,6 +337,7 @@ func (c *Config) Validate() error {
 		{c.DefinitionChurn.Settle > 0, "catalog.definition_churn.settle", "must be > 0"},
 		{c.PinNewTools == catalogconfig.PinNewAllow || c.PinNewTools == catalogconfig.PinNewReview, "catalog.pin_new_tools", "must be allow or review"},
 		{c.Sessions.MaxScoped >= 1, "catalog.sessions.max_scoped", "must be >= 1"},
+		{c.Sessions.MaxScopedPerTenant >= 0, "catalog.sessions.max_scoped_per_tenant", "must be >= 0 (0 = no per-tenant cap)"},
 		{c.Sessions.IdleTTL > 0, "catalog.sessions.idle_ttl", "must be > 0"},
 		{c.Search.DefaultLimit >= 1, "catalog.search.default_limit", "must be >= 1"},
 		{c.Search.MaxLimitNonService >= 1, "catalog.search.max_limit_non_service", "must be >= 1"},
