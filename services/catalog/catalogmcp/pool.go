@@ -200,13 +200,32 @@ func oldestIdle(ts *tenantSessions) *poolEntry {
 	return nil
 }
 
-// fairVictimLocked picks the capacity victim: the least recently used idle
-// session of the tenant holding the most sessions (ties: the tenant whose
-// idle session is older). Tenants whose sessions are all in use are
-// skipped. The scan is over tenants holding sessions, at most the cap plus
-// the sessions in use.
-func (p *Pool) fairVictimLocked() *poolEntry {
+// victimIn is the idle session ts gives up: the least recently used idle
+// one of the subject holding the most of ts's sessions (so one user of a
+// tenant flooding it evicts their own sessions first), or nil when all are
+// in use. O(sessions of ts).
+func victimIn(ts *tenantSessions) *poolEntry {
+	bySubject := make(map[string]int, 4)
+	for e := ts.lru.Front(); e != nil; e = e.Next() {
+		bySubject[e.Value.(*poolEntry).key.Subject]++
+	}
 	var best *poolEntry
+	for e := ts.lru.Back(); e != nil; e = e.Prev() {
+		pe := e.Value.(*poolEntry)
+		if pe.refs == 0 && (best == nil || bySubject[pe.key.Subject] > bySubject[best.key.Subject]) {
+			best = pe // oldest first: a tie keeps the older one
+		}
+	}
+	return best
+}
+
+// fairVictimLocked picks the capacity victim: victimIn of the tenant
+// holding the most sessions (ties: the tenant whose oldest idle session is
+// older). Tenants whose sessions are all in use are skipped. The scan is
+// over tenants holding sessions, at most the cap plus the sessions in use.
+func (p *Pool) fairVictimLocked() *poolEntry {
+	var best *tenantSessions
+	var bestOld *poolEntry
 	bestN := 0
 	for _, ts := range p.tenants {
 		n := ts.lru.Len()
@@ -217,11 +236,14 @@ func (p *Pool) fairVictimLocked() *poolEntry {
 		if pe == nil {
 			continue
 		}
-		if n > bestN || pe.lastUsed.Before(best.lastUsed) {
-			best, bestN = pe, n
+		if n > bestN || pe.lastUsed.Before(bestOld.lastUsed) {
+			best, bestOld, bestN = ts, pe, n
 		}
 	}
-	return best
+	if best == nil {
+		return nil
+	}
+	return victimIn(best)
 }
 
 func (p *Pool) closeAll(ss []*Session) {
@@ -273,7 +295,7 @@ func (p *Pool) Acquire(ctx context.Context, key ScopeKey, dial func(context.Cont
 		if p.tenantCap > 0 && ts.lru.Len()+ts.dialing >= p.tenantCap {
 			// At the tenant's own cap: it replaces its own oldest idle
 			// session, or waits for a call to end.
-			v := oldestIdle(ts)
+			v := victimIn(ts)
 			if v == nil || ts.lru.Len()+ts.dialing > p.tenantCap {
 				p.forgetTenantLocked(key.Tenant, ts)
 				p.count(RefusedTenantCap)

@@ -250,3 +250,37 @@ func TestPoolFairBoundedUnderFlood(t *testing.T) {
 		t.Fatalf("heap grew from %d to %d bytes over the flood", h0, h1)
 	}
 }
+
+// TestPoolFairWithinTenant: inside the tenant that pays, the user holding
+// the most sessions gives up their oldest one; carol's single session of
+// acme survives alice's flood of acme threads.
+func TestPoolFairWithinTenant(t *testing.T) {
+	p := NewPool(4, 0, time.Millisecond)
+	defer p.Close()
+	ctx := context.Background()
+	dial := func(context.Context) (*Session, error) { return bareSession(), nil }
+	carolKey := ScopeKey{Server: "notes", Tenant: "acme", Subject: "carol"}
+	carol, rel, _ := p.Acquire(ctx, carolKey, dial)
+	rel()
+	for i := range 100 {
+		_, rel, err := p.Acquire(ctx, ScopeKey{Server: "scratch", Tenant: "acme", Subject: "alice", Thread: fmt.Sprint(i)}, dial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+	}
+	if s, rel, _ := p.Acquire(ctx, carolKey, dial); s != carol {
+		t.Fatal("carol's session was evicted by alice's flood")
+	} else {
+		rel()
+	}
+	var threads []string
+	for _, k := range p.Keys() {
+		if k.Subject == "alice" {
+			threads = append(threads, k.Thread)
+		}
+	}
+	if fmt.Sprint(threads) != "[99 98 97]" {
+		t.Fatalf("alice's threads kept %v, want her three most recent", threads)
+	}
+}
