@@ -92,6 +92,8 @@ type Config struct {
 	DefinitionChurn ChurnConfig `yaml:"definition_churn"`
 	// Sessions configures per_user / per_thread children.
 	Sessions SessionsConfig `yaml:"sessions"`
+	// TenantAdmins bounds what one tenant admin may own (tenantlimits.go).
+	TenantAdmins TenantAdminsConfig `yaml:"tenant_admins"`
 	// Egress is the network policy of sse/http MCP servers (internal/egress):
 	// loopback, private, link-local and metadata addresses are refused
 	// unless listed in egress.allow — checked when a server is written
@@ -164,12 +166,29 @@ const (
 	ReadyAll  = "all"
 )
 
-// SessionsConfig configures the LRU of per-scope MCP children.
+// SessionsConfig configures the pool of per-scope MCP children
+// (docs/architecture.md §10.3, docs/decisions/0138-fair-scoped-session-eviction.md).
 type SessionsConfig struct {
-	// MaxScoped is the LRU cap of per-user/per-thread children. Default 32.
+	// MaxScoped caps the per-tenant/per-user/per-thread children of every
+	// server and tenant together. Beyond it the least recently used idle
+	// child of the tenant holding the most is closed. Default 32.
 	MaxScoped int `yaml:"max_scoped"`
+	// MaxScopedPerTenant caps one tenant's children: at the cap a tenant's
+	// new child replaces its own least recently used idle one, and is
+	// refused (RESOURCE_EXHAUSTED) when all are in use. Default 0 = no
+	// per-tenant cap (fair eviction only).
+	MaxScopedPerTenant int `yaml:"max_scoped_per_tenant"`
 	// IdleTTL closes a per-scope child idle this long. Default 10m.
 	IdleTTL time.Duration `yaml:"idle_ttl"`
+}
+
+// TenantAdminsConfig bounds the servers of one tenant admin
+// (docs/decisions/0138-fair-scoped-session-eviction.md, "Servers per tenant").
+type TenantAdminsConfig struct {
+	// MaxServers is the number of servers a tenant admin's ReplaceServers
+	// may leave its tenant owning; more is refused naming `servers`.
+	// Global admins are not bounded by it. Default 50.
+	MaxServers int `yaml:"max_servers"`
 }
 
 // SearchConfig configures SearchTools.
@@ -267,6 +286,9 @@ func (c *Config) SetDefaults() {
 	if c.Sessions.MaxScoped == 0 {
 		c.Sessions.MaxScoped = 32
 	}
+	if c.TenantAdmins.MaxServers == 0 {
+		c.TenantAdmins.MaxServers = 50
+	}
 	if c.Sessions.IdleTTL == 0 {
 		c.Sessions.IdleTTL = 10 * time.Minute
 	}
@@ -329,7 +351,9 @@ func (c *Config) Validate() error {
 		{c.DefinitionChurn.Settle > 0, "catalog.definition_churn.settle", "must be > 0"},
 		{c.PinNewTools == catalogconfig.PinNewAllow || c.PinNewTools == catalogconfig.PinNewReview, "catalog.pin_new_tools", "must be allow or review"},
 		{c.Sessions.MaxScoped >= 1, "catalog.sessions.max_scoped", "must be >= 1"},
+		{c.Sessions.MaxScopedPerTenant >= 0, "catalog.sessions.max_scoped_per_tenant", "must be >= 0 (0 = no per-tenant cap)"},
 		{c.Sessions.IdleTTL > 0, "catalog.sessions.idle_ttl", "must be > 0"},
+		{c.TenantAdmins.MaxServers >= 1, "catalog.tenant_admins.max_servers", "must be >= 1"},
 		{c.Search.DefaultLimit >= 1, "catalog.search.default_limit", "must be >= 1"},
 		{c.Search.MaxLimitNonService >= 1, "catalog.search.max_limit_non_service", "must be >= 1"},
 		{c.Search.ViewCacheBytes >= 1<<16, "catalog.search.view_cache_bytes", "must be >= 65536"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -83,6 +84,7 @@ func callError(ctx context.Context, tool string, timedOut bool, err error) error
 	var rpc *catalogmcp.RPCError
 	var na *catalogmcp.NeedsAuthError
 	var no *catalogmcp.NotOwnerError
+	var ts *catalogmcp.TenantSessionsError
 	switch {
 	case errors.As(err, &na):
 		// docs/architecture.md §10.6: a clear "connect it" answer, not a
@@ -105,6 +107,12 @@ func callError(ctx context.Context, tool string, timedOut bool, err error) error
 	case errors.Is(err, catalogmcp.ErrNoThreadWorkspace):
 		return statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_THREAD_WORKSPACE_UNAVAILABLE, map[string]string{"tool": tool},
 			"tool %q: %v", tool, err)
+	case errors.As(err, &ts):
+		// The tenant's own sessions are all in use at
+		// catalog.sessions.max_scoped_per_tenant (catalogmcp/pool.go).
+		return statusErr(codes.ResourceExhausted, catalogv1.ErrorReason_ERROR_REASON_SERVER_UNAVAILABLE,
+			map[string]string{"field": "catalog.sessions.max_scoped_per_tenant", "limit": strconv.Itoa(ts.Limit)},
+			"tool %q: %v", tool, ts)
 	case errors.Is(err, catalogmcp.ErrStatic):
 		return statusErr(codes.FailedPrecondition, catalogv1.ErrorReason_ERROR_REASON_TOOL_NOT_CALLABLE, nil,
 			"tool %q belongs to a static server and cannot be called", tool)

@@ -20,11 +20,15 @@ import (
 //	toolplane_catalog_tool_call_seconds{server}      histogram: call latency
 //	toolplane_catalog_names_evicted_total{server}    counter: retained names evicted by catalog.max_names_per_server
 //	toolplane_catalog_definition_churn_total{server} counter: tools found changing their definition on every list (churn.go)
+//	toolplane_catalog_sessions_evicted_total{reason} counter: per-scope MCP sessions closed by the pool, or refused (catalogmcp/pool.go)
 type metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	evicted  *prometheus.CounterVec
 	churned  *prometheus.CounterVec
+	// sessions counts the scoped-session pool's evictions by reason:
+	// capacity, tenant_cap, idle, refused_tenant_cap (catalogmcp.Evict*).
+	sessions *prometheus.CounterVec
 	// views counts SearchTools requests by candidate view outcome
 	// (views.go): "sent" (names given, the view stored or found), "hit" (an
 	// id stood for the names), "unknown" (an id the catalog did not know).
@@ -69,13 +73,15 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 			Help: "Retained tool name assignments evicted because the server was over catalog.max_names_per_server."}, []string{"server"}),
 		churned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_definition_churn_total",
 			Help: "Tools whose definition changed catalog.definition_churn.changes times within its window; their last stable definition stays bound."}, []string{"server"}),
+		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_sessions_evicted_total",
+			Help: "Per-scope MCP sessions closed by the pool by reason: capacity (catalog.sessions.max_scoped, largest tenant first), tenant_cap (catalog.sessions.max_scoped_per_tenant), idle (catalog.sessions.idle_ttl), refused_tenant_cap (a new session refused, the tenant's all in use)."}, []string{"reason"}),
 		views: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolplane_catalog_search_views_total",
 			Help: "SearchTools requests of service callers by candidate view outcome: sent (names given), hit (id known), unknown (id not known)."}, []string{"outcome"}),
 	}
 	if reg == nil {
 		return m
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration, m.evicted, m.churned, m.views, stateCollector{s}} {
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.evicted, m.churned, m.sessions, m.views, stateCollector{s}} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -106,4 +112,12 @@ func (m *metrics) observeEvicted(server string, n int) {
 		return
 	}
 	m.evicted.WithLabelValues(server).Add(float64(n))
+}
+
+// observeSessionEvicted counts one eviction (or refusal) of the scoped
+// session pool; it runs under the pool's lock (a counter increment).
+func (m *metrics) observeSessionEvicted(reason string) {
+	if m != nil {
+		m.sessions.WithLabelValues(reason).Inc()
+	}
 }

@@ -170,9 +170,11 @@ func New(ctx context.Context, cfg Config, env svckit.Env) (*Server, error) {
 		Placement: s.placement(),
 		Options: catalogmcp.Options{Version: Version, CloseGrace: cfg.CloseGrace, Logger: log, CommandPolicy: commandPolicy(cfg), ThreadsDir: threadsDir(cfg, env), HTTPClient: cfg.Egress.policy().StreamingClient(), OAuth: oopts,
 			ScopeDirRoot: scopeDirRoot(env.DataDir)},
-		PoolCap:     cfg.Sessions.MaxScoped,
-		PoolIdleTTL: cfg.Sessions.IdleTTL,
-		OnChange:    func() { s.rebuild(); s.featuresChanged() },
+		PoolCap:       cfg.Sessions.MaxScoped,
+		PoolTenantCap: cfg.Sessions.MaxScopedPerTenant,
+		PoolIdleTTL:   cfg.Sessions.IdleTTL,
+		OnPoolEvict:   s.met.observeSessionEvicted,
+		OnChange:      func() { s.rebuild(); s.featuresChanged() },
 		// Resources and prompts (features.go).
 		OnFeaturesChange: s.featuresChanged,
 	})

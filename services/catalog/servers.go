@@ -142,6 +142,9 @@ func (s *Server) ReplaceServers(ctx context.Context, req *catalogv1.ReplaceServe
 	if err := w.allowed(); err != nil {
 		return nil, err
 	}
+	if err := s.checkTenantServerCount(w, len(req.GetServers())); err != nil {
+		return nil, err
+	}
 	err := s.editServers(ctx, func(f *catalogconfig.File) error {
 		next, err := s.buildServers(w, req.GetServers(), f)
 		if err != nil {

@@ -14,8 +14,16 @@ import (
 // ManagerOptions configure a Manager.
 type ManagerOptions struct {
 	Options
-	// PoolCap is the LRU cap of per-scope sessions (default 32).
+	// PoolCap is the cap of per-scope sessions (default 32), evicted fairly
+	// across tenants (pool.go).
 	PoolCap int
+	// PoolTenantCap bounds one tenant's per-scope sessions (0 = no bound
+	// beyond fair eviction; catalog.sessions.max_scoped_per_tenant).
+	PoolTenantCap int
+	// OnPoolEvict counts the pool's evictions and refusals by reason
+	// (EvictCapacity, EvictTenantCap, EvictIdle, RefusedTenantCap); it
+	// must not block.
+	OnPoolEvict func(reason string)
 	// PoolIdleTTL closes a per-scope session idle this long (default 10 min).
 	PoolIdleTTL time.Duration
 	// Lookup resolves `$VAR` (default os.LookupEnv).
@@ -79,7 +87,8 @@ func NewManager(opts ManagerOptions) *Manager {
 			opts.ListingDir, opts.ownListingDir = d, true
 		}
 	}
-	m := &Manager{opts: opts, pool: NewPool(opts.PoolCap, opts.PoolIdleTTL, opts.grace()), byName: map[string]*Supervisor{},
+	m := &Manager{opts: opts, pool: NewPoolWith(opts.PoolCap, opts.PoolIdleTTL, opts.grace(),
+		PoolOptions{TenantCap: opts.PoolTenantCap, OnEvict: opts.OnPoolEvict}), byName: map[string]*Supervisor{},
 		changed: make(chan struct{}, 1), stopN: make(chan struct{})}
 	m.wgN.Add(1)
 	go m.notifier()

@@ -3,6 +3,8 @@ package catalogmcp
 import (
 	"container/list"
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -17,18 +19,27 @@ type ScopeKey struct {
 	Server, Tenant, Subject, Thread string
 }
 
-// Pool keeps per-user / per-thread sessions in an LRU with an idle TTL.
-// A session in use is never evicted (the pool may then exceed its cap until
-// the calls end); an idle one is closed when it is the least recently used
-// beyond the cap, or idle longer than the TTL.
+// Pool keeps per-user / per-thread sessions with an idle TTL, shared by
+// every scoped server and tenant, evicting fairly across tenants
+// (docs/architecture.md §10.3, docs/decisions/0138-fair-scoped-session-eviction.md):
+// beyond the cap, the victim is the least recently used idle session of the
+// tenant holding the most sessions, so a tenant flooding the pool evicts its
+// own sessions, never those of a tenant holding fewer. An optional per-tenant
+// cap makes a tenant at its cap replace its own least recently used idle
+// session, and refuses a new one (ErrTenantSessions) when all of them are
+// in use. A session in use is never evicted (the pool may then exceed its
+// cap until the calls end); an idle one is also closed after the TTL.
 type Pool struct {
-	cap   int
-	ttl   time.Duration
-	grace time.Duration
+	cap       int
+	tenantCap int // 0 = no per-tenant cap
+	ttl       time.Duration
+	grace     time.Duration
+	onEvict   func(reason string)
 
 	mu       sync.Mutex
 	entries  map[ScopeKey]*poolEntry
 	lru      *list.List // front = most recently used
+	tenants  map[string]*tenantSessions
 	inflight map[ScopeKey]*inflight
 	closed   bool
 	stop     chan struct{}
@@ -41,7 +52,56 @@ type poolEntry struct {
 	sess     *Session
 	refs     int
 	lastUsed time.Time
-	elem     *list.Element
+	elem     *list.Element // in Pool.lru
+	telem    *list.Element // in tenantSessions.lru
+}
+
+// tenantSessions are one tenant's entries (front = most recently used) and
+// its dials in flight (counted against the per-tenant cap).
+type tenantSessions struct {
+	lru     *list.List
+	dialing int
+}
+
+// Reasons passed to PoolOptions.OnEvict.
+const (
+	// EvictCapacity: the pool was over catalog.sessions.max_scoped; the
+	// victim was the largest tenant's least recently used idle session.
+	EvictCapacity = "capacity"
+	// EvictTenantCap: the tenant was at catalog.sessions.max_scoped_per_tenant;
+	// its own least recently used idle session made room.
+	EvictTenantCap = "tenant_cap"
+	// EvictIdle: idle longer than catalog.sessions.idle_ttl.
+	EvictIdle = "idle"
+	// RefusedTenantCap: a new session was refused (ErrTenantSessions).
+	RefusedTenantCap = "refused_tenant_cap"
+)
+
+// ErrTenantSessions is returned (wrapped in a *TenantSessionsError) when a
+// tenant already holds catalog.sessions.max_scoped_per_tenant sessions, all
+// in use.
+var ErrTenantSessions = errors.New("tenant holds its maximum of scoped sessions")
+
+// TenantSessionsError names the tenant's limit and the tenant.
+type TenantSessionsError struct {
+	Tenant string
+	Limit  int
+}
+
+func (e *TenantSessionsError) Error() string {
+	return fmt.Sprintf("catalog.sessions.max_scoped_per_tenant: tenant %q holds %d scoped sessions, all in use; retry when a call ends", e.Tenant, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, ErrTenantSessions) hold.
+func (e *TenantSessionsError) Unwrap() error { return ErrTenantSessions }
+
+// PoolOptions are the optional settings of a Pool.
+type PoolOptions struct {
+	// TenantCap bounds one tenant's sessions (0 = only fair eviction).
+	TenantCap int
+	// OnEvict counts evictions and refusals by reason (Evict*, Refused*);
+	// it runs under the pool's lock and must not block.
+	OnEvict func(reason string)
 }
 
 type inflight struct {
@@ -51,8 +111,14 @@ type inflight struct {
 
 // NewPool returns a pool with the given cap (>= 1), idle TTL and close grace.
 func NewPool(capacity int, ttl, grace time.Duration) *Pool {
-	p := &Pool{cap: max(capacity, 1), ttl: ttl, grace: grace, entries: map[ScopeKey]*poolEntry{},
-		lru: list.New(), inflight: map[ScopeKey]*inflight{}, stop: make(chan struct{})}
+	return NewPoolWith(capacity, ttl, grace, PoolOptions{})
+}
+
+// NewPoolWith is NewPool with a per-tenant cap and an eviction counter.
+func NewPoolWith(capacity int, ttl, grace time.Duration, o PoolOptions) *Pool {
+	p := &Pool{cap: max(capacity, 1), tenantCap: max(o.TenantCap, 0), ttl: ttl, grace: grace, onEvict: o.OnEvict,
+		entries: map[ScopeKey]*poolEntry{}, lru: list.New(), tenants: map[string]*tenantSessions{},
+		inflight: map[ScopeKey]*inflight{}, stop: make(chan struct{})}
 	if ttl > 0 {
 		p.wg.Add(1)
 		go p.janitor()
@@ -83,6 +149,7 @@ func (p *Pool) sweep(now time.Time) {
 		pe := e.Value.(*poolEntry)
 		if pe.refs == 0 && now.Sub(pe.lastUsed) >= p.ttl {
 			victims = append(victims, p.removeLocked(pe))
+			p.count(EvictIdle)
 		}
 		e = prev
 	}
@@ -90,10 +157,93 @@ func (p *Pool) sweep(now time.Time) {
 	p.closeAll(victims)
 }
 
+func (p *Pool) count(reason string) {
+	if p.onEvict != nil {
+		p.onEvict(reason)
+	}
+}
+
+// removeLocked forgets pe (whether or not it is in use) and returns its
+// session; closing it is the caller's business.
 func (p *Pool) removeLocked(pe *poolEntry) *Session {
 	p.lru.Remove(pe.elem)
 	delete(p.entries, pe.key)
+	if ts := p.tenants[pe.key.Tenant]; ts != nil {
+		ts.lru.Remove(pe.telem)
+		p.forgetTenantLocked(pe.key.Tenant, ts)
+	}
 	return pe.sess
+}
+
+func (p *Pool) tenantLocked(tenant string) *tenantSessions {
+	ts := p.tenants[tenant]
+	if ts == nil {
+		ts = &tenantSessions{lru: list.New()}
+		p.tenants[tenant] = ts
+	}
+	return ts
+}
+
+func (p *Pool) forgetTenantLocked(tenant string, ts *tenantSessions) {
+	if ts.lru.Len() == 0 && ts.dialing == 0 {
+		delete(p.tenants, tenant)
+	}
+}
+
+// oldestIdle is ts's least recently used idle entry, or nil.
+func oldestIdle(ts *tenantSessions) *poolEntry {
+	for e := ts.lru.Back(); e != nil; e = e.Prev() {
+		if pe := e.Value.(*poolEntry); pe.refs == 0 {
+			return pe
+		}
+	}
+	return nil
+}
+
+// victimIn is the idle session ts gives up: the least recently used idle
+// one of the subject holding the most of ts's sessions (so one user of a
+// tenant flooding it evicts their own sessions first), or nil when all are
+// in use. O(sessions of ts).
+func victimIn(ts *tenantSessions) *poolEntry {
+	bySubject := make(map[string]int, 4)
+	for e := ts.lru.Front(); e != nil; e = e.Next() {
+		bySubject[e.Value.(*poolEntry).key.Subject]++
+	}
+	var best *poolEntry
+	for e := ts.lru.Back(); e != nil; e = e.Prev() {
+		pe := e.Value.(*poolEntry)
+		if pe.refs == 0 && (best == nil || bySubject[pe.key.Subject] > bySubject[best.key.Subject]) {
+			best = pe // oldest first: a tie keeps the older one
+		}
+	}
+	return best
+}
+
+// fairVictimLocked picks the capacity victim: victimIn of the tenant
+// holding the most sessions (ties: the tenant whose oldest idle session is
+// older). Tenants whose sessions are all in use are skipped. The scan is
+// over tenants holding sessions, at most the cap plus the sessions in use.
+func (p *Pool) fairVictimLocked() *poolEntry {
+	var best *tenantSessions
+	var bestOld *poolEntry
+	bestN := 0
+	for _, ts := range p.tenants {
+		n := ts.lru.Len()
+		if n < bestN {
+			continue
+		}
+		pe := oldestIdle(ts)
+		if pe == nil {
+			continue
+		}
+		if n > bestN || pe.lastUsed.Before(bestOld.lastUsed) {
+			best, bestOld, bestN = ts, pe, n
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return victimIn(best)
 }
 
 func (p *Pool) closeAll(ss []*Session) {
@@ -116,16 +266,14 @@ func (p *Pool) Acquire(ctx context.Context, key ScopeKey, dial func(context.Cont
 		if pe, ok := p.entries[key]; ok {
 			select {
 			case <-pe.sess.Dead():
-				if pe.refs == 0 {
-					p.closeAll([]*Session{p.removeLocked(pe)})
-				} else {
-					p.lru.Remove(pe.elem)
-					delete(p.entries, key)
+				if sess := p.removeLocked(pe); pe.refs == 0 {
+					p.closeAll([]*Session{sess})
 				}
 			default:
 				pe.refs++
 				pe.lastUsed = time.Now()
 				p.lru.MoveToFront(pe.elem)
+				p.tenants[key.Tenant].lru.MoveToFront(pe.telem)
 				p.mu.Unlock()
 				return pe.sess, p.releaser(pe), nil
 			}
@@ -142,34 +290,59 @@ func (p *Pool) Acquire(ctx context.Context, key ScopeKey, dial func(context.Cont
 				return nil, nil, ctx.Err()
 			}
 		}
+		ts := p.tenantLocked(key.Tenant)
+		var victims []*Session
+		if p.tenantCap > 0 && ts.lru.Len()+ts.dialing >= p.tenantCap {
+			// At the tenant's own cap: it replaces its own oldest idle
+			// session, or waits for a call to end.
+			v := victimIn(ts)
+			if v == nil || ts.lru.Len()+ts.dialing > p.tenantCap {
+				p.forgetTenantLocked(key.Tenant, ts)
+				p.count(RefusedTenantCap)
+				p.mu.Unlock()
+				return nil, nil, &TenantSessionsError{Tenant: key.Tenant, Limit: p.tenantCap}
+			}
+			victims = append(victims, p.removeLocked(v))
+			p.count(EvictTenantCap)
+			ts = p.tenantLocked(key.Tenant) // removeLocked may have dropped an empty record
+		}
+		ts.dialing++
 		in := &inflight{done: make(chan struct{})}
 		p.inflight[key] = in
 		p.mu.Unlock()
+		p.closeAll(victims)
+		victims = nil
 
 		sess, err := dial(ctx)
 		p.mu.Lock()
 		delete(p.inflight, key)
 		in.err = err
 		close(in.done)
-		if err != nil {
+		if p.closed { // Close replaced the tenant records
 			p.mu.Unlock()
-			return nil, nil, err
-		}
-		if p.closed {
-			p.mu.Unlock()
+			if err != nil {
+				return nil, nil, err
+			}
 			sess.Close(p.grace)
 			return nil, nil, context.Canceled
 		}
+		ts.dialing-- // the record stayed in p.tenants: dialing > 0 kept it
+		if err != nil {
+			p.forgetTenantLocked(key.Tenant, ts)
+			p.mu.Unlock()
+			return nil, nil, err
+		}
 		pe := &poolEntry{key: key, sess: sess, refs: 1, lastUsed: time.Now()}
 		pe.elem = p.lru.PushFront(pe)
+		pe.telem = ts.lru.PushFront(pe)
 		p.entries[key] = pe
-		var victims []*Session
-		for e := p.lru.Back(); e != nil && p.lru.Len() > p.cap; {
-			prev := e.Prev()
-			if v := e.Value.(*poolEntry); v.refs == 0 {
-				victims = append(victims, p.removeLocked(v))
+		for p.lru.Len() > p.cap {
+			v := p.fairVictimLocked()
+			if v == nil {
+				break // every session is in use
 			}
-			e = prev
+			victims = append(victims, p.removeLocked(v))
+			p.count(EvictCapacity)
 		}
 		p.mu.Unlock()
 		p.closeAll(victims)
@@ -204,8 +377,7 @@ func (p *Pool) Drop(key ScopeKey, sess *Session) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pe, ok := p.entries[key]; ok && pe.sess == sess {
-		p.lru.Remove(pe.elem)
-		delete(p.entries, key)
+		p.removeLocked(pe)
 		if pe.refs == 0 {
 			p.closeAll([]*Session{sess})
 		}
@@ -221,14 +393,26 @@ func (p *Pool) RemoveServer(server string) {
 		if k.Server != server {
 			continue
 		}
-		p.lru.Remove(pe.elem)
-		delete(p.entries, k)
+		p.removeLocked(pe)
 		if pe.refs == 0 {
 			victims = append(victims, pe.sess)
 		}
 	}
 	p.mu.Unlock()
 	p.closeAll(victims)
+}
+
+// TenantCounts returns the number of sessions each tenant holds.
+func (p *Pool) TenantCounts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.tenants))
+	for t, ts := range p.tenants {
+		if n := ts.lru.Len(); n > 0 {
+			out[t] = n
+		}
+	}
+	return out
 }
 
 // Keys returns the keys held, most recently used first.
@@ -257,6 +441,7 @@ func (p *Pool) Close() {
 	}
 	p.entries = map[ScopeKey]*poolEntry{}
 	p.lru.Init()
+	p.tenants = map[string]*tenantSessions{}
 	p.mu.Unlock()
 	p.wg.Wait()
 	var wg sync.WaitGroup
