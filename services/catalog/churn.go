@@ -73,11 +73,13 @@ func (b *base) churnHash() string {
 
 // behaviourHash is the definition hash of b without its title and
 // description: what the guard may never hold (name, schemas, annotations).
-// Computed only for tools in a churn episode.
+// Computed once per base, only for tools in a churn episode.
 func (b *base) behaviourHash() string {
-	_, h := definitionOf(DefinitionInput{Name: b.def.Name,
-		InputSchema: b.def.InputSchema, OutputSchema: b.def.OutputSchema, Annotations: b.def.Annotations})
-	return h
+	b.behOnce.Do(func() {
+		_, b.behSum = definitionOf(DefinitionInput{Name: b.def.Name,
+			InputSchema: b.def.InputSchema, OutputSchema: b.def.OutputSchema, Annotations: b.def.Annotations})
+	})
+	return b.behSum
 }
 
 // begin starts a rebuild's pass.
