@@ -182,3 +182,231 @@ func TestDefinitionChurnRules(t *testing.T) {
 		t.Fatalf("state kept for untracked tools: %d", len(s.churn.tools))
 	}
 }
+
+// TestDefinitionChurnNeverHoldsWhatTheToolDoes: a real stdio server whose
+// tool flip is read-only while its description flips, and from list 6 on
+// says "DELETES EVERYTHING", is annotated readOnlyHint false and
+// destructiveHint true and requires `target` (tpfixture
+// TPFIXTURE_FLIP_UNSAFE). The guard holds the description while only text
+// changes; once the annotations and schema change the live definition is
+// served (new hash, the live annotations an authz readOnlyHint condition
+// reads, the live schema), still reported as churn; later text-only flips
+// hold the text of that live definition, never the old safe one.
+func TestDefinitionChurnNeverHoldsWhatTheToolDoes(t *testing.T) {
+	const unsafeAt = 10
+	h := start(t, extJSON(fixtureServer("fl", fmt.Sprintf(`"env": {"TPFIXTURE_FLIP": "1", "TPFIXTURE_FLIP_UNSAFE": "%d"}`, unsafeAt))), func(c *Config, env *svckit.Env) {
+		c.DefinitionChurn = ChurnConfig{Changes: 3, Window: time.Minute, Settle: time.Minute}
+	})
+	ctx := ctxT(t)
+	sup, _ := h.srv.mgr.Supervisor("fl")
+	flip := func() (listed int) {
+		t.Helper()
+		r0 := sup.Relists()
+		r, err := h.call(ctx, h.svc, "fl_flip", `{"target": "x"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k int
+		if _, err := fmt.Sscanf(textOf(r), "flipped after list %d", &k); err != nil {
+			t.Fatalf("flip answered %q", textOf(r))
+		}
+		eventually(t, 10*time.Second, "the re-list after list_changed", func() bool { return sup.Relists() > r0 })
+		time.Sleep(50 * time.Millisecond) // the rebuild after the re-list
+		return k + 1
+	}
+	type served struct {
+		desc, hash        string
+		readOnly, destroy any
+		required          []any
+		problems          []string
+	}
+	tool := func() served {
+		t.Helper()
+		tl := h.toolByOriginal("fl", "flip")
+		if tl == nil {
+			t.Fatal("tool flip not listed")
+		}
+		a := tl.GetAnnotations().AsMap()
+		req, _ := tl.GetInputSchema().AsMap()["required"].([]any)
+		return served{tl.GetDescription(), tl.GetDefinitionHash(), a["readOnlyHint"], a["destructiveHint"], req, tl.GetProblems()}
+	}
+	if s := tool(); s.readOnly != true {
+		t.Fatalf("before any flip: readOnlyHint %v (does the fixture annotate flip?)", s.readOnly)
+	}
+	var sawHeld bool
+	var last served
+	for i := 0; ; i++ {
+		if i > 12 {
+			t.Fatal("the unsafe definition was never listed")
+		}
+		listed := flip()
+		last = tool()
+		if listed < unsafeAt {
+			if last.readOnly != true || last.destroy != nil || len(last.required) != 0 {
+				t.Fatalf("list %d (safe): served %+v", listed, last)
+			}
+			if len(last.problems) == 1 && strings.Contains(last.problems[0], "definition churn") && !strings.Contains(last.problems[0], "live definition") {
+				sawHeld = true
+			}
+			continue
+		}
+		break
+	}
+	if !sawHeld {
+		t.Fatal("the description was never held before the unsafe change (is the guard engaged?)")
+	}
+	// The unsafe definition is served as it is listed.
+	if last.readOnly != false || last.destroy != true || len(last.required) != 1 || last.required[0] != "target" ||
+		!strings.HasPrefix(last.desc, "DELETES EVERYTHING") {
+		t.Fatalf("after the annotation and schema change: served %+v, want the live definition", last)
+	}
+	if len(last.problems) != 1 || !strings.Contains(last.problems[0], "live definition is served") {
+		t.Fatalf("the churn is not reported on the live definition: %v", last.problems)
+	}
+	// Text-only flips after it: the text of the unsafe definition is held,
+	// its annotations and schema stay the live ones.
+	unsafeDesc, unsafeHash := last.desc, last.hash
+	for i := 0; i < 2; i++ {
+		flip()
+		s := tool()
+		if s.desc != unsafeDesc || s.readOnly != false || s.destroy != true || len(s.required) != 1 {
+			t.Fatalf("text-only flip %d after the unsafe change: served %+v", i, s)
+		}
+		if s.hash != unsafeHash {
+			t.Fatalf("text-only flip %d: hash %s, want the held %s", i, s.hash, unsafeHash)
+		}
+	}
+}
+
+// While churning, a change of the input schema, output schema or
+// annotations is never held: the live definition is served (its hash, its
+// annotations, its schema), with the churn problem; a held definition's
+// parts other than title and description are the live ones.
+func TestDefinitionChurnServesLiveBehaviour(t *testing.T) {
+	s := &Server{cfg: Config{DefinitionChurn: ChurnConfig{Changes: 2, Window: time.Minute, Settle: 30 * time.Second}},
+		log: slog.New(slog.DiscardHandler)}
+	s.met = newMetrics(s, nil)
+	s.stop = make(chan struct{})
+	close(s.stop)
+	st := &catalogmcp.Status{Name: "srv"}
+	def := func(d, in, out, ann string) *base {
+		b := &base{def: catalogmcp.ToolDef{Tool: catalogmcp.Tool{Name: "t", Description: d, InputSchema: []byte(in)}, Origin: "srv"}}
+		if out != "" {
+			b.def.OutputSchema = []byte(out)
+		}
+		if ann != "" {
+			b.def.Annotations = []byte(ann)
+		}
+		return b
+	}
+	t0 := time.Unix(1_000_000, 0)
+	at := 0
+	bind := func(b *base) *base {
+		s.churn.begin()
+		defer s.churn.end()
+		at++
+		return s.bindStable(st, b, false, t0.Add(time.Duration(at)*time.Second))
+	}
+	const obj, ro = `{"type":"object"}`, `{"readOnlyHint":true}`
+	bind(def("a", obj, "", ro))
+	bind(def("b", obj, "", ro))
+	held := bind(def("c", obj, "", ro))
+	if held.def.Description != "b" || string(held.def.Annotations) != ro {
+		t.Fatalf("text-only churn not held: %q %s", held.def.Description, held.def.Annotations)
+	}
+	cases := []struct {
+		name string
+		live *base
+	}{
+		{"annotations", def("d", obj, "", `{"readOnlyHint":false,"destructiveHint":true}`)},
+		{"input schema", def("e", `{"type":"object","properties":{"target":{"type":"string"}},"required":["target"]}`, "", `{"readOnlyHint":false,"destructiveHint":true}`)},
+		{"output schema", def("f", `{"type":"object","properties":{"target":{"type":"string"}},"required":["target"]}`, obj, `{"readOnlyHint":false,"destructiveHint":true}`)},
+	}
+	for _, c := range cases {
+		got := bind(c.live)
+		if got.def.Description != c.live.def.Description || string(got.def.Annotations) != string(c.live.def.Annotations) ||
+			string(got.def.InputSchema) != string(c.live.def.InputSchema) || string(got.def.OutputSchema) != string(c.live.def.OutputSchema) {
+			t.Fatalf("%s changed while churning: served %q %s %s %s, want the live %q %s %s %s", c.name,
+				got.def.Description, got.def.Annotations, got.def.InputSchema, got.def.OutputSchema,
+				c.live.def.Description, c.live.def.Annotations, c.live.def.InputSchema, c.live.def.OutputSchema)
+		}
+		if _, h := got.definition("t"); h != c.live.churnHash() {
+			t.Fatalf("%s: served hash is not the live one", c.name)
+		}
+		if len(got.problems) != 1 || !strings.Contains(got.problems[0], "live definition is served") {
+			t.Fatalf("%s: churn not reported: %v", c.name, got.problems)
+		}
+	}
+	// A text-only flip after that holds the last live text, with the live rest.
+	last := cases[len(cases)-1].live
+	got := bind(def("g", string(last.def.InputSchema), string(last.def.OutputSchema), string(last.def.Annotations)))
+	if got.def.Description != "f" || got.churnHash() != last.churnHash() || string(got.def.Annotations) != string(last.def.Annotations) {
+		t.Fatalf("text-only flip after the live change: %q %s", got.def.Description, got.def.Annotations)
+	}
+	// Formatting of a schema is not a behaviour change: the held keeps its
+	// hash and takes the live bytes.
+	spaced := `{ "type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"] }`
+	got = bind(def("h", spaced, string(last.def.OutputSchema), string(last.def.Annotations)))
+	if got.def.Description != "f" || got.churnHash() != last.churnHash() || string(got.def.InputSchema) != spaced {
+		t.Fatalf("reformatted schema: %q %s", got.def.Description, got.def.InputSchema)
+	}
+}
+
+// Each tool settles at its own deadline: the settle timer is armed at the
+// earliest deadline among the tools in an episode, not at the deadline of
+// the tool bound last.
+func TestDefinitionChurnTimerEarliest(t *testing.T) {
+	s := &Server{cfg: Config{DefinitionChurn: ChurnConfig{Changes: 2, Window: time.Minute, Settle: 30 * time.Second}},
+		log: slog.New(slog.DiscardHandler)}
+	s.met = newMetrics(s, nil)
+	s.stop = make(chan struct{})
+	st := &catalogmcp.Status{Name: "srv"}
+	def := func(n, d string) *base {
+		return &base{def: catalogmcp.ToolDef{Tool: catalogmcp.Tool{Name: n, Description: d, InputSchema: []byte(`{"type":"object"}`)}, Origin: "srv"}}
+	}
+	fired := make(chan struct{}, 4)
+	s.churn.fire = func() { fired <- struct{}{} }
+	t0 := time.Unix(1_000_000, 0)
+	pass := func(at time.Duration, a, b string) (ga, gb *base) {
+		s.churn.begin()
+		defer s.churn.end()
+		now := t0.Add(at)
+		return s.bindStable(st, def("a", a), false, now), s.bindStable(st, def("b", b), false, now)
+	}
+	// a churns first (held from 2s, current since 2s), b later (since 10s);
+	// a is bound before b in every pass.
+	pass(0, "a0", "b0")
+	pass(1*time.Second, "a1", "b1")
+	pass(2*time.Second, "a2", "b1")
+	pass(9*time.Second, "a2", "b2")
+	ga, gb := pass(10*time.Second, "a2", "b3")
+	if ga.def.Description != "a1" || gb.def.Description != "b1" {
+		t.Fatalf("not both held: %q %q", ga.def.Description, gb.def.Description)
+	}
+	if want := t0.Add(32 * time.Second); !s.churn.timerAt.Equal(want) {
+		t.Fatalf("settle timer armed for %v, want a's deadline %v (b's is %v)", s.churn.timerAt.Sub(t0), want.Sub(t0), 40*time.Second)
+	}
+	// At a's deadline a settles, b stays held, the timer moves to b's.
+	ga, gb = pass(32*time.Second, "a2", "b3")
+	if ga.def.Description != "a2" || gb.def.Description != "b1" {
+		t.Fatalf("at a's deadline: %q %q", ga.def.Description, gb.def.Description)
+	}
+	if want := t0.Add(40 * time.Second); !s.churn.timerAt.Equal(want) {
+		t.Fatalf("settle timer armed for %v, want b's deadline 40s", s.churn.timerAt.Sub(t0))
+	}
+	pass(40*time.Second, "a2", "b3")
+	if !s.churn.timerAt.IsZero() {
+		t.Fatalf("timer still armed with nothing held: %v", s.churn.timerAt.Sub(t0))
+	}
+	// The armed timer really fires (a short settle here).
+	s.cfg.DefinitionChurn.Settle = 100 * time.Millisecond
+	pass(41*time.Second, "a3", "b3")
+	if ga, _ := pass(41*time.Second+10*time.Millisecond, "a4", "b3"); ga.def.Description != "a3" {
+		t.Fatalf("not held: %q", ga.def.Description)
+	}
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the settle timer did not fire")
+	}
+}

@@ -137,7 +137,8 @@ type PlacementConfig struct {
 
 // ChurnConfig is catalog.definition_churn: a tool of an unpinned server
 // whose definition changed Changes times within Window is bound with its
-// last stable definition until it stays unchanged for Settle
+// last stable title and description (never older annotations or schemas)
+// until it stays unchanged for Settle
 // (docs/decisions/0097-definition-churn-guard.md).
 type ChurnConfig struct {
 	// Changes is how many definition changes within Window make a tool

@@ -226,8 +226,8 @@ type base struct {
 	once                           sync.Once
 	input, output, annotations, md *structpb.Struct
 
-	churnOnce sync.Once // churn.go
-	churnSum  string
+	churnOnce, behOnce sync.Once // churn.go
+	churnSum, behSum   string
 }
 
 // definition returns the canonical definition and its hash under the exposed name n.
