@@ -2,6 +2,7 @@ package runtimeassembly
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -39,9 +40,26 @@ func SchemaTool(t *Tool) runtimeschema.Tool {
 	return runtimeschema.Tool{Name: t.Name, Description: t.Description, InputSchema: in}
 }
 
-// BindTool normalises t for profile id.
+// BindTool normalises t for profile id and checks the bound form with the
+// profile's validator (runtimeschema.Check, written independently of the
+// normaliser): a form the provider would reject is never sent; the tool is
+// left out with the violations as the reason, like any tool the
+// normaliser cannot bind. Bound forms are memoised per catalog generation
+// (memo.go bindMemo), so the check runs once per tool, profile and
+// generation.
 func BindTool(t *Tool, id runtimeschema.ID) (*runtimeschema.Bound, error) {
-	return runtimeschema.Normalize(id, SchemaTool(t))
+	b, err := runtimeschema.Normalize(id, SchemaTool(t))
+	if err != nil {
+		return nil, err
+	}
+	if errs := runtimeschema.Check(id, b.Render()); len(errs) > 0 {
+		reason := "the bound form fails the profile's validator: " + strings.Join(errs, "; ")
+		if i := strings.LastIndex(reason[:min(len(reason), 400)], " "); len(reason) > 400 && i > 0 {
+			reason = reason[:i] + " ..."
+		}
+		return nil, &runtimeschema.LeftOut{Tool: t.Name, Profile: id, Reason: reason}
+	}
+	return b, nil
 }
 
 // Bind renders t for a request's profile: the openai and anthropic forms

@@ -467,7 +467,7 @@ func TestUnknownSubagentType(t *testing.T) {
 func TestLoopDetectorUnit(t *testing.T) {
 	d := newLoopDetector(LoopDetection{WarnThreshold: 3, HardLimit: 5, Window: 20, ToolWarn: 30, ToolHard: 50})
 	a := []*runtimev1.ToolCall{call("read_file", `{"path":"/a","start_line":1}`), call("echo", `{"text":"x"}`)}
-	b := []*runtimev1.ToolCall{call("echo", `{"text":"x"}`), call("read_file", `{"path":"/a","start_line":150}`)} // same multiset
+	b := []*runtimev1.ToolCall{call("echo", `{"text":"x"}`), call("read_file", `{"start_line":1,"path":"/a"}`)} // same multiset
 	var got []loopVerdict
 	for i := range 5 {
 		v, _ := d.observe([][]*runtimev1.ToolCall{a, b}[i%2])
@@ -502,6 +502,81 @@ func TestLoopDetectorUnit(t *testing.T) {
 	if v != loopHard {
 		t.Fatalf("the same page five times: %v", v)
 	}
+}
+
+// A model that follows read_file's page notes is never stopped by the
+// loop guard: pages starting at character 0 of successive lines (hint
+// start_line=N alone) and many small pages within one long line (hint
+// start_char) are all different calls; the exact same page read again and
+// again still is a loop. Paging tools other than read_file are keyed by
+// their paging arguments too.
+func TestLoopDetectorFollowsPagingHints(t *testing.T) {
+	cfg := LoopDetection{WarnThreshold: 3, HardLimit: 5, Window: 20, ToolWarn: 30, ToolHard: 50}
+	follow := func(t *testing.T, pages []string) {
+		t.Helper()
+		d := newLoopDetector(cfg)
+		for i, args := range pages {
+			if v, why := d.observe([]*runtimev1.ToolCall{call("read_file", args)}); v != loopOK {
+				t.Fatalf("page %d (%s): %v %s", i+1, args, v, why)
+			}
+		}
+	}
+	t.Run("6000-character lines, one page per line", func(t *testing.T) {
+		pages := []string{`{"path":"/w/big.txt"}`}
+		for l := 2; l <= 15; l++ {
+			pages = append(pages, fmt.Sprintf(`{"path":"/w/big.txt","start_line":%d}`, l))
+		}
+		follow(t, pages)
+	})
+	t.Run("1000-character lines, small pages", func(t *testing.T) {
+		var pages []string
+		for l := 1; l <= 12; l++ {
+			for c := 0; c < 1000; c += 450 {
+				pages = append(pages, fmt.Sprintf(`{"path":"/w/mid.txt","start_line":%d,"start_char":%d}`, l, c))
+			}
+		}
+		follow(t, pages[:29]) // the per-tool caps warn at 30 read_file calls in one turn, stop at 50
+	})
+	t.Run("many 400-character pages within one 2000-character span", func(t *testing.T) {
+		var pages []string
+		for c := 0; c < 6000; c += 400 {
+			pages = append(pages, fmt.Sprintf(`{"path":"/w/big.txt","start_line":3,"start_char":%d,"end_line":9}`, c))
+		}
+		follow(t, pages)
+	})
+	t.Run("the same page five times is stopped", func(t *testing.T) {
+		for _, same := range []string{`{"path":"/w/big.txt","start_line":2}`, `{"path":"/w/big.txt"}`, `{"path":"/w/big.txt","start_line":3,"start_char":400}`} {
+			d := newLoopDetector(cfg)
+			var got []loopVerdict
+			for range 5 {
+				v, _ := d.observe([]*runtimev1.ToolCall{call("read_file", same)})
+				got = append(got, v)
+			}
+			if fmt.Sprint(got) != fmt.Sprint([]loopVerdict{loopOK, loopOK, loopWarn, loopWarn, loopHard}) {
+				t.Fatalf("%s: verdicts %v", same, got)
+			}
+		}
+		// Absent arguments are their defaults: the first page is one page.
+		if LoopKey(call("read_file", `{"path":"/a"}`)) != LoopKey(call("read_file", `{"path":"/a","start_line":1,"start_char":0}`)) {
+			t.Fatal("start_line 1 / start_char 0 keyed apart from the defaults")
+		}
+	})
+	t.Run("other paging tools", func(t *testing.T) {
+		d := newLoopDetector(cfg)
+		for i := range 10 {
+			c := call("fs_read_text_file", fmt.Sprintf(`{"path":"/w/big.txt","offset":%d,"limit":100}`, 100*i))
+			if v, why := d.observe([]*runtimev1.ToolCall{c}); v != loopOK {
+				t.Fatalf("offset %d: %s", 100*i, why)
+			}
+		}
+		var v loopVerdict
+		for range 5 {
+			v, _ = d.observe([]*runtimev1.ToolCall{call("web_fetch", `{"url":"https://example.com/a","start_index":5000}`)})
+		}
+		if v != loopHard {
+			t.Fatalf("the same web_fetch page five times: %v", v)
+		}
+	})
 }
 
 func TestCallerGoneCancelsRun(t *testing.T) {

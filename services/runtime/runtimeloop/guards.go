@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 )
@@ -214,19 +215,43 @@ func (d *loopDetector) observe(calls []*runtimev1.ToolCall) (loopVerdict, string
 
 var salientArgs = []string{"path", "url", "query", "command", "pattern", "glob", "cmd"}
 
+// pagingArgs are the arguments that name which part of a result a call
+// reads (read_file's own, and the usual names of paging tools: MCP
+// filesystem head/tail, fetch start_index/max_length, cursors and offsets).
+// They are part of a call's key next to the salient arguments: two pages
+// of one path or URL are different calls, the same page twice is the same.
+var pagingArgs = []string{"start_line", "end_line", "start_char", "start_index", "max_length", "offset", "limit",
+	"line", "lines", "head", "tail", "page", "page_size", "cursor", "start", "end", "from", "to"}
+
+// LoopKey is the key the loop guard gives call c: two calls with the same
+// key are the same call for the repeated-call detection. read_file is keyed
+// by its exact page (path, start_line, start_char, end_line, absent as
+// their defaults 1, 0 and none): following read_file's page notes never
+// repeats a key, reading one page again does
+// (docs/architecture.md §3.3 loop detection). Other tools are keyed by
+// their salient and paging arguments; write_file and str_replace by all.
+func LoopKey(c *runtimev1.ToolCall) string { return callKey(c) }
+
 func callKey(c *runtimev1.ToolCall) string {
 	f := c.GetArguments().GetFields()
 	switch c.GetName() {
 	case "read_file":
-		start := int(f["start_line"].GetNumberValue())
-		// Paging through lines longer than a page always carries start_char
-		// (runtimechain.readFilePage): those pages are keyed by their exact
-		// line, or every page of a long-lined file would look like the
-		// same 200-line window.
-		if c, ok := f["start_char"]; ok {
-			return fmt.Sprintf("read_file|%s|line %d|%d", f["path"].GetStringValue(), start, int(c.GetNumberValue())/2000)
+		num := func(k string, def float64) string {
+			v, ok := f[k]
+			if !ok {
+				return fmt.Sprint(def)
+			}
+			if _, isNum := v.GetKind().(*structpb.Value_NumberValue); isNum {
+				return fmt.Sprint(v.GetNumberValue())
+			}
+			b, _ := protojson.Marshal(v) // refused by read_file; still its own key
+			return string(b)
 		}
-		return fmt.Sprintf("read_file|%s|%d", f["path"].GetStringValue(), start/200)
+		end := "-"
+		if _, ok := f["end_line"]; ok {
+			end = num("end_line", 0)
+		}
+		return fmt.Sprintf("read_file|%s|line %s|char %s|end %s", f["path"].GetStringValue(), num("start_line", 1), num("start_char", 0), end)
 	case "write_file", "str_replace":
 		return c.GetName() + "|" + canonicalArgs(c)
 	}
@@ -239,6 +264,12 @@ func callKey(c *runtimev1.ToolCall) string {
 	}
 	if len(parts) == 0 {
 		return c.GetName() + "|" + canonicalArgs(c)
+	}
+	for _, k := range pagingArgs {
+		if v, ok := f[k]; ok {
+			b, _ := protojson.Marshal(v)
+			parts = append(parts, k+"="+string(b))
+		}
 	}
 	return c.GetName() + "|" + strings.Join(parts, "|")
 }

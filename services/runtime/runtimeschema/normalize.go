@@ -184,6 +184,9 @@ func (n *normaliser) run(t Tool) error {
 		return fmt.Errorf("input schema is a JSON %s, not an object", jsonKind(s))
 	}
 	n.root = root
+	if err := emptyCombinator(root, ""); err != nil {
+		return err
+	}
 	if err := n.fixRoot(); err != nil {
 		return err
 	}
@@ -362,21 +365,106 @@ func (n *normaliser) resolveLocal(ref string) (any, bool) {
 	return v, v != nil
 }
 
-func (n *normaliser) fixRoot() error {
-	r := n.root
-	// A root that is only a local $ref: the target is the root.
-	if ref, ok := r["$ref"].(string); ok && !n.p.RootOnly {
-		t, ok := n.resolveLocal(ref)
-		if tm, isMap := t.(map[string]any); ok && isMap && !refersTo(tm, ref) {
-			delete(r, "$ref")
-			for k, v := range deepCopy(tm).(map[string]any) {
-				if _, has := r[k]; !has {
-					r[k] = v
+// emptyCombinator finds an empty anyOf, oneOf or allOf anywhere in s
+// (JSON Schema 2020-12 §10.2.1: each must be a non-empty array). An empty
+// anyOf/oneOf matches nothing, so the node is unsatisfiable; a strict
+// profile would even turn an optional one into "null only". The tool is
+// left out rather than bound with a schema no call, or the wrong calls,
+// satisfy. Values of the data keywords (const, enum, default, examples)
+// are not schemas and are not searched.
+func emptyCombinator(s any, path string) error {
+	switch v := s.(type) {
+	case map[string]any:
+		for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+			if bs, ok := v[k].([]any); ok && len(bs) == 0 {
+				why := "JSON Schema requires a non-empty list"
+				if k != "allOf" {
+					why = "no value can match it"
 				}
+				if path == "" {
+					return fmt.Errorf("root %s is an empty list: %s", k, why)
+				}
+				return fmt.Errorf("%s: %s is an empty list: %s", path, k, why)
 			}
-			n.change(KindRefInlined, "", "root $ref %s inlined", ref)
+		}
+		for _, k := range sortedKeys(v) {
+			switch k {
+			case "const", "enum", "default", "examples":
+				continue
+			}
+			if err := emptyCombinator(v[k], path+"/"+escapePointer(k)); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, x := range v {
+			if err := emptyCombinator(x, fmt.Sprintf("%s/%d", path, i)); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// inlineRootRef resolves a root that is a local $ref before any other root
+// rule, in every profile: the root is what the provider reads first and
+// none of them resolves a $ref there. A chain of root $refs is followed;
+// a target that can be an object is inlined into the root (the root's own
+// keywords win), a target no object can match, a cycle or a $ref that
+// does not resolve locally leaves the tool out
+// (docs/decisions/0096-only-object-branches-at-the-root.md, addendum).
+func (n *normaliser) inlineRootRef() error {
+	r := n.root
+	ref, ok := r["$ref"].(string)
+	if !ok {
+		return nil
+	}
+	first := ref
+	seen := map[string]bool{}
+	var target map[string]any
+	for {
+		if seen[ref] || ref == "#" || ref == "" {
+			return fmt.Errorf("root $ref %s is a cycle: it never reaches a schema", first)
+		}
+		seen[ref] = true
+		t, ok := n.resolveLocal(ref)
+		if !ok {
+			return fmt.Errorf("root $ref %s does not resolve to a schema in the tool's own schema", first)
+		}
+		tm, isMap := t.(map[string]any)
+		if !isMap {
+			if b, isBool := t.(bool); isBool && b {
+				tm = map[string]any{}
+			} else {
+				return fmt.Errorf("root $ref %s is a JSON %s, not a schema that accepts an object", first, jsonKind(t))
+			}
+		}
+		next, more := tm["$ref"].(string)
+		if !more {
+			target = tm
+			break
+		}
+		ref = next
+	}
+	if !canBeObject(target, n.resolveLocal, map[string]bool{}) {
+		return fmt.Errorf("root $ref %s is %s: MCP tools/call arguments are always an object, so no call could match", first, clip(compact(target), 120))
+	}
+	delete(r, "$ref")
+	for k, v := range deepCopy(target).(map[string]any) {
+		if _, has := r[k]; !has {
+			r[k] = v
+		}
+	}
+	n.change(KindRefInlined, "", "root $ref %s inlined", first)
+	return nil
+}
+
+func (n *normaliser) fixRoot() error {
+	r := n.root
+	if err := n.inlineRootRef(); err != nil {
+		return err
+	}
+	r = n.root
 	defs := n.resolveLocal
 	ty := r["type"]
 	if tl, ok := ty.([]any); ok {
@@ -530,7 +618,8 @@ func canBeObject(s any, defs func(string) (any, bool), seen map[string]bool) boo
 			return false
 		}
 		for _, k := range []string{"anyOf", "oneOf"} {
-			if bs, ok := v[k].([]any); ok && len(bs) > 0 && !slices.ContainsFunc(bs, func(b any) bool { return canBeObject(b, defs, seen) }) {
+			// An empty list matches nothing (JSON Schema 2020-12 §10.2.1.2-3).
+			if bs, ok := v[k].([]any); ok && !slices.ContainsFunc(bs, func(b any) bool { return canBeObject(b, defs, seen) }) {
 				return false
 			}
 		}

@@ -12,9 +12,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	runtimev1 "github.com/toolplane/toolplane/gen/go/toolplane/runtime/v1"
 	"github.com/toolplane/toolplane/services/runtime/runtimeassembly"
 	"github.com/toolplane/toolplane/services/runtime/runtimechain"
+	"github.com/toolplane/toolplane/services/runtime/runtimeloop"
 	"github.com/toolplane/toolplane/services/runtime/runtimestore"
 )
 
@@ -53,7 +56,14 @@ var pageNote = regexp.MustCompile(`\n\[read_file returns at most (\d+) character
 // it (computed here from the page's own newlines and characters).
 func followPages(t *testing.T, f *searchFixture, path string, endLine int) (string, int) {
 	t.Helper()
-	ch, err := runtimechain.New(runtimechain.OutputBudget{Settings: runtimechain.BudgetSettings{ExternalizeMinChars: pageBudget,
+	return followPagesBudget(t, f, path, endLine, pageBudget, nil)
+}
+
+// followPagesBudget is followPages under the output budget budget; each
+// page's arguments are passed to seen (when not nil).
+func followPagesBudget(t *testing.T, f *searchFixture, path string, endLine, budget int, seen func(map[string]any)) (string, int) {
+	t.Helper()
+	ch, err := runtimechain.New(runtimechain.OutputBudget{Settings: runtimechain.BudgetSettings{ExternalizeMinChars: budget,
 		PreviewHeadChars: 2000, PreviewTailChars: 1000, ExemptTools: []string{"read_file"}}}, dispatchStep{f.d})
 	if err != nil {
 		t.Fatal(err)
@@ -75,12 +85,15 @@ func followPages(t *testing.T, f *searchFixture, path string, endLine int) (stri
 		if endLine > 0 {
 			args["end_line"] = float64(endLine)
 		}
+		if seen != nil {
+			seen(args)
+		}
 		out, ok := f.readVia(t, ch, args)
 		if !ok {
 			t.Fatalf("page %d (start_line=%d start_char=%d): the hint was refused: %.300s", pages, line, char, out)
 		}
-		if n := utf8.RuneCountInString(out); n > pageBudget {
-			t.Fatalf("page %d is %d characters, over the budget %d", pages, n, pageBudget)
+		if n := utf8.RuneCountInString(out); n > budget {
+			t.Fatalf("page %d is %d characters, over the budget %d", pages, n, budget)
 		}
 		if !utf8.ValidString(out) {
 			t.Fatalf("page %d is not valid UTF-8: a character was split", pages)
@@ -175,6 +188,48 @@ func TestReadFileFollowHintsToTheEnd(t *testing.T) {
 		}
 		read(t, "workspace/big.txt", big.String(), true)
 	})
+}
+
+// Following read_file's notes never repeats a loop-guard key
+// (runtimeloop.LoopKey): files of 6,000- and 1,000-character lines, read
+// with the default budget and with 400-600 character budgets, page to
+// their end with every page a different call; the guard would force-stop
+// a model that repeats a key five times.
+func TestReadFileHintsNeverRepeatALoopKey(t *testing.T) {
+	f := newSearchFixture(t)
+	f.d.cfg.ReadPageChars = 0
+	for _, c := range []struct {
+		name          string
+		lines, length int
+		budget        int
+	}{{"fifteen 6000-character lines", 15, 6000, pageBudget}, {"fifteen 6000-character lines, budget 600", 15, 6000, 600},
+		{"forty 1000-character lines", 40, 1000, pageBudget}, {"forty 1000-character lines, budget 400", 40, 1000, 400},
+		{"forty 1000-character lines, budget 500", 40, 1000, 500}} {
+		t.Run(c.name, func(t *testing.T) {
+			var content strings.Builder
+			for i := range c.lines {
+				content.WriteString(strings.Repeat(string(rune('a'+i%26)), c.length) + "\n")
+			}
+			rel := fmt.Sprintf("workspace/lines-%d-%d-%d.txt", c.lines, c.length, c.budget)
+			f.write(t, rel, content.String())
+			keys := map[string]int{}
+			got, pages := followPagesBudget(t, f, "/mnt/user-data/"+rel, 0, c.budget, func(args map[string]any) {
+				st, err := structpb.NewStruct(args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := runtimeloop.LoopKey(&runtimev1.ToolCall{Name: "read_file", Arguments: st})
+				keys[k]++
+				if keys[k] > 1 {
+					t.Fatalf("page %d (%v) repeats the loop key %q of an earlier page", len(keys), args, k)
+				}
+			})
+			if got != content.String() || pages < 2 {
+				t.Fatalf("read %d of %d bytes in %d pages", len(got), content.Len(), pages)
+			}
+			t.Logf("%d pages, %d keys", pages, len(keys))
+		})
+	}
 }
 
 // A note's range and hint for each way a page can end, and an end_line
