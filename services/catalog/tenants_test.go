@@ -649,7 +649,7 @@ func TestScopeDirEscapeRefusedForEveryWriter(t *testing.T) {
 // a new remote server; any change to it is refused on its type
 // (docs/decisions/0136-tenant-admins-write-remote-servers-only.md).
 func TestTenantAdminKeepsAGivenStdioServer(t *testing.T) {
-	h := start(t, extJSON(fixtureServer("acme_s", `"tenants": ["acme"]`)), nil)
+	h := start(t, extJSON(`"acme_s": {"command": "node", "args": ["server.js"], "env": {"K": "v"}, "tenants": ["acme"]}`), nil)
 	ctx := ctxT(t)
 	ls, err := h.acmeAdmin.ListServers(ctx, &catalogv1.ListServersRequest{})
 	if err != nil || len(ls.GetServers()) != 1 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
@@ -108,7 +109,7 @@ func (w writer) checkServer(i int, srv, prev *catalogconfig.Server) error {
 	if !srv.OwnedBy(w.tenant) {
 		return w.refuse("%s.tenants: a tenant admin writes servers of its own tenant only: set tenants to [%q]", f, w.tenant)
 	}
-	if srv.EffectiveType() == catalogconfig.TypeStdio && (prev == nil || !srv.Equal(prev)) {
+	if srv.EffectiveType() == catalogconfig.TypeStdio && (prev == nil || !sameAsStored(srv, prev)) {
 		// A stdio server a global admin gave the tenant may be kept as
 		// stored (so a replace can keep it next to new remote servers),
 		// never changed or added.
@@ -147,4 +148,13 @@ func hasOAuthBlock(srv *catalogconfig.Server) bool {
 		}
 	}
 	return false
+}
+
+// sameAsStored reports whether the written srv says what the stored prev
+// says, compared in the API's form (the form the writer read it in: the
+// explicit type and enabled flag of the proto do not count as a change).
+// Every key that decides what runs (command, args, env, cwd, working_dir)
+// is part of that form; the unknown keys are prev's own (configFromProto).
+func sameAsStored(srv, prev *catalogconfig.Server) bool {
+	return prev.EffectiveType() == srv.EffectiveType() && proto.Equal(configProto(*srv), configProto(*prev))
 }

@@ -2,6 +2,7 @@ package catalogconfig
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -78,11 +79,11 @@ func TestReferenceCoversOAuth(t *testing.T) {
 	}
 	for raw, want := range map[string]string{
 		`{"token_url": "https://t.example/token", "client_id": "c", "client_secret": "${SECRET}"}`: "oauth.client_secret",
-		`{"token_url": "${TOKEN_URL}", "client_id": "c", "client_secret": "x"}`:                   "oauth.token_url",
-		`{"grant_type": "refresh_token", "refresh_token": "$RT"}`:                                 "oauth.refresh_token",
-		`{"client_id": "c", "extra_token_params": {"resource": "${RES}"}}`:                        "oauth.extra_token_params.resource",
-		`{"client_id": "c", "audience": "${A:-x}"}`:                                               "oauth.audience",
-		`"not an object"`:                                                                         "oauth",
+		`{"token_url": "${TOKEN_URL}", "client_id": "c", "client_secret": "x"}`:                    "oauth.token_url",
+		`{"grant_type": "refresh_token", "refresh_token": "$RT"}`:                                  "oauth.refresh_token",
+		`{"client_id": "c", "extra_token_params": {"resource": "${RES}"}}`:                         "oauth.extra_token_params.resource",
+		`{"client_id": "c", "audience": "${A:-x}"}`:                                                "oauth.audience",
+		`"not an object"`: "oauth",
 	} {
 		if f, _, ok := Reference(withOAuth(raw)); !ok || f != want {
 			t.Errorf("%s: Reference = %q %v, want %q", raw, f, ok, want)
@@ -90,5 +91,20 @@ func TestReferenceCoversOAuth(t *testing.T) {
 	}
 	if f, v, ok := Reference(withOAuth(`{"grant_type": "authorization_code", "client_id": "public", "scope": "read"}`)); ok {
 		t.Errorf("a block without references: %q %q", f, v)
+	}
+}
+
+// TestExpandOAuthSyntaxError: an unsupported `${...}` form in an oauth
+// field is an error naming the field (it was a type-assertion panic).
+func TestExpandOAuthSyntaxError(t *testing.T) {
+	_, err := ExpandOAuth(OAuth{ClientID: "c", Scope: "${X:=y}"}, "s", func(string) (string, bool) { return "", false })
+	var se *SyntaxError
+	if !errors.As(err, &se) || !strings.HasPrefix(err.Error(), "mcpServers.s.oauth.scope: ") {
+		t.Fatalf("ExpandOAuth with ${X:=y}: %v", err)
+	}
+	_, err = ExpandOAuth(OAuth{ClientID: "${CID:?set it}"}, "s", func(string) (string, bool) { return "", false })
+	var me *MissingVarError
+	if !errors.As(err, &me) || me.Var != "CID" || me.Message != "set it" || !strings.HasPrefix(err.Error(), "mcpServers.s.oauth.client_id: ") {
+		t.Fatalf("ExpandOAuth with an unset ${CID:?set it}: %v", err)
 	}
 }
