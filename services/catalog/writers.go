@@ -113,7 +113,7 @@ func (w writer) checkServer(i int, srv, prev *catalogconfig.Server) error {
 		// A stdio server a global admin gave the tenant may be kept as
 		// stored (so a replace can keep it next to new remote servers),
 		// never changed or added.
-		return w.refuse("%s.type: a tenant admin writes remote servers only (SERVER_TYPE_STREAMABLE_HTTP or SERVER_TYPE_SSE): a stdio server runs a command on the suite's host, which only a global admin configures", f)
+		return w.refuse("%s.type: a tenant admin writes remote servers only (SERVER_TYPE_HTTP or SERVER_TYPE_SSE): a stdio server runs a command on the suite's host, which only a global admin configures", f)
 	}
 	if prev != nil && hasOAuthBlock(prev) &&
 		(prev.EffectiveType() != srv.EffectiveType() || prev.EffectiveURL() != srv.EffectiveURL()) {
