@@ -358,14 +358,14 @@ func TestReadyIncludesDatabase(t *testing.T) {
 // TestConfigTenantAdminAcrossReplicas: a tenant admin's ReplaceServers on
 // one replica reaches the other with the tenant rules intact: the other
 // tenants' and the file's servers are kept, another tenant's admin does
-// not see or change it, and a tenant admin still cannot write a host path.
+// not see or change it, and a tenant admin still cannot write a stdio server.
 func TestConfigTenantAdminAcrossReplicas(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	a := pgReplica(t, dsn, extJSON(dbServer("shared")), nil)
 	b := pgReplica(t, dsn, extJSON(dbServer("shared")), nil)
 	ctx := ctxT(t)
 	if _, err := b.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
-		{Name: "acme1", Command: "node", Args: []string{"a.js"}, Enabled: new(false), Tenants: []string{"acme"}}}}); err != nil {
+		{Name: "acme1", Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/mcp", Enabled: new(false), Tenants: []string{"acme"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	propagated(t, a, time.Now(), "tenant admin's write", []string{"shared", "acme1"})
@@ -380,8 +380,9 @@ func TestConfigTenantAdminAcrossReplicas(t *testing.T) {
 		t.Fatalf("beta admin changing acme's server on the other replica: %v", err)
 	}
 	if _, err := a.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
-		{Name: "acme1", Command: "node", Args: []string{"a.js"}, Cwd: "/etc", Tenants: []string{"acme"}}}}); codeOf(err) != codes.PermissionDenied {
-		t.Fatalf("tenant admin writing a host cwd on PostgreSQL: %v", err)
+		{Name: "acme1", Command: "node", Args: []string{"a.js"}, Cwd: "/etc", Tenants: []string{"acme"}}}}); codeOf(err) != codes.PermissionDenied ||
+		!strings.Contains(err.Error(), "servers[0].type") {
+		t.Fatalf("tenant admin writing a stdio server with a host cwd on PostgreSQL: %v", err)
 	}
 	// The refused write changed nothing, on either replica.
 	time.Sleep(300 * time.Millisecond)

@@ -199,7 +199,7 @@ func (s *Server) buildServers(w writer, in []*catalogv1.ServerConfig, cur *catal
 		if err := srv.Validate(); err != nil {
 			return nil, invalidServerConfig(i, err)
 		}
-		if err := w.checkServer(i, &srv); err != nil {
+		if err := w.checkServer(i, &srv, prev); err != nil {
 			return nil, err
 		}
 		if err := catalogconfig.ValidateCommand(&srv, s.cfg.StdioAllowlist); err != nil {

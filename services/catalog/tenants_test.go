@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	catalogv1 "github.com/toolplane/toolplane/gen/go/toolplane/catalog/v1"
 	typev1 "github.com/toolplane/toolplane/gen/go/toolplane/type/v1"
@@ -169,8 +170,9 @@ func TestTenantScopedVisibility(t *testing.T) {
 
 // TestTenantAdminWrites: a tenant admin replaces and toggles only its own
 // tenant's servers; global and other tenants' servers stay as they are and
-// cannot be touched; its servers cannot read the host (no ${VAR}, cwd,
-// static path) and the command policy holds.
+// cannot be touched; it writes remote servers only (no stdio server, whatever
+// its command: docs/decisions/0136-tenant-admins-write-remote-servers-only.md);
+// its servers cannot read the host (no ${VAR}, static path).
 func TestTenantAdminWrites(t *testing.T) {
 	t.Setenv("TP_HOST_SECRET", "hunter2")
 	h := start(t, extJSON(fixtureServer("g", ""), fixtureServer("acme_s", `"tenants": ["acme"]`),
@@ -193,6 +195,13 @@ func TestTenantAdminWrites(t *testing.T) {
 		t.Fatalf("tenant admin disables its own server: %v %v", up, err)
 	}
 	own := func(name string, mut func(c *catalogv1.ServerConfig)) *catalogv1.ServerConfig {
+		c := &catalogv1.ServerConfig{Name: name, Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/mcp", Tenants: []string{"acme"}}
+		if mut != nil {
+			mut(c)
+		}
+		return c
+	}
+	stdio := func(name string, mut func(c *catalogv1.ServerConfig)) *catalogv1.ServerConfig {
 		c := &catalogv1.ServerConfig{Name: name, Command: "node", Args: []string{"server.js"}, Tenants: []string{"acme"}}
 		if mut != nil {
 			mut(c)
@@ -209,21 +218,28 @@ func TestTenantAdminWrites(t *testing.T) {
 		{"no tenants", own("n1", func(c *catalogv1.ServerConfig) { c.Tenants = nil }), codes.PermissionDenied, "servers[0].tenants"},
 		{"another tenant", own("n1", func(c *catalogv1.ServerConfig) { c.Tenants = []string{"beta"} }), codes.PermissionDenied, "servers[0].tenants"},
 		{"two tenants", own("n1", func(c *catalogv1.ServerConfig) { c.Tenants = []string{"acme", "beta"} }), codes.PermissionDenied, "servers[0].tenants"},
-		{"${VAR} in env", own("n1", func(c *catalogv1.ServerConfig) { c.Env = map[string]string{"K": "${TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].env.K"},
-		{"$VAR in args", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"server.js", "$TP_HOST_SECRET"} }), codes.PermissionDenied, "servers[0].args[1]"},
+		// Every stdio server is refused on its type, before any other rule:
+		// the review's filesystem server at /, an http.server, npx of any
+		// package, and the shapes the earlier per-field rules refused.
+		{"a stdio server", stdio("n1", nil), codes.PermissionDenied, "servers[0].type"},
+		{"a stdio server, type explicit", stdio("n1", func(c *catalogv1.ServerConfig) { c.Type = catalogv1.ServerType_SERVER_TYPE_STDIO }), codes.PermissionDenied, "servers[0].type"},
+		{"the filesystem server at /", stdio("acme_fs", func(c *catalogv1.ServerConfig) {
+			c.Type, c.Args = catalogv1.ServerType_SERVER_TYPE_STDIO, []string{".tools/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/"}
+		}), codes.PermissionDenied, "servers[0].type"},
+		{"python3 -m http.server", stdio("n1", func(c *catalogv1.ServerConfig) { c.Command, c.Args = "python3", []string{"-m", "http.server"} }), codes.PermissionDenied, "servers[0].type"},
+		{"npx -y", stdio("n1", func(c *catalogv1.ServerConfig) { c.Command, c.Args = "npx", []string{"-y", "some-package"} }), codes.PermissionDenied, "servers[0].type"},
+		{"stdio with ${VAR} in env", stdio("n1", func(c *catalogv1.ServerConfig) { c.Env = map[string]string{"K": "${TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].type"},
+		{"stdio with cwd", stdio("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "/etc" }), codes.PermissionDenied, "servers[0].type"},
+		{"stdio with the scope dir", stdio("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"server.js", "${TOOLPLANE_SCOPE_DIR}/db"} }), codes.PermissionDenied, "servers[0].type"},
+		{"stdio with working_dir", stdio("n1", func(c *catalogv1.ServerConfig) {
+			c.SessionScope, c.WorkingDir = catalogv1.SessionScope_SESSION_SCOPE_PER_THREAD, "thread"
+		}), codes.PermissionDenied, "servers[0].type"},
+		// The scope-dir rule holds for every writer, so it answers first.
+		{"cwd escaping the scope dir", stdio("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "${TOOLPLANE_SCOPE_DIR}/../x" }), codes.InvalidArgument, "mcpServers.n1.cwd"},
+		{"${VAR} in an http server's env", own("n1", func(c *catalogv1.ServerConfig) { c.Env = map[string]string{"K": "${TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].env.K"},
 		{"default form in url", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/${TP_HOST_SECRET:-x}", Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].url"},
 		{"${VAR} in a header", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/mcp", Headers: map[string]string{"Authorization": "Bearer ${TP_HOST_SECRET}"}, Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].headers.Authorization"},
-		{"cwd", own("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "/etc" }), codes.PermissionDenied, "servers[0].cwd"},
-		{"cwd escaping the scope dir", own("n1", func(c *catalogv1.ServerConfig) { c.Cwd = "${TOOLPLANE_SCOPE_DIR}/../x" }), codes.PermissionDenied, "servers[0].cwd"},
-		{"a host variable next to the scope dir", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"${TOOLPLANE_SCOPE_DIR:+$TP_HOST_SECRET}"} }), codes.PermissionDenied, "servers[0].args[0]"},
-		{"a host variable as the scope dir's default", own("n1", func(c *catalogv1.ServerConfig) {
-			c.Env = map[string]string{"D": "${TOOLPLANE_SCOPE_DIR:-$TP_HOST_SECRET}"}
-		}), codes.PermissionDenied, "servers[0].env.D"},
-		{"working_dir", own("n1", func(c *catalogv1.ServerConfig) {
-			c.SessionScope, c.WorkingDir = catalogv1.SessionScope_SESSION_SCOPE_PER_THREAD, "thread"
-		}), codes.PermissionDenied, "servers[0].working_dir"},
 		{"static path", &catalogv1.ServerConfig{Name: "n1", Type: catalogv1.ServerType_SERVER_TYPE_STATIC, Path: "/etc/passwd", Tenants: []string{"acme"}}, codes.PermissionDenied, "servers[0].path"},
-		{"command policy", own("n1", func(c *catalogv1.ServerConfig) { c.Args = []string{"-e", "require('child_process').exec('id')"} }), codes.InvalidArgument, "code-evaluation flag"},
 		{"a global server's name", own("g", nil), codes.InvalidArgument, `"g" is taken`},
 		{"another tenant's server's name", own("beta_s", nil), codes.InvalidArgument, `"beta_s" is taken`},
 	}
@@ -239,12 +255,11 @@ func TestTenantAdminWrites(t *testing.T) {
 	if after, _ := os.ReadFile(h.path); string(after) != string(before) {
 		t.Fatalf("a refused write changed the file:\n%s", after)
 	}
-	// A valid replace: acme's set becomes [acme2]; every other server
-	// stays. The session's scope directory is not the host's environment:
-	// allowed in args, env and cwd.
+	// A valid replace: acme's set becomes [acme2], a remote server with
+	// its own stateful and session_scope; every other server stays.
 	res, err := h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
-		{Name: "acme2", Type: catalogv1.ServerType_SERVER_TYPE_STDIO, Command: "node", Args: []string{"server.js", "${TOOLPLANE_SCOPE_DIR}/db"},
-			Env: map[string]string{"DATA": "$TOOLPLANE_SCOPE_DIR"}, Cwd: "${TOOLPLANE_SCOPE_DIR}/work", Tenants: []string{"acme"}}}})
+		{Name: "acme2", Type: catalogv1.ServerType_SERVER_TYPE_HTTP, Url: "http://127.0.0.1:1/mcp", Stateful: true,
+			SessionScope: catalogv1.SessionScope_SESSION_SCOPE_PER_USER, Tenants: []string{"acme"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +278,9 @@ func TestTenantAdminWrites(t *testing.T) {
 	var file []string
 	for _, s := range f.Servers {
 		file = append(file, s.Name)
+		if s.Name == "acme2" && (!s.Stateful || s.SessionScope != catalogconfig.ScopePerUser) {
+			t.Fatalf("acme2's stateful / session_scope not kept: %v %q", s.Stateful, s.SessionScope)
+		}
 	}
 	if !slices.Equal(file, []string{"g", "beta_s", "both", "acme2"}) || !strings.Contains(string(raw), `"keep": true`) {
 		t.Fatalf("file after the tenant admin's replace: %v\n%s", file, raw)
@@ -454,7 +472,7 @@ func TestEmptyAnswersAreNoProtocol(t *testing.T) {
 // admin controls. The global admin's own rewrite keeps working.
 func TestTenantAdminCannotCarryHostVariables(t *testing.T) {
 	t.Setenv("TP_HOST_SECRET", "hunter2")
-	h := start(t, extJSON(fixtureServer("acme_s", `"tenants": ["acme"], "env": {"K": "${TP_HOST_SECRET}"}`)), nil)
+	h := start(t, extJSON(`"acme_s": {"type": "http", "url": "http://127.0.0.1:1/mcp", "tenants": ["acme"], "env": {"K": "${TP_HOST_SECRET}"}}`), nil)
 	ctx := ctxT(t)
 	ls, err := h.acmeAdmin.ListServers(ctx, &catalogv1.ListServersRequest{})
 	if err != nil || len(ls.GetServers()) != 1 {
@@ -464,7 +482,7 @@ func TestTenantAdminCannotCarryHostVariables(t *testing.T) {
 	if cfg.GetEnv()["K"] != "***" {
 		t.Fatalf("env shown to the tenant admin: %v", cfg.GetEnv())
 	}
-	cfg.Command, cfg.Args = "node", []string{"server.js"}
+	cfg.Description = "rewritten"
 	_, err = h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{cfg}})
 	if codeOf(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "servers[0].env.K") || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("tenant admin's rewrite keeping a ${VAR}: %v", err)
@@ -533,5 +551,126 @@ func TestTenantScopedResourcesAndPrompts(t *testing.T) {
 	}
 	if _, err := h.svc.Complete(beta, &catalogv1.CompleteRequest{Prompt: aPrompt.GetName(), ArgumentName: "x"}); codeOf(err) != codes.NotFound {
 		t.Fatalf("beta completes acme's prompt: %v, want NOT_FOUND", err)
+	}
+}
+
+// TestTenantAdminAndStoredOAuth: a global admin gave acme's http server an
+// `oauth` block (which the API can neither show nor set). Its ${VAR}
+// secrets are the suite's environment: a tenant admin's rewrite keeping
+// them is refused naming the oauth field. A block without ${VAR} stays with
+// its url and type: a tenant admin's rewrite of the same url is accepted,
+// one pointing the server (and the credentials minted for it) at another
+// host, or changing its type, is refused naming servers[0].url
+// (docs/decisions/0137-oauth-stays-with-its-host.md). A global admin may
+// still move it.
+func TestTenantAdminAndStoredOAuth(t *testing.T) {
+	t.Setenv("TP_OAUTH_SECRET", "hunter2")
+	h := start(t, extJSON(
+		`"acme_cc": {"type": "http", "url": "http://127.0.0.1:1/mcp", "tenants": ["acme"], "oauth": {"token_url": "http://127.0.0.1:1/token", "client_id": "c", "client_secret": "${TP_OAUTH_SECRET}"}}`,
+		`"acme_ac": {"type": "http", "url": "http://127.0.0.1:1/mcp", "tenants": ["acme"], "oauth": {"grant_type": "authorization_code", "client_id": "public"}}`,
+	), nil)
+	ctx := ctxT(t)
+	ls, err := h.acmeAdmin.ListServers(ctx, &catalogv1.ListServersRequest{})
+	if err != nil || len(ls.GetServers()) != 2 {
+		t.Fatalf("ListServers = %v, %v", ls, err)
+	}
+	cfgs := map[string]*catalogv1.ServerConfig{}
+	for _, sv := range ls.GetServers() {
+		cfgs[sv.GetConfig().GetName()] = sv.GetConfig()
+	}
+	write := func(w catalogv1.CatalogServiceClient, cs ...*catalogv1.ServerConfig) error {
+		_, err := w.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: cs})
+		return err
+	}
+	moved := func(c *catalogv1.ServerConfig, url string) *catalogv1.ServerConfig {
+		c = proto.Clone(c).(*catalogv1.ServerConfig)
+		c.Url = url
+		return c
+	}
+	before, _ := os.ReadFile(h.path)
+	err = write(h.acmeAdmin, cfgs["acme_cc"], cfgs["acme_ac"])
+	if codeOf(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "servers[0].oauth.client_secret") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("tenant admin's rewrite keeping the oauth ${VAR}: %v", err)
+	}
+	err = write(h.acmeAdmin, moved(cfgs["acme_ac"], "http://127.0.0.2:1/mcp"))
+	if codeOf(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "servers[0].url") {
+		t.Fatalf("tenant admin moves a server with an oauth block to another host: %v", err)
+	}
+	sse := proto.Clone(cfgs["acme_ac"]).(*catalogv1.ServerConfig)
+	sse.Type = catalogv1.ServerType_SERVER_TYPE_SSE
+	if err := write(h.acmeAdmin, sse); codeOf(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "servers[0].url") {
+		t.Fatalf("tenant admin changes the type of a server with an oauth block: %v", err)
+	}
+	if after, _ := os.ReadFile(h.path); string(after) != string(before) {
+		t.Fatalf("a refused write changed the file:\n%s", after)
+	}
+	if err := write(h.admin, moved(cfgs["acme_cc"], "http://127.0.0.2:1/mcp"), cfgs["acme_ac"]); err != nil {
+		t.Fatalf("global admin moves the server: %v", err)
+	}
+	same := proto.Clone(cfgs["acme_ac"]).(*catalogv1.ServerConfig)
+	same.Description = "rewritten by acme"
+	if err := write(h.acmeAdmin, same); err != nil {
+		t.Fatalf("tenant admin's rewrite of the same url: %v", err)
+	}
+	raw, _ := os.ReadFile(h.path)
+	if !strings.Contains(string(raw), `"authorization_code"`) || !strings.Contains(string(raw), "rewritten by acme") {
+		t.Fatalf("the oauth block is not kept by the accepted rewrite:\n%s", raw)
+	}
+}
+
+// TestScopeDirEscapeRefusedForEveryWriter: `${TOOLPLANE_SCOPE_DIR}/..` in a
+// stdio server's args or env reaches other scopes' directories; the file's
+// server is FAILED with the reason, and a global admin's write is refused
+// naming the field (docs/decisions/0136-tenant-admins-write-remote-servers-only.md).
+func TestScopeDirEscapeRefusedForEveryWriter(t *testing.T) {
+	h := start(t, extJSON(fixtureServer("esc", `"session_scope": "per_user", "env": {"MEMORY_FILE_PATH": "${TOOLPLANE_SCOPE_DIR}/../../u-bob/memory.jsonl"}`)), nil)
+	ctx := ctxT(t)
+	sv := h.server("esc")
+	if sv.GetState() != catalogv1.ServerState_SERVER_STATE_FAILED || !strings.Contains(sv.GetLastError(), "mcpServers.esc.env.MEMORY_FILE_PATH") ||
+		!strings.Contains(sv.GetLastError(), "'..'") {
+		t.Fatalf("file server escaping its scope dir: %v %q", sv.GetState(), sv.GetLastError())
+	}
+	before, _ := os.ReadFile(h.path)
+	_, err := h.admin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{
+		{Name: "esc2", Command: "node", Args: []string{"server.js", "${TOOLPLANE_SCOPE_DIR}/../../../.."}, SessionScope: catalogv1.SessionScope_SESSION_SCOPE_PER_USER}}})
+	if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "mcpServers.esc2.args[1]") {
+		t.Fatalf("global admin's ${TOOLPLANE_SCOPE_DIR}/..: %v", err)
+	}
+	if _, br := grpcx.ErrorDetails(err); len(br.GetFieldViolations()) != 1 || br.GetFieldViolations()[0].GetField() != "servers[0].args[1]" {
+		t.Fatalf("BadRequest %v, want field servers[0].args[1]", br)
+	}
+	if after, _ := os.ReadFile(h.path); string(after) != string(before) {
+		t.Fatalf("a refused write changed the file:\n%s", after)
+	}
+}
+
+// TestTenantAdminKeepsAGivenStdioServer: a stdio server a global admin gave
+// acme may be kept, exactly as stored, in the tenant admin's replace next to
+// a new remote server; any change to it is refused on its type
+// (docs/decisions/0136-tenant-admins-write-remote-servers-only.md).
+func TestTenantAdminKeepsAGivenStdioServer(t *testing.T) {
+	h := start(t, extJSON(`"acme_s": {"command": "node", "args": ["server.js"], "env": {"K": "v"}, "tenants": ["acme"]}`), nil)
+	ctx := ctxT(t)
+	ls, err := h.acmeAdmin.ListServers(ctx, &catalogv1.ListServersRequest{})
+	if err != nil || len(ls.GetServers()) != 1 {
+		t.Fatalf("ListServers = %v, %v", ls, err)
+	}
+	kept := ls.GetServers()[0].GetConfig()
+	remote := &catalogv1.ServerConfig{Name: "acme_r", Type: catalogv1.ServerType_SERVER_TYPE_SSE, Url: "http://127.0.0.1:1/sse", Tenants: []string{"acme"}}
+	changed := proto.Clone(kept).(*catalogv1.ServerConfig)
+	changed.Args = []string{"/"}
+	before, _ := os.ReadFile(h.path)
+	if _, err := h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{remote, changed}}); codeOf(err) != codes.PermissionDenied ||
+		!strings.Contains(err.Error(), "servers[1].type") {
+		t.Fatalf("tenant admin changes a given stdio server: %v", err)
+	}
+	if after, _ := os.ReadFile(h.path); string(after) != string(before) {
+		t.Fatalf("a refused write changed the file:\n%s", after)
+	}
+	if _, err := h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{remote, kept}}); err != nil {
+		t.Fatalf("tenant admin keeps a given stdio server unchanged: %v", err)
+	}
+	if got := serverNames(t, h.admin, ctx); !slices.Equal(got, []string{"acme_r", "acme_s"}) {
+		t.Fatalf("servers after the replace: %v", got)
 	}
 }

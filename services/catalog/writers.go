@@ -1,12 +1,14 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolplane/toolplane/internal/auth"
 	"github.com/toolplane/toolplane/services/catalog/catalogconfig"
@@ -85,12 +87,18 @@ func (w writer) mayChange(srv *catalogconfig.Server) error {
 }
 
 // checkServer applies the rules of a tenant admin's servers to servers[i]
-// (after the secrets of the stored entry were merged back): its tenants are
-// exactly the admin's tenant; it reads nothing of the host: no `$VAR` /
-// `${VAR}` reference (they expand from the suite's environment), no `cwd`,
-// no static `path`. The command policy and the egress check apply to every
-// writer (buildServers).
-func (w writer) checkServer(i int, srv *catalogconfig.Server) error {
+// (after the secrets and unknown keys of the stored entry prev, or nil,
+// were merged back): its tenants are exactly the admin's tenant; it is a
+// remote server (sse / http, under the egress policy): a stdio server runs
+// on the suite's host with its rights, so no command is a tenant admin's
+// to choose (docs/decisions/0136-tenant-admins-write-remote-servers-only.md);
+// a stdio server is accepted only unchanged from its stored entry; it
+// reads nothing of the host: no `$VAR` / `${VAR}` reference (they expand
+// from the suite's environment), the `oauth` block included, no `cwd`, no
+// static `path`; and it does not move a stored `oauth` block to another
+// url or type (docs/decisions/0137-oauth-stays-with-its-host.md). The
+// command policy and the egress check apply to every writer (buildServers).
+func (w writer) checkServer(i int, srv, prev *catalogconfig.Server) error {
 	if err := w.allowed(); err != nil {
 		return err
 	}
@@ -100,6 +108,16 @@ func (w writer) checkServer(i int, srv *catalogconfig.Server) error {
 	f := fmt.Sprintf("servers[%d]", i)
 	if !srv.OwnedBy(w.tenant) {
 		return w.refuse("%s.tenants: a tenant admin writes servers of its own tenant only: set tenants to [%q]", f, w.tenant)
+	}
+	if srv.EffectiveType() == catalogconfig.TypeStdio && (prev == nil || !sameAsStored(srv, prev)) {
+		// A stdio server a global admin gave the tenant may be kept as
+		// stored (so a replace can keep it next to new remote servers),
+		// never changed or added.
+		return w.refuse("%s.type: a tenant admin writes remote servers only (SERVER_TYPE_HTTP or SERVER_TYPE_SSE): a stdio server runs a command on the suite's host, which only a global admin configures", f)
+	}
+	if prev != nil && hasOAuthBlock(prev) &&
+		(prev.EffectiveType() != srv.EffectiveType() || prev.EffectiveURL() != srv.EffectiveURL()) {
+		return w.refuse("%s.url: server %q has an oauth block set by a global admin; its credentials stay with the url and type they were configured for: a tenant admin may not change them (remove the server and add a new one, or ask a global admin)", f, srv.Name)
 	}
 	if field, v, ok := catalogconfig.Reference(*srv); ok {
 		if v == "" {
@@ -119,4 +137,24 @@ func (w writer) checkServer(i int, srv *catalogconfig.Server) error {
 		return w.refuse("%s.working_dir: only a global admin runs servers in thread workspaces", f)
 	}
 	return nil
+}
+
+// hasOAuthBlock reports whether srv carries an `oauth` key (kept in Extra,
+// which the API can neither show nor set), enabled or not.
+func hasOAuthBlock(srv *catalogconfig.Server) bool {
+	for _, f := range srv.Extra {
+		if f.Key == "oauth" {
+			return string(bytes.TrimSpace(f.Value)) != "null"
+		}
+	}
+	return false
+}
+
+// sameAsStored reports whether the written srv says what the stored prev
+// says, compared in the API's form (the form the writer read it in: the
+// explicit type and enabled flag of the proto do not count as a change).
+// Every key that decides what runs (command, args, env, cwd, working_dir)
+// is part of that form; the unknown keys are prev's own (configFromProto).
+func sameAsStored(srv, prev *catalogconfig.Server) bool {
+	return prev.EffectiveType() == srv.EffectiveType() && proto.Equal(configProto(*srv), configProto(*prev))
 }

@@ -1,6 +1,7 @@
 package catalogconfig
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -98,6 +99,21 @@ func Expand(s Server, lookup func(string) (string, bool)) (Server, error) {
 	if err != nil {
 		return s, err
 	}
+	// A `..` segment in a value that holds the scope directory, wherever it
+	// came from (docs/decisions/0136-tenant-admins-write-remote-servers-only.md).
+	for i, a := range out.Args {
+		if escapesScopeDir(a) {
+			return s, scopeDirEscapeError(s.Name, fmt.Sprintf("args[%d]", i))
+		}
+	}
+	for _, k := range sortedKeys(out.Env) {
+		if escapesScopeDir(out.Env[k]) {
+			return s, scopeDirEscapeError(s.Name, "env."+k)
+		}
+	}
+	if escapesScopeDir(out.Cwd) {
+		return s, scopeDirEscapeError(s.Name, "cwd")
+	}
 	if s.URL == "" && s.ServerURL != "" {
 		out.URL = out.ServerURL
 		if out.Type == "" && out.Transport == "" {
@@ -105,6 +121,10 @@ func Expand(s Server, lookup func(string) (string, bool)) (Server, error) {
 		}
 	}
 	return out, nil
+}
+
+func scopeDirEscapeError(server, field string) error {
+	return fmt.Errorf("mcpServers.%s.%s: a value using ${%s} may not contain a '..' path segment (it would leave the session's scope directory)", server, field, ScopeDirVar)
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -326,5 +346,26 @@ func Reference(s Server) (field, variable string, found bool) {
 		check("headers."+k, s.Headers[k])
 	}
 	check("path", s.Path)
+	// The oauth block (kept in Extra) is expanded by ExpandOAuth: its
+	// strings read the environment too. A block that does not decode counts
+	// as a reference (fail closed).
+	for _, x := range s.Extra {
+		if x.Key != "oauth" || found {
+			continue
+		}
+		var o OAuth
+		if err := json.Unmarshal(x.Value, &o); err != nil {
+			return "oauth", "", true
+		}
+		check("oauth.token_url", o.TokenURL)
+		check("oauth.client_id", o.ClientID)
+		check("oauth.client_secret", o.ClientSecret)
+		check("oauth.refresh_token", o.RefreshToken)
+		check("oauth.scope", o.Scope)
+		check("oauth.audience", o.Audience)
+		for _, k := range sortedKeys(o.ExtraTokenParams) {
+			check("oauth.extra_token_params."+k, o.ExtraTokenParams[k])
+		}
+	}
 	return field, variable, found
 }

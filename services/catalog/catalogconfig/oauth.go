@@ -197,8 +197,19 @@ func ExpandOAuth(o OAuth, server string, lookup func(string) (string, bool)) (OA
 			return v
 		}
 		r, e := ExpandString(v, lookup)
-		if e != nil {
-			err = &MissingVarError{Server: server, Field: "oauth." + field, Var: e.(*MissingVarError).Var}
+		switch x := e.(type) {
+		case nil:
+		case *MissingVarError:
+			c := *x
+			c.Server, c.Field = server, "oauth."+field
+			err = &c
+		case *SyntaxError:
+			// e.g. `${X:=y}`: an error naming the field, never a panic.
+			c := *x
+			c.Server, c.Field = server, "oauth."+field
+			err = &c
+		default:
+			err = fmt.Errorf("mcpServers.%s.oauth.%s: %w", server, field, e)
 		}
 		return r
 	}

@@ -60,7 +60,7 @@ func (s *Server) validateScopeDir(p string) error {
 		}
 	}
 	if s.EffectiveType() == TypeStdio {
-		return nil
+		return s.validateScopeDirDots(p)
 	}
 	for i, a := range s.Args {
 		if referencesScopeDir(a) {
@@ -76,6 +76,58 @@ func (s *Server) validateScopeDir(p string) error {
 		return bad("cwd")
 	}
 	return nil
+}
+
+// validateScopeDirDots refuses a stdio server's args, env value or cwd that
+// uses ${TOOLPLANE_SCOPE_DIR} and holds a `..` path segment anywhere in it:
+// `${TOOLPLANE_SCOPE_DIR}/../..` names another scope's directory (another
+// user's or tenant's files). It applies to every writer (the file, a global
+// admin, a tenant admin) — docs/decisions/0136-tenant-admins-write-remote-servers-only.md.
+func (s *Server) validateScopeDirDots(p string) error {
+	bad := func(field string) error {
+		return fmt.Errorf("%s.%s: a value using ${%s} may not contain a '..' path segment (it would leave the session's scope directory)", p, field, ScopeDirVar)
+	}
+	for i, a := range s.Args {
+		if referencesScopeDir(a) && HasDotDotSegment(a) {
+			return bad(fmt.Sprintf("args[%d]", i))
+		}
+	}
+	for _, k := range sortedKeys(s.Env) {
+		if referencesScopeDir(s.Env[k]) && HasDotDotSegment(s.Env[k]) {
+			return bad("env." + k)
+		}
+	}
+	if referencesScopeDir(s.Cwd) && HasDotDotSegment(s.Cwd) {
+		return bad("cwd")
+	}
+	return nil
+}
+
+// HasDotDotSegment reports whether v holds `..` as a path segment: bounded
+// on each side by the start or end of v or by one of / \ : ; , = { } - + ?
+// and whitespace (so `--root=${TOOLPLANE_SCOPE_DIR}/..`, `a:../b` and
+// `${TOOLPLANE_SCOPE_DIR:-..}` count; `file..txt` does not).
+func HasDotDotSegment(v string) bool {
+	sep := func(r rune) bool {
+		switch r {
+		case '/', '\\', ':', ';', ',', '=', ' ', '\t', '\n', '\r', '{', '}', '-', '+', '?':
+			return true
+		}
+		return false
+	}
+	for _, f := range strings.FieldsFunc(v, sep) {
+		if f == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// escapesScopeDir is the same rule on an expanded value: a value holding the
+// scope directory placeholder with a `..` segment (a `${VAR}` of the
+// environment may have supplied it) is refused before a session starts.
+func escapesScopeDir(v string) bool {
+	return strings.Contains(v, scopeDirPlaceholder) && HasDotDotSegment(strings.ReplaceAll(v, scopeDirPlaceholder, "/scope"))
 }
 
 // UsesScopeDir reports whether an expanded configuration references the
