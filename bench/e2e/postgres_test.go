@@ -178,16 +178,26 @@ type workerState struct {
 	seq    int
 }
 
-// throughput runs w closed-loop clients against the runtimes at addrs for
-// d; one iteration is AssembleTools, a tool_search and a promoted
-// ExecuteToolCall. It returns iterations per second.
+// throughput runs w closed-loop clients against the runtimes at addrs (a
+// comma-separated list) for d; one iteration is AssembleTools, a tool_search
+// and a promoted ExecuteToolCall. It returns iterations per second.
+//
+// Each client holds one connection to one runtime (client i to address
+// i mod n), as an agent's gRPC client behind a Kubernetes Service or a DNS
+// name does: its thread's calls stay on that replica. Spreading every call
+// over both replicas instead measures cache misses on both (each replica
+// re-reads the thread from the database on every other call), not what a
+// second replica adds.
 func throughput(t *testing.T, addrs string, workers []*workerState, d time.Duration) float64 {
-	conn, err := grpcx.Dial(addrs, grpcx.DialOptions{Token: userToken, MaxMessageBytes: 256 << 20})
-	if err != nil {
-		t.Fatal(err)
+	var clients []runtimev1.RuntimeServiceClient
+	for _, a := range strings.Split(addrs, ",") {
+		conn, err := grpcx.Dial(a, grpcx.DialOptions{Token: userToken, MaxMessageBytes: 256 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		clients = append(clients, runtimev1.NewRuntimeServiceClient(conn))
 	}
-	defer conn.Close()
-	c := runtimev1.NewRuntimeServiceClient(conn)
 	echo, _ := structpb.NewStruct(map[string]any{"message": "hello"})
 	search, _ := structpb.NewStruct(map[string]any{"query": "send email"})
 	var done atomic.Int64
@@ -195,7 +205,8 @@ func throughput(t *testing.T, addrs string, workers []*workerState, d time.Durat
 	var failed atomic.Value
 	stop := time.Now().Add(d)
 	t0 := time.Now()
-	for _, w := range workers {
+	for i, w := range workers {
+		c := clients[i%len(clients)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
