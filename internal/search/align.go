@@ -20,7 +20,6 @@ type alignWord struct {
 // wordBag returns the distinct known non-stop words of text with their SIF
 // weights: the words the StaticEmbedder averages.
 func wordBag(e *StaticEmbedder, text string) []alignWord {
-	t := e.table
 	var out []alignWord
 	seen := map[int32]struct{}{}
 	splitWords(text, func(w string) {
@@ -35,11 +34,7 @@ func wordBag(e *StaticEmbedder, text string) []alignWord {
 			return
 		}
 		seen[id] = struct{}{}
-		p := 0.0
-		if t.Total > 0 {
-			p = float64(t.Counts[id]) / float64(t.Total)
-		}
-		out = append(out, alignWord{id: id, w: float32(SIFParameter / (SIFParameter + p))})
+		out = append(out, alignWord{id: id, w: float32(e.sifWeight(id))})
 	})
 	return out
 }

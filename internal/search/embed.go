@@ -131,6 +131,16 @@ func (e *StaticEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	return out, nil
 }
 
+// sifWeight is the SIF weight a/(a+p(w)) of the word with row id, p(w) its
+// frequency in the vectors' training corpus.
+func (e *StaticEmbedder) sifWeight(id int32) float64 {
+	p := 0.0
+	if e.table.Total > 0 {
+		p = float64(e.table.Counts[id]) / float64(e.table.Total)
+	}
+	return SIFParameter / (SIFParameter + p)
+}
+
 func (e *StaticEmbedder) embedOne(text string) []float32 {
 	dim := e.table.Dim
 	acc := make([]float64, dim)
@@ -144,11 +154,7 @@ func (e *StaticEmbedder) embedOne(text string) []float32 {
 			return
 		}
 		q, scale := e.table.RowAt(id)
-		p := 0.0
-		if e.table.Total > 0 {
-			p = float64(e.table.Counts[id]) / float64(e.table.Total)
-		}
-		wt := SIFParameter / (SIFParameter + p) * float64(scale)
+		wt := e.sifWeight(id) * float64(scale)
 		for j, x := range q {
 			acc[j] += wt * float64(x)
 		}
