@@ -193,6 +193,9 @@ func (s *Server) buildServers(w writer, in []*catalogv1.ServerConfig, cur *catal
 		if err != nil {
 			return nil, invalidServerConfig(i, err)
 		}
+		if err := w.keepsSecretsWithHost(i, &srv, prev); err != nil {
+			return nil, err
+		}
 		if srv, err = catalogconfig.MergeMasked(srv, prev); err != nil {
 			return nil, invalidServerConfig(i, err)
 		}

@@ -674,3 +674,46 @@ func TestTenantAdminKeepsAGivenStdioServer(t *testing.T) {
 		t.Fatalf("servers after the replace: %v", got)
 	}
 }
+
+// TestTenantAdminKeepsStoredSecretsWithTheirHost: a global admin gave acme's
+// http server a literal Authorization header (shown as "***"). A tenant
+// admin's rewrite that keeps "***" while pointing the server at another url
+// is refused naming the header, so the stored secret never reaches the new
+// host; the same url is accepted, and sending the value again moves it.
+func TestTenantAdminKeepsStoredSecretsWithTheirHost(t *testing.T) {
+	h := start(t, extJSON(`"acme_hdr": {"type": "http", "url": "http://127.0.0.1:1/mcp", "tenants": ["acme"], "headers": {"Authorization": "Bearer GLOBAL-LITERAL"}}`), nil)
+	ctx := ctxT(t)
+	ls, err := h.acmeAdmin.ListServers(ctx, &catalogv1.ListServersRequest{})
+	if err != nil || len(ls.GetServers()) != 1 {
+		t.Fatalf("ListServers = %v, %v", ls, err)
+	}
+	cfg := ls.GetServers()[0].GetConfig()
+	if cfg.GetHeaders()["Authorization"] != "***" {
+		t.Fatalf("header not masked: %v", cfg.GetHeaders())
+	}
+	write := func(c *catalogv1.ServerConfig) error {
+		_, err := h.acmeAdmin.ReplaceServers(ctx, &catalogv1.ReplaceServersRequest{Servers: []*catalogv1.ServerConfig{c}})
+		return err
+	}
+	before, _ := os.ReadFile(h.path)
+	moved := proto.Clone(cfg).(*catalogv1.ServerConfig)
+	moved.Url = "http://127.0.0.2:1/mcp"
+	if err := write(moved); codeOf(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "servers[0].headers.Authorization") || strings.Contains(err.Error(), "GLOBAL-LITERAL") {
+		t.Fatalf("tenant admin moves a stored header secret to another host: %v", err)
+	}
+	if after, _ := os.ReadFile(h.path); string(after) != string(before) {
+		t.Fatalf("a refused write changed the file:\n%s", after)
+	}
+	same := proto.Clone(cfg).(*catalogv1.ServerConfig)
+	same.Description = "same host"
+	if err := write(same); err != nil {
+		t.Fatalf("tenant admin's rewrite of the same url keeping the secret: %v", err)
+	}
+	moved.Headers = map[string]string{"Authorization": "Bearer ACME-OWN"}
+	if err := write(moved); err != nil {
+		t.Fatalf("tenant admin moves the server sending its own value: %v", err)
+	}
+	if raw, _ := os.ReadFile(h.path); strings.Contains(string(raw), "GLOBAL-LITERAL") || !strings.Contains(string(raw), "ACME-OWN") {
+		t.Fatalf("after the move the file holds:\n%s", raw)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -135,6 +136,35 @@ func (w writer) checkServer(i int, srv, prev *catalogconfig.Server) error {
 		// Like cwd: where a child runs on the host is a global admin's
 		// choice (docs/decisions/0159-path-translation-details.md).
 		return w.refuse("%s.working_dir: only a global admin runs servers in thread workspaces", f)
+	}
+	return nil
+}
+
+// keepsSecretsWithHost refuses a tenant admin's write that keeps a stored
+// secret ("***" for a header or env value) while changing the server's url
+// or type: the stored value (perhaps a global admin's, which the tenant
+// admin never saw) would be sent to the new host. The rule of the oauth
+// block (docs/decisions/0137-oauth-stays-with-its-host.md) for every stored
+// secret; a tenant admin moving its server sends the values again.
+func (w writer) keepsSecretsWithHost(i int, srv, prev *catalogconfig.Server) error {
+	if !w.tenantAdmin || prev == nil ||
+		(prev.EffectiveType() == srv.EffectiveType() && prev.EffectiveURL() == srv.EffectiveURL()) {
+		return nil
+	}
+	for _, kv := range []struct {
+		field string
+		m     map[string]string
+	}{{"headers", srv.Headers}, {"env", srv.Env}} {
+		keys := make([]string, 0, len(kv.m))
+		for k, v := range kv.m {
+			if v == catalogconfig.Mask {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			sort.Strings(keys)
+			return w.refuse("servers[%d].%s.%s: %q keeps a stored secret, which stays with the url and type it was configured for: send the value again to move server %q to another url or type", i, kv.field, keys[0], catalogconfig.Mask, srv.Name)
+		}
 	}
 	return nil
 }

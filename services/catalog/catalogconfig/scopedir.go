@@ -87,14 +87,30 @@ func (s *Server) validateScopeDirDots(p string) error {
 	bad := func(field string) error {
 		return fmt.Errorf("%s.%s: a value using ${%s} may not contain a '..' path segment (it would leave the session's scope directory)", p, field, ScopeDirVar)
 	}
+	// With cwd in the scope directory, a relative `../..` in any arg or env
+	// value resolves from there: the same escape without the placeholder.
+	inScope := referencesScopeDir(s.Cwd)
+	badRel := func(field string) error {
+		return fmt.Errorf("%s.%s: the server runs in ${%s} (cwd), so a '..' path segment would leave the session's scope directory", p, field, ScopeDirVar)
+	}
 	for i, a := range s.Args {
-		if referencesScopeDir(a) && HasDotDotSegment(a) {
-			return bad(fmt.Sprintf("args[%d]", i))
+		if HasDotDotSegment(a) {
+			if referencesScopeDir(a) {
+				return bad(fmt.Sprintf("args[%d]", i))
+			}
+			if inScope {
+				return badRel(fmt.Sprintf("args[%d]", i))
+			}
 		}
 	}
 	for _, k := range sortedKeys(s.Env) {
-		if referencesScopeDir(s.Env[k]) && HasDotDotSegment(s.Env[k]) {
-			return bad("env." + k)
+		if HasDotDotSegment(s.Env[k]) {
+			if referencesScopeDir(s.Env[k]) {
+				return bad("env." + k)
+			}
+			if inScope {
+				return badRel("env." + k)
+			}
 		}
 	}
 	if referencesScopeDir(s.Cwd) && HasDotDotSegment(s.Cwd) {

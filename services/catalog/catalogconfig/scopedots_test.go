@@ -26,6 +26,9 @@ func TestScopeDirDotDot(t *testing.T) {
 		{Server{Env: map[string]string{"MEMORY_FILE_PATH": "${TOOLPLANE_SCOPE_DIR}/../../u-bob/memory.jsonl"}}, "mcpServers.s.env.MEMORY_FILE_PATH"},
 		{Server{Env: map[string]string{"P": "/bin:${TOOLPLANE_SCOPE_DIR}/..:/x"}}, "mcpServers.s.env.P"},
 		{Server{Cwd: "${TOOLPLANE_SCOPE_DIR}/.."}, "mcpServers.s.cwd"},
+		// cwd in the scope dir: a relative `..` resolves from there.
+		{Server{Cwd: "${TOOLPLANE_SCOPE_DIR}", Args: []string{"fs.js", "../../../.."}}, "mcpServers.s.args[1]"},
+		{Server{Cwd: "${TOOLPLANE_SCOPE_DIR}/work", Env: map[string]string{"DB": "../../u-bob/db"}}, "mcpServers.s.env.DB"},
 	}
 	for _, c := range refused {
 		s := c.srv
